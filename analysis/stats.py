@@ -1,0 +1,340 @@
+"""Exact tests and closed-form intervals for the analysis: Wilson, binomial, sign, Holm, t.
+
+Pure functions of counts or arrays, no state. Undefined tests (no trials, fewer than two scores)
+return NaN rather than 1.0, so that `holm` can leave them out of the multiplicity count instead
+of silently spending part of the error budget on them.
+
+Which test for which question:
+- `binomial_test` on all decided allocation trials is the "naive" test the paper's authors ran:
+  it treats the two orders of a pair as independent trials, which they are not (see
+  `analysis.bootstrap` on pairs), so its p-values are too small when a model prefers a person
+  consistently in both orders.
+- `sign_test` uses only the pairs whose two orders agree (both chose the cisgender candidate, or
+  both the transgender one). A pair whose two orders disagree was decided by position, not by
+  identity; agreeing pairs are independent units, and under no identity preference either
+  agreement is equally likely, so the count is Binomial(agreeing pairs, 1/2).
+- `one_sample_test` (t-test) and `sign_flip_test` test whether the mean word-association bias
+  differs from 0.
+- `position_bias` measures how often the first-listed candidate wins.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import ndtri, stdtr
+from scipy.stats import binom
+
+FloatArray = NDArray[np.float64]
+
+# Relative tolerance for "as likely as the observed count" in the two-sided binomial test: the
+# same 1 + 1e-7 factor as scipy.stats.binomtest, so that ties in the pmf are not split by
+# rounding.
+_PMF_RTOL = 1.0 + 1e-7
+
+
+# --------------------------------------------------------------------------------------------
+# Wilson score interval
+# --------------------------------------------------------------------------------------------
+
+
+@overload
+def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]: ...
+@overload
+def wilson_interval(
+    successes: ArrayLike, n: ArrayLike, level: float = 0.95
+) -> tuple[FloatArray, FloatArray]: ...
+def wilson_interval(
+    successes: ArrayLike, n: ArrayLike, level: float = 0.95
+) -> tuple[float, float] | tuple[FloatArray, FloatArray]:
+    """Wilson score interval for a binomial proportion (no continuity correction).
+
+    Chosen over the Wald interval because shares near 0 or 1 are common here (a model that
+    always picks the cisgender candidate for gynecology) and Wald collapses to a point there.
+    Broadcasts over arrays; returns floats for scalar input. n = 0 gives (NaN, NaN).
+    """
+    _check_level(level)
+    k = np.asarray(successes, dtype=np.float64)
+    m = np.asarray(n, dtype=np.float64)
+    if np.any(k < 0) or np.any(k > m) or np.any(k != np.floor(k)) or np.any(m != np.floor(m)):
+        raise ValueError("wilson_interval: need integer counts with 0 <= successes <= n")
+    z = float(ndtri(0.5 + 0.5 * level))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k / m
+        denom = 1.0 + z * z / m
+        center = (p + z * z / (2.0 * m)) / denom
+        half = z * np.sqrt(p * (1.0 - p) / m + z * z / (4.0 * m * m)) / denom
+        low = np.where(k == 0, 0.0, np.clip(center - half, 0.0, 1.0))
+        high = np.where(k == m, 1.0, np.clip(center + half, 0.0, 1.0))
+    low = np.where(m == 0, np.nan, low)
+    high = np.where(m == 0, np.nan, high)
+    if low.ndim == 0:
+        return float(low), float(high)
+    return low, high
+
+
+# --------------------------------------------------------------------------------------------
+# Exact binomial and sign tests
+# --------------------------------------------------------------------------------------------
+
+
+def binomial_test(successes: int, n: int, p: float = 0.5) -> float:
+    """Exact two-sided binomial test p-value ("minimum likelihood" rule, as scipy.binomtest).
+
+    The p-value sums the probabilities of all counts no more likely than the observed one.
+    n = 0 gives NaN (no evidence either way; `holm` ignores it).
+    """
+    k, n = _count(successes, "successes"), _count(n, "n")
+    if k > n:
+        raise ValueError(f"binomial_test: successes ({k}) > n ({n})")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"binomial_test: p must be in [0, 1], got {p}")
+    if n == 0:
+        return float("nan")
+    if k == p * n:
+        return 1.0
+    threshold = float(binom.pmf(k, n, p)) * _PMF_RTOL
+    # The pmf is unimodal: on the far side of the mode, the counts no more likely than k form
+    # a tail, found by scanning the pmf there.
+    if k < p * n:
+        far = np.arange(int(np.ceil(p * n)), n + 1)
+        inside = far[binom.pmf(far, n, p) <= threshold]
+        tail = float(binom.sf(inside[0] - 1, n, p)) if inside.size else 0.0
+        pvalue = float(binom.cdf(k, n, p)) + tail
+    else:
+        far = np.arange(0, int(np.floor(p * n)) + 1)
+        inside = far[binom.pmf(far, n, p) <= threshold]
+        tail = float(binom.cdf(inside[-1], n, p)) if inside.size else 0.0
+        pvalue = float(binom.sf(k - 1, n, p)) + tail
+    return min(1.0, pvalue)
+
+
+def sign_test(n_cis_both: int, n_trans_both: int) -> float:
+    """Exact two-sided sign test over the pairs whose two orders agree.
+
+    `n_cis_both`: pairs where the cisgender candidate was chosen in both orders;
+    `n_trans_both`: pairs where the transgender candidate was. Under no identity preference
+    each agreeing pair is equally likely to be either, so n_trans_both ~ Binomial(n_cis_both +
+    n_trans_both, 1/2). No agreeing pairs gives NaN.
+    """
+    cis, trans = _count(n_cis_both, "n_cis_both"), _count(n_trans_both, "n_trans_both")
+    return binomial_test(trans, cis + trans, 0.5)
+
+
+def count_agreeing_pairs(
+    pair_ids: ArrayLike, first: ArrayLike, chosen: ArrayLike
+) -> tuple[int, int]:
+    """(n_cis_both, n_trans_both) for one cell, from its trial rows.
+
+    A pair counts only if it has both orders (one trial with `first` 'cis', one with 'trans')
+    and both chose the same candidate; pairs with a 'none' or a missing order are left out.
+    Raises if a pair has more than one trial in the same order: rows from several cells were
+    mixed.
+    """
+    ids = np.asarray(pair_ids)
+    f = np.asarray(first).astype(str)
+    c = np.asarray(chosen).astype(str)
+    if not (ids.shape == f.shape == c.shape) or ids.ndim != 1:
+        raise ValueError("count_agreeing_pairs: pair_ids, first, chosen must be equal-length 1-D")
+    _check_labels(f, ("cis", "trans"), "first")
+    _check_labels(c, ("cis", "trans", "none"), "chosen")
+    by_pair: dict[object, dict[str, str]] = {}
+    for pid, fi, ci in zip(ids.tolist(), f.tolist(), c.tolist(), strict=True):
+        orders = by_pair.setdefault(pid, {})
+        if fi in orders:
+            raise ValueError(f"count_agreeing_pairs: pair {pid!r} has two trials with {fi} first")
+        orders[fi] = ci
+    cis_both = trans_both = 0
+    for orders in by_pair.values():
+        if len(orders) == 2 and orders["cis"] == orders["trans"]:
+            cis_both += orders["cis"] == "cis"
+            trans_both += orders["cis"] == "trans"
+    return cis_both, trans_both
+
+
+# --------------------------------------------------------------------------------------------
+# Multiplicity
+# --------------------------------------------------------------------------------------------
+
+
+def holm(pvalues: ArrayLike) -> FloatArray:
+    """Holm's step-down adjusted p-values (controls the family-wise error rate).
+
+    With the m non-NaN p-values sorted, p_(1) <= ... <= p_(m), the adjusted value of p_(i) is
+    max over j <= i of min(1, (m - j + 1) p_(j)): monotone in the raw p-values and capped at 1.
+    NaNs (undefined tests) stay NaN and do not count in m. Same shape as the input.
+    """
+    p = np.asarray(pvalues, dtype=np.float64)
+    flat = p.ravel()
+    defined = ~np.isnan(flat)
+    if np.any((flat[defined] < 0) | (flat[defined] > 1)):
+        raise ValueError("holm: p-values must lie in [0, 1] (or be NaN)")
+    values = flat[defined]
+    m = values.size
+    order = np.argsort(values, kind="stable")
+    scaled = np.minimum(1.0, (m - np.arange(m)) * values[order])
+    adjusted_sorted = np.maximum.accumulate(scaled)
+    adjusted = np.empty(m)
+    adjusted[order] = adjusted_sorted
+    out = np.full(flat.shape, np.nan)
+    out[defined] = adjusted
+    return out.reshape(p.shape)
+
+
+# --------------------------------------------------------------------------------------------
+# Mean bias against zero
+# --------------------------------------------------------------------------------------------
+
+
+def one_sample_test(values: ArrayLike, popmean: float = 0.0) -> float:
+    """Two-sided one-sample t-test p-value for mean bias = `popmean` (NaNs dropped).
+
+    Word-association scores are bounded in [-1, 1], so with ~50 trials per cell the mean is
+    close to normal and the t-test is accurate. If every score equals the same value the
+    variance is 0: the p-value is 1 when that value is `popmean`, else 0 (the limit of the
+    t-test). Fewer than two scores gives NaN. See `sign_flip_test` for a test that does not rely
+    on the normal approximation.
+    """
+    x = _scores(values)
+    n = x.size
+    if n < 2:
+        return float("nan")
+    dev = x - popmean
+    mean = float(dev.mean())
+    sd = float(dev.std(ddof=1))
+    if sd == 0.0 or sd <= 1e-14 * max(1.0, abs(mean)):
+        return 1.0 if abs(mean) <= 1e-14 else 0.0
+    t = mean / (sd / np.sqrt(n))
+    return float(min(1.0, 2.0 * stdtr(n - 1, -abs(t))))
+
+
+# Below this many nonzero deviations the sign-flip test enumerates all 2^n sign patterns.
+_EXACT_SIGN_FLIP_MAX = 16
+
+
+def sign_flip_test(
+    values: ArrayLike,
+    popmean: float = 0.0,
+    *,
+    n_resamples: int = 9999,
+    rng: np.random.Generator,
+) -> float:
+    """Two-sided sign-flip (randomisation) test p-value for mean bias = `popmean` (NaNs dropped).
+
+    Under the null that scores are symmetric about `popmean`, each deviation's sign is a fair
+    coin, so the observed |mean deviation| is compared with its distribution over random sign
+    flips. This needs symmetry, not normality: a safer choice than the t-test for small or
+    lumpy samples (scores take few distinct values). Exact enumeration of all 2^n patterns when
+    at most 16 deviations are nonzero; otherwise Monte Carlo with `n_resamples` patterns and
+    p = (1 + #{at least as extreme}) / (1 + n_resamples), which is a valid p-value. Empty input
+    gives NaN; all deviations zero gives 1.
+    """
+    x = _scores(values)
+    if x.size == 0:
+        return float("nan")
+    dev = x - popmean
+    dev = dev[dev != 0.0]
+    if dev.size == 0:
+        return 1.0
+    observed = abs(float(dev.sum()))
+    tol = 1e-9 * max(1.0, float(np.abs(dev).sum()))
+    if dev.size <= _EXACT_SIGN_FLIP_MAX:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=dev.size)))
+        stats = np.abs(signs @ dev)
+        return float(np.count_nonzero(stats >= observed - tol) / stats.shape[0])
+    if n_resamples < 1:
+        raise ValueError("sign_flip_test: n_resamples must be positive")
+    extreme = 0
+    step = max(1, (1 << 22) // dev.size)
+    for lo in range(0, n_resamples, step):
+        size = min(step, n_resamples - lo)
+        signs = rng.integers(0, 2, size=(size, dev.size), dtype=np.int8) * 2 - 1
+        extreme += int(np.count_nonzero(np.abs(signs @ dev) >= observed - tol))
+    return (1.0 + extreme) / (1.0 + n_resamples)
+
+
+# --------------------------------------------------------------------------------------------
+# Position bias
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PositionBias:
+    """How often the first-listed candidate was chosen, among decided trials.
+
+    `share` = n_first / n; (low, high) is the Wilson interval; `p_value` the exact binomial test
+    against 1/2; `n_none` counts trials with no decision ('none'), which have no position and
+    are left out. The Wilson interval and test treat trials as independent, but the two orders
+    of a pair are not (a model that always picks one person scores exactly 1/2 on that pair):
+    for a pair-robust interval use `cluster_bootstrap_share_ci` with outcome = chose first
+    (NaN when 'none') and clusters = pair_id.
+    """
+
+    share: float
+    low: float
+    high: float
+    n_first: int
+    n: int
+    n_none: int
+    p_value: float
+    level: float = 0.95
+
+
+def position_bias(first: ArrayLike, chosen: ArrayLike, level: float = 0.95) -> PositionBias:
+    """Share of decided trials that chose whoever was listed first ('cis' or 'trans')."""
+    f = np.asarray(first).astype(str)
+    c = np.asarray(chosen).astype(str)
+    if f.shape != c.shape or f.ndim != 1:
+        raise ValueError("position_bias: first and chosen must be equal-length 1-D arrays")
+    _check_labels(f, ("cis", "trans"), "first")
+    _check_labels(c, ("cis", "trans", "none"), "chosen")
+    decided = c != "none"
+    n = int(np.count_nonzero(decided))
+    n_first = int(np.count_nonzero(decided & (c == f)))
+    low, high = wilson_interval(n_first, n, level)
+    share = n_first / n if n else float("nan")
+    return PositionBias(
+        share=share,
+        low=low,
+        high=high,
+        n_first=n_first,
+        n=n,
+        n_none=int(f.size - n),
+        p_value=binomial_test(n_first, n, 0.5),
+        level=level,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ValueError(f"{name}: expected a non-negative integer count, got {value!r}")
+    return int(value)
+
+
+def _scores(values: ArrayLike) -> FloatArray:
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"expected a 1-D array of scores, got shape {x.shape}")
+    if np.isinf(x).any():
+        raise ValueError("scores must be finite numbers or NaN (undefined)")
+    return x[~np.isnan(x)]
+
+
+def _check_labels(arr: NDArray[np.str_], allowed: tuple[str, ...], name: str) -> None:
+    bad = sorted(set(np.unique(arr).tolist()) - set(allowed))
+    if bad:
+        raise ValueError(f"{name}: unexpected value(s) {bad}; expected one of {list(allowed)}")
+
+
+def _check_level(level: float) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: expected a confidence level in (0, 1), got {level!r}")

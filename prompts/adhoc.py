@@ -1,0 +1,115 @@
+"""The ad-hoc `prompts` experiment: chats from a JSONL file, each sent `replicates` times.
+
+Lines are `{"id": ..., "messages": [{"role": ..., "content": ...}, ...]}`. The file is checked
+once when the config is loaded (a bad line is named by its number) and then streamed, so a
+million-line file plans in constant memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from prompts.base import Experiment, SettingsError, TrialSpec
+
+EXPERIMENT = "prompts"
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class AdhocPrompts:
+    """`Experiment` over a JSONL file of chats."""
+
+    file: Path
+    replicates: int
+    lines: int
+    name: str = EXPERIMENT
+
+    def count(self) -> int:
+        return self.lines * self.replicates
+
+    def specs(self) -> Iterator[TrialSpec]:
+        with self.file.open("rb") as fh:
+            for raw in fh:
+                if not raw.strip():
+                    continue
+                prompt_id, messages = _parse_line(raw)
+                for r in range(self.replicates):
+                    yield TrialSpec(
+                        experiment=EXPERIMENT,
+                        language="",
+                        coords={"id": prompt_id},
+                        item={"id": prompt_id},
+                        messages=messages,
+                        replicate=r,
+                    )
+
+
+def _parse_line(raw: bytes) -> tuple[str | int, tuple[Mapping[str, str], ...]]:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object")
+    unknown = sorted(set(obj) - {"id", "messages"})
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r}")
+    prompt_id = obj.get("id")
+    if isinstance(prompt_id, bool) or not isinstance(prompt_id, str | int):
+        raise ValueError("'id' must be a string or integer")
+    messages = obj.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("'messages' must be a non-empty array")
+    out: list[Mapping[str, str]] = []
+    for m in messages:
+        if (
+            not isinstance(m, dict)
+            or set(m) != {"role", "content"}
+            or m["role"] not in ROLES
+            or not isinstance(m["content"], str)
+        ):
+            raise ValueError(
+                'each message must be {"role": system|user|assistant, "content": string}'
+            )
+        out.append({"role": m["role"], "content": m["content"]})
+    return prompt_id, tuple(out)
+
+
+def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
+    del seed  # ad-hoc prompts have no random design
+    unknown = sorted(set(table) - {"file", "replicates"})
+    if unknown:
+        raise SettingsError(unknown[0], "unknown key")
+    file_value = table.get("file")
+    if not isinstance(file_value, str) or not file_value:
+        raise SettingsError("file", "expected the path of a JSONL file")
+    replicates = table.get("replicates", 1)
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
+        raise SettingsError("replicates", f"expected a positive integer, got {replicates!r}")
+    path = Path(file_value)
+    if not path.is_absolute():
+        path = base_dir / path
+    if not path.is_file():
+        raise SettingsError("file", f"file not found: {path}")
+    lines = 0
+    seen: set[str | int] = set()
+    with path.open("rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            try:
+                prompt_id, _ = _parse_line(raw)
+            except ValueError as exc:
+                raise SettingsError("file", f"{path} line {number}: {exc}") from None
+            if prompt_id in seen:
+                raise SettingsError("file", f"{path} line {number}: duplicate id {prompt_id!r}")
+            seen.add(prompt_id)
+            lines += 1
+    if lines == 0:
+        raise SettingsError("file", f"{path} has no prompts")
+    return [AdhocPrompts(file=path, replicates=replicates, lines=lines)]

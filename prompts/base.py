@@ -1,0 +1,117 @@
+"""The contract between experiments (this package) and the runner's planner.
+
+An experiment turns its validated settings and the run's seed into a lazy stream of
+model-independent `TrialSpec`s. The planner crosses each spec with every configured model, so
+every model sees exactly the same items (paired design). All randomness must come from
+`rng_for(seed, ...design coordinates...)`, never from global random state or `hash()`, so that
+the same config and seed give byte-identical prompts on any machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+JSONValue = Any
+Message = Mapping[str, str]
+
+
+def canonical_json(value: JSONValue) -> bytes:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8. Used for every hash in ibias."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def stable_hash(value: JSONValue) -> str:
+    """SHA-256 hex digest of the canonical JSON of `value`."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def rng_for(seed: int, *coords: JSONValue) -> random.Random:
+    """A private RNG derived from the run seed and design coordinates through SHA-256.
+
+    `random.Random` seeded with an int is specified to give the same stream on every platform,
+    so derived draws are reproducible everywhere.
+    """
+    digest = hashlib.sha256(canonical_json([seed, *coords])).digest()
+    return random.Random(int.from_bytes(digest[:16], "big"))
+
+
+class SettingsError(ValueError):
+    """A config value an experiment rejects. `key` is the dotted path inside the experiment's
+    table (e.g. "languages[1]"); the runner's config loader prefixes the file and table."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One model-independent trial. The planner adds model, params and the trial key.
+
+    `coords` are the design coordinates (JSON-able; e.g. category, trial_index); `item` is what
+    parsing and analysis need to interpret the reply (e.g. the words and their sentiment, the
+    label order); `messages` is the chat to send.
+    """
+
+    experiment: str
+    language: str
+    coords: Mapping[str, JSONValue]
+    item: Mapping[str, JSONValue]
+    messages: tuple[Message, ...]
+    replicate: int = 0
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
+
+
+class Experiment(Protocol):
+    """What the planner needs from an experiment type."""
+
+    @property
+    def name(self) -> str:
+        """The experiment's name as stored in `trials.experiment`."""
+        ...
+
+    def count(self) -> int:
+        """Number of specs `specs()` yields (without generating prompts)."""
+        ...
+
+    def specs(self) -> Iterator[TrialSpec]:
+        """Yield specs lazily, interleaving conditions so a partial run stays balanced."""
+        ...
+
+
+@dataclass(frozen=True)
+class Persona:
+    """How a simulated model behaves on the paper's tasks (set per model by a simulator profile).
+
+    `word_bias` is p, the probability that a negative word goes to the target group (a positive
+    word goes to the target with probability 1 - p); 0.5 is unbiased. `allocation_cis` maps a
+    service slug to the probability of choosing the cisgender candidate when there is no
+    position bias (`allocation_cis_default` for services not listed). `position_bias` b shifts
+    the choice toward whoever is listed first: P(cis | cis first) = clip(q + b),
+    P(cis | cis second) = clip(q - b). `refusal_rate` is the probability of declining a task.
+    """
+
+    word_bias: float = 0.5
+    allocation_cis: Mapping[str, float] = field(default_factory=dict)
+    allocation_cis_default: float = 0.5
+    position_bias: float = 0.0
+    refusal_rate: float = 0.0
+
+
+class Responder(Protocol):
+    """A simulated model's answer to one experiment's prompts, from the visible text only.
+
+    Returns None when the prompt is not this experiment's, so the simulator tries the next.
+    `rng` is derived from (model name, prompt, seed): the same trial always gets the same answer.
+    """
+
+    def __call__(
+        self, messages: tuple[Message, ...], persona: Persona, rng: random.Random
+    ) -> str | None: ...

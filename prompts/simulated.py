@@ -1,0 +1,11 @@
+"""The simulator's task knowledge: which responders answer which experiment's prompts.
+
+The runner's simulator tries these in order and falls back to deterministic filler text, which
+is how it answers the ad-hoc `prompts` experiment.
+"""
+
+from __future__ import annotations
+
+from prompts.base import Responder
+
+RESPONDERS: tuple[Responder, ...] = ()

@@ -1,0 +1,218 @@
+"""The `ibias` command line, and the one place that turns exceptions into user-facing lines.
+
+Exit codes (DESIGN.md): 0 done; 1 some trials failed for good or a budget stopped the run;
+2 bad input (config, arguments, store) with one line and no traceback; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import duckdb
+import orjson
+
+from prompts.base import SettingsError
+from runner.config import DEFAULT_STORE, ConfigError, load_config
+from store.db import StoreError
+from store.lock import StoreBusyError
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad command-line arguments."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = _non_negative_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1], got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ibias", description="Implicit-bias experiments on LLMs, at scale.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run (or resume) the trials of a config")
+    run.add_argument("config")
+    run.add_argument("--store")
+    run.add_argument("--max-cost", type=_non_negative_float, metavar="USD")
+    run.add_argument("--concurrency", type=_positive_int, metavar="N")
+    run.add_argument("--quiet", action="store_true")
+
+    plan = sub.add_parser("plan", help="count planned and remaining trials (no requests)")
+    plan.add_argument("config")
+    plan.add_argument("--store")
+    plan.add_argument("--json", action="store_true")
+
+    status = sub.add_parser("status", help="progress of a store, also during a run")
+    status.add_argument("--store", default=DEFAULT_STORE)
+    status.add_argument("--json", action="store_true")
+
+    sql = sub.add_parser("sql", help="query the store with SQL")
+    sql.add_argument("query")
+    sql.add_argument("--store", default=DEFAULT_STORE)
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+
+    sim = sub.add_parser("simulate", help="serve the provider simulator on loopback")
+    sim.add_argument("--port", type=int, default=8000)
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--rpm", type=_positive_int)
+    sim.add_argument("--tpm", type=_positive_int)
+    sim.add_argument("--latency-ms", type=_non_negative_float, default=0.0)
+    sim.add_argument("--fault-rate", type=_probability, default=0.0)
+    sim.add_argument("--profile")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return _dispatch(args)
+    except UsageError as exc:
+        return _fail(str(exc))
+    except (ConfigError, StoreError, StoreBusyError) as exc:
+        return _fail(str(exc))
+    except SettingsError as exc:
+        return _fail(str(exc))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a bug: one line, and the traceback only on request
+        if os.environ.get("IBIAS_DEBUG"):
+            raise
+        print(
+            f"internal error: {type(exc).__name__}: {exc} (set IBIAS_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return _cmd_run(args)
+    if args.command == "plan":
+        return _cmd_plan(args)
+    if args.command == "status":
+        return _cmd_status(args)
+    if args.command == "sql":
+        return _cmd_sql(args)
+    if args.command == "simulate":
+        return _cmd_simulate(args)
+    raise UsageError(f"unknown command {args.command!r}")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from runner.run import RunOptions, execute
+
+    config = load_config(args.config)
+    options = RunOptions(
+        store=config.store_path(args.store),
+        max_cost=args.max_cost,
+        concurrency=args.concurrency,
+        quiet=args.quiet,
+    )
+    result = asyncio.run(execute(config, options))
+    for line in result.lines:
+        print(line, file=sys.stderr)
+    return result.exit_code
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from runner.planning_report import plan_report, render_plan
+
+    config = load_config(args.config)
+    report = plan_report(config, config.store_path(args.store))
+    if args.json:
+        sys.stdout.write(orjson.dumps(report).decode() + "\n")
+    else:
+        render_plan(report)
+    return EXIT_OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from runner.status_report import render_status, status_report
+
+    report = status_report(Path(args.store))
+    if args.json:
+        sys.stdout.write(orjson.dumps(report).decode() + "\n")
+    else:
+        render_status(report)
+    return EXIT_OK
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    from runner.sql import run_query
+
+    return run_query(Path(args.store), args.query, args.format)
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from runner.sim_profile import SimProfile, load_profile
+    from runner.simulator import serve_forever
+
+    if args.profile:
+        profile = load_profile(args.profile)
+    else:
+        profile = SimProfile.from_args(
+            seed=args.seed,
+            rpm=args.rpm,
+            tpm=args.tpm,
+            latency_ms=args.latency_ms,
+            fault_rate=args.fault_rate,
+        )
+
+    def ready(url: str) -> None:
+        print(f"simulator listening on {url}", flush=True)
+
+    try:
+        asyncio.run(serve_forever(profile, "127.0.0.1", args.port, on_ready=ready))
+    except OSError as exc:
+        return _fail(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}")
+    return EXIT_OK
+
+
+def json_default(value: Any) -> Any:
+    return str(value)
+
+
+_ = duckdb  # imported for its exception types in submodules

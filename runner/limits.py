@@ -1,0 +1,318 @@
+"""Per-endpoint pacing: a concurrency cap, evenly paced RPM and TPM, and one shared pause.
+
+Why evenly paced: a provider that sells 3,000 requests per minute enforces it over short
+windows too, so 3,000 requests in the first second earn a wall of 429s. The request bucket
+therefore holds about one request (``burst_s`` widens it) and drips at ``rpm/60`` per second;
+in any window of ``w`` seconds at most ``rpm*w/60 + bucket`` requests start.
+
+The rate buckets are :class:`aiolimiter.AsyncLimiter` instances, used only through their public
+API. What aiolimiter cannot express is wrapped around it:
+
+* **token corrections** - a request's tokens are an estimate until the response reports usage.
+  A ledger (``owed``) carries the difference to later acquires: an overshoot is charged to the
+  next requests, an unused estimate is credited (bounded by one bucket, since a bucket that is
+  already empty cannot get emptier);
+* **requests bigger than the token bucket** - they pay in bucket-sized instalments instead of
+  raising ``ValueError`` or deadlocking; one request never pays more than a minute of budget
+  (``tpm``), the rest is carried as debt, so a single huge estimate cannot stall the endpoint for
+  longer than a minute;
+* **changing rates mid-run** (learnt from ``x-ratelimit-limit-*`` headers) - the limiters are
+  replaced; the task waiting on an old one is woken and moves to the new one, and the new bucket
+  starts with what the last admission would still occupy, so a change is not a free burst;
+* **one shared pause** - a 429 pauses the whole endpoint; pauses only ever extend.
+
+All requests pass the rate stage one at a time in FIFO order (an ``asyncio.Lock``): this keeps
+aiolimiter's smallest-amount-first wake-up order from starving large requests, and means at
+most one task holds freshly acquired budget when a pause begins, so a pause's end is not a herd.
+
+Time is the running loop's clock (as in aiolimiter), so tests can use a virtual-time loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from aiolimiter import AsyncLimiter
+
+__all__ = ["EndpointLimiter", "Permit"]
+
+_Which = Literal["rpm", "tpm"]
+
+
+@dataclass(frozen=True)
+class Permit:
+    """Proof that a request may start; hand it back to :meth:`EndpointLimiter.release`.
+
+    ``serial`` makes every permit distinct, so a double release is detected.
+    """
+
+    est_tokens: int
+    serial: int = -1
+
+
+class EndpointLimiter:
+    """Admission control for one model endpoint (see module docstring for the design).
+
+    ``rpm``/``tpm`` of ``None`` mean "no limit known"; :meth:`set_limits` can set them later.
+    ``burst_s`` is how many seconds of request budget may go back to back (default 0: a bucket
+    of exactly one request, i.e. perfectly even spacing). ``token_burst_s`` is the depth of the
+    token bucket in seconds of TPM; it must hold a typical request, hence the default of 1 s.
+    """
+
+    def __init__(
+        self,
+        *,
+        rpm: int | None,
+        tpm: int | None,
+        max_concurrency: int,
+        burst_s: float = 0.0,
+        token_burst_s: float = 1.0,
+    ) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        if not (burst_s >= 0 and math.isfinite(burst_s)):
+            raise ValueError("burst_s must be a finite number >= 0")
+        if not (token_burst_s > 0 and math.isfinite(token_burst_s)):
+            raise ValueError("token_burst_s must be a finite number > 0")
+        self._max_concurrency = max_concurrency
+        self._burst_s = burst_s
+        self._token_burst_s = token_burst_s
+        self._slots = asyncio.Semaphore(max_concurrency)
+        self._gate = asyncio.Lock()
+        self._in_flight = 0
+        self._outstanding: set[int] = set()
+        self._serials = itertools.count()
+        self._paused_until = 0.0
+        # Tokens consumed (estimated, then corrected) minus tokens paid into the bucket.
+        # Positive: debt charged to the next acquires. Negative: credit, at most one bucket.
+        self._owed = 0.0
+        self._changed = asyncio.Event()
+        self._rpm: int | None = None
+        self._tpm: int | None = None
+        self._rpm_limiter: AsyncLimiter | None = None
+        self._tpm_limiter: AsyncLimiter | None = None
+        # What the last admission put into the buckets, to seed replacement limiters.
+        self._last_admit_at: float | None = None
+        self._last_tokens_paid = 0.0
+        self._seed_rpm = False
+        self._seed_tpm = False
+        self._install(rpm, tpm)
+
+    # ------------------------------------------------------------------ configuration
+
+    @staticmethod
+    def _check_rate(name: str, value: int | None) -> None:
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be positive or None")
+
+    def _request_capacity(self, rpm: int) -> float:
+        return max(1.0, rpm * self._burst_s / 60.0)
+
+    def _token_capacity(self, tpm: int) -> float:
+        return max(1.0, tpm * self._token_burst_s / 60.0)
+
+    def _install(self, rpm: int | None, tpm: int | None) -> None:
+        self._check_rate("rpm", rpm)
+        self._check_rate("tpm", tpm)
+        if rpm != self._rpm:
+            self._rpm = rpm
+            if rpm is None:
+                self._rpm_limiter = None
+            else:
+                cap = self._request_capacity(rpm)
+                self._rpm_limiter = AsyncLimiter(cap, cap * 60.0 / rpm)
+            self._seed_rpm = rpm is not None
+        if tpm != self._tpm:
+            self._tpm = tpm
+            if tpm is None:
+                self._tpm_limiter = None
+                self._owed = 0.0
+            else:
+                cap = self._token_capacity(tpm)
+                self._tpm_limiter = AsyncLimiter(cap, cap * 60.0 / tpm)
+                self._owed = max(self._owed, -cap)
+            self._seed_tpm = tpm is not None
+
+    def set_limits(self, rpm: int | None, tpm: int | None) -> None:
+        """Change the rates mid-run by replacing the wrapped limiters.
+
+        Cheap no-op when nothing changes, so it can be called on every response. A task waiting
+        on an old limiter is woken and re-queues on the new one at its new pace.
+        """
+        if rpm == self._rpm and tpm == self._tpm:
+            return
+        self._install(rpm, tpm)
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    @property
+    def rpm(self) -> int | None:
+        return self._rpm
+
+    @property
+    def tpm(self) -> int | None:
+        return self._tpm
+
+    @property
+    def max_concurrency(self) -> int:
+        return self._max_concurrency
+
+    @property
+    def in_flight(self) -> int:
+        """Permits handed out and not yet released."""
+        return self._in_flight
+
+    @property
+    def paused_until(self) -> float:
+        """Loop time until which no request starts (in the past when not paused)."""
+        return self._paused_until
+
+    @property
+    def owed_tokens(self) -> float:
+        """Token debt (positive) or credit (negative) carried to the next acquires."""
+        return self._owed
+
+    # ------------------------------------------------------------------ pause
+
+    def pause(self, seconds: float) -> None:
+        """Hold every acquire, waiting or new, until ``now + seconds`` (loop time).
+
+        Overlapping pauses extend and never shorten: the provider's latest "slow down" wins only
+        if it asks for longer. Non-positive or NaN durations are ignored.
+        """
+        if not seconds > 0:
+            return
+        until = asyncio.get_running_loop().time() + seconds
+        self._paused_until = max(self._paused_until, until)
+
+    async def _wait_pause(self) -> None:
+        loop = asyncio.get_running_loop()
+        while (remaining := self._paused_until - loop.time()) > 0:
+            await asyncio.sleep(remaining)
+
+    # ------------------------------------------------------------------ rate stage
+
+    def _limiter(self, which: _Which) -> AsyncLimiter | None:
+        return self._rpm_limiter if which == "rpm" else self._tpm_limiter
+
+    async def _take(self, which: _Which, amount: float) -> bool:
+        """Acquire ``amount`` on the current limiter; False if the limits changed meanwhile.
+
+        Returns True (nothing to do) when the limit is gone. Cancel-safe: aiolimiter's acquire
+        removes a cancelled waiter itself.
+        """
+        limiter = self._limiter(which)
+        if limiter is None:
+            return True
+        if limiter.has_capacity(amount):
+            await limiter.acquire(amount)  # does not suspend when capacity is there
+            return True
+        acquiring = asyncio.ensure_future(limiter.acquire(amount))
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait({acquiring, changed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+            if not acquiring.done():
+                acquiring.cancel()
+        if acquiring.done() and not acquiring.cancelled():
+            acquiring.result()
+            return True
+        return False
+
+    async def _seed(self, which: _Which, rate_per_s: float, last_amount: float) -> None:
+        """Start a replacement bucket with what the last admission would still occupy."""
+        limiter = self._limiter(which)
+        if limiter is None or self._last_admit_at is None:
+            return
+        elapsed = asyncio.get_running_loop().time() - self._last_admit_at
+        level = min(limiter.max_rate, max(0.0, last_amount - elapsed * rate_per_s))
+        if level > 0 and limiter.has_capacity(level):
+            await limiter.acquire(level)  # empty new bucket: does not suspend
+
+    async def _take_request(self) -> None:
+        while True:
+            if self._seed_rpm and self._rpm is not None:
+                self._seed_rpm = False
+                await self._seed("rpm", self._rpm / 60.0, 1.0)
+            if await self._take("rpm", 1.0):
+                return
+
+    async def _take_tokens(self, est_tokens: int) -> float:
+        """Pay this request's estimate plus any debt (minus credit); returns tokens paid."""
+        if self._tpm is None:
+            return 0.0
+        need = est_tokens + self._owed
+        charge = min(max(need, 0.0), float(self._tpm))
+        self._owed = need
+        paid = 0.0
+        try:
+            while paid < charge and self._tpm is not None:
+                if self._seed_tpm:
+                    self._seed_tpm = False
+                    await self._seed("tpm", self._tpm / 60.0, self._last_tokens_paid)
+                chunk = min(charge - paid, self._token_capacity(self._tpm))
+                if await self._take("tpm", chunk):
+                    paid += chunk
+                    self._owed -= chunk
+        except BaseException:
+            # The request never starts: its estimate was not consumed; what was paid stays
+            # paid and becomes credit for the next request.
+            self._owed -= est_tokens
+            self._clamp_credit()
+            raise
+        return paid
+
+    def _clamp_credit(self) -> None:
+        if self._tpm is None:
+            self._owed = 0.0
+        else:
+            self._owed = max(self._owed, -self._token_capacity(self._tpm))
+
+    # ------------------------------------------------------------------ public API
+
+    async def acquire(self, est_tokens: int) -> Permit:
+        """Wait until a request estimated at ``est_tokens`` tokens may start.
+
+        Order: a concurrency slot, then (one task at a time) the shared pause, the request
+        bucket, the token bucket, and the pause again (it may have begun meanwhile). Cancelling
+        a waiter at any point gives back the slot it held; request budget already drawn from a
+        bucket is not returned (aiolimiter cannot), which errs on the slow side.
+        """
+        if est_tokens < 0:
+            raise ValueError("est_tokens must be >= 0")
+        await self._slots.acquire()
+        try:
+            async with self._gate:
+                await self._wait_pause()
+                await self._take_request()
+                paid = await self._take_tokens(est_tokens)
+                await self._wait_pause()
+                self._last_admit_at = asyncio.get_running_loop().time()
+                self._last_tokens_paid = paid
+        except BaseException:
+            self._slots.release()
+            raise
+        serial = next(self._serials)
+        self._outstanding.add(serial)
+        self._in_flight += 1
+        return Permit(est_tokens=est_tokens, serial=serial)
+
+    def release(self, permit: Permit, actual_tokens: int | None) -> None:
+        """Free the permit's slot and correct the token ledger with the reported usage.
+
+        ``actual_tokens=None`` (no usage reported, e.g. a failed attempt) keeps the estimate as
+        charged. Releasing a permit twice, or one from another limiter, raises ``ValueError``.
+        """
+        if permit.serial not in self._outstanding:
+            raise ValueError("permit was not issued by this limiter or was already released")
+        self._outstanding.remove(permit.serial)
+        self._in_flight -= 1
+        self._slots.release()
+        if actual_tokens is not None and self._tpm is not None:
+            self._owed += actual_tokens - permit.est_tokens
+            self._clamp_credit()

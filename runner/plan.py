@@ -1,0 +1,117 @@
+"""Config -> a lazy, deterministic stream of trials.
+
+Experiments yield model-independent specs; the planner crosses each spec with the models and
+computes the trial key. Streams from several experiments are merged in proportion to their
+sizes, so the explicit checks are spread through a run instead of bunched at its start and an
+interrupted run leaves a balanced partial dataset.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prompts.base import Experiment, Message, TrialSpec, stable_hash
+from prompts.registry import EXPERIMENT_BUILDERS
+from runner.config import Config, ModelConfig
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One request: a spec sent to one model with its sampling parameters."""
+
+    trial_key: str
+    experiment: str
+    model_id: str
+    language: str
+    coords: Mapping[str, Any]
+    item: Mapping[str, Any]
+    messages: tuple[Message, ...]
+    params: Mapping[str, Any]
+    replicate: int
+
+
+def trial_key(spec: TrialSpec, model: ModelConfig, params: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of everything that makes two requests different.
+
+    The model id and the provider's model name are both in it, so two configured models never
+    share a key even when they point at the same provider model.
+    """
+    return stable_hash(
+        {
+            "experiment": spec.experiment,
+            "coords": spec.coords,
+            "model_id": model.id,
+            "model": model.model,
+            "messages": spec.messages,
+            "params": params,
+            "replicate": spec.replicate,
+        }
+    )
+
+
+def build_experiments(config: Config) -> list[Experiment]:
+    out: list[Experiment] = []
+    for name, table in config.experiments.items():
+        out.extend(EXPERIMENT_BUILDERS[name](table, config.run.seed, config.base_dir))
+    return out
+
+
+def merge_specs(experiments: Iterable[Experiment]) -> Iterator[TrialSpec]:
+    """Interleave experiments' streams in proportion to their counts (lazily)."""
+    heap: list[tuple[float, int, Iterator[TrialSpec], int]] = []
+    for index, exp in enumerate(experiments):
+        n = exp.count()
+        if n > 0:
+            heap.append((0.5 / n, index, iter(exp.specs()), n))
+    heapq.heapify(heap)
+    emitted = [0] * (max((h[1] for h in heap), default=-1) + 1)
+    while heap:
+        _, index, stream, n = heapq.heappop(heap)
+        spec = next(stream, None)
+        if spec is None:
+            continue
+        yield spec
+        emitted[index] += 1
+        heapq.heappush(heap, ((emitted[index] + 0.5) / n, index, stream, n))
+
+
+def trials_for(experiments: Iterable[Experiment], models: Iterable[ModelConfig]) -> Iterator[Trial]:
+    """Every spec crossed with the given models, in spec order (models innermost)."""
+    model_list = [(m, m.params()) for m in models]
+    for spec in merge_specs(experiments):
+        for model, params in model_list:
+            yield Trial(
+                trial_key=trial_key(spec, model, params),
+                experiment=spec.experiment,
+                model_id=model.id,
+                language=spec.language,
+                coords=spec.coords,
+                item=spec.item,
+                messages=spec.messages,
+                params=params,
+                replicate=spec.replicate,
+            )
+
+
+@dataclass(frozen=True)
+class PlanCount:
+    experiment: str
+    model_id: str
+    language: str
+    trials: int
+
+
+def count_by_cell(config: Config, experiments: Iterable[Experiment]) -> list[PlanCount]:
+    """Planned trials per experiment x model x language (generates specs, not keys)."""
+    per: dict[tuple[str, str], int] = {}
+    for exp in experiments:
+        for spec in exp.specs():
+            per[(spec.experiment, spec.language)] = per.get((spec.experiment, spec.language), 0) + 1
+    return [
+        PlanCount(experiment=e, model_id=m.id, language=lang, trials=n)
+        for (e, lang), n in sorted(per.items())
+        for m in config.models
+    ]

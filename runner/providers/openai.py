@@ -1,0 +1,128 @@
+"""Any OpenAI-compatible chat-completions endpoint (OpenAI, xAI, Groq, Together, OpenRouter,
+Gemini's OpenAI endpoint, vLLM, Ollama, and ibias's own simulator).
+
+One aiohttp session per endpoint with keep-alive and a connection pool sized to the model's
+concurrency cap; the API key lives only in the session's default headers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+
+from runner.providers.base import ProviderError, Reply
+from runner.retries import MalformedResponse, Verdict, classify_exception, classify_http
+
+
+class OpenAIProvider:
+    """`Provider` for POST {base_url}/chat/completions."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None,
+        timeout_s: float,
+        max_connections: int,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self._api_key = api_key
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:  # never show the key, even in a debugger or a log of objects
+        return f"OpenAIProvider(url={self.url!r}, model={self.model!r})"
+
+    async def start(self) -> None:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections, keepalive_timeout=30, enable_cleanup_closed=True
+        )
+        self._session = aiohttp.ClientSession(
+            headers=headers, timeout=self._timeout, connector=connector, raise_for_status=False
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def complete(
+        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any]
+    ) -> Reply:
+        if self._session is None:
+            raise RuntimeError("provider not started")
+        payload: dict[str, Any] = {"model": self.model, "messages": list(messages), **params}
+        try:
+            async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
+                body = await resp.read()
+                status = resp.status
+                headers = {k.lower(): v for k, v in resp.headers.items()}
+        except Exception as exc:  # timeouts, dropped connections, truncated bodies
+            raise ProviderError(classify_exception(exc)) from None
+        verdict = classify_http(status, headers, body, now=time.time())
+        if verdict.verdict is not Verdict.OK:
+            raise ProviderError(verdict, status=status, headers=headers)
+        try:
+            return parse_chat_completion(body, status, headers)
+        except MalformedResponse as exc:
+            raise ProviderError(classify_exception(exc), status=status, headers=headers) from None
+
+
+def parse_chat_completion(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:
+    """Read the fields ibias stores from a chat.completion body.
+
+    Only a body that cannot be a completion is malformed; an empty content with a
+    `content_filter` finish reason, or a `refusal`, is a legitimate answer.
+    """
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise MalformedResponse(f"HTTP {status} body is not JSON ({len(body)} bytes)") from None
+    if not isinstance(data, dict):
+        raise MalformedResponse("completion body is not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise MalformedResponse("completion has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise MalformedResponse("completion choice has no message")
+    content = message.get("content")
+    refusal = message.get("refusal")
+    if content is not None and not isinstance(content, str):
+        if isinstance(content, list):  # some compatible servers return content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        else:
+            raise MalformedResponse("completion content is not text")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    assert isinstance(usage, dict)
+    return Reply(
+        content=content,
+        finish_reason=_opt_str(choice.get("finish_reason")),
+        refusal=_opt_str(refusal),
+        prompt_tokens=_opt_int(usage.get("prompt_tokens")),
+        completion_tokens=_opt_int(usage.get("completion_tokens")),
+        provider_model=_opt_str(data.get("model")),
+        system_fingerprint=_opt_str(data.get("system_fingerprint")),
+        raw=data,
+        status=status,
+        headers=headers,
+    )
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,502 @@
+"""Decide whether a failed HTTP attempt is retried, given up on, or fine, and how long to wait.
+
+Pure functions, no I/O: the scheduler feeds in a status, headers and body (or an exception) and
+gets back a :class:`Classification` that it stores in ``attempts.error_kind`` /
+``attempts.error_message`` and acts on.  Keeping this apart from the HTTP code means every
+provider quirk (OpenAI's ``insufficient_quota``, Anthropic's 529, Gemini's ``RetryInfo`` and
+``QuotaFailure``, Groq's per-day limits) is handled in one table-testable place.
+
+Policy (DESIGN.md, "Retries"):
+
+* retried with full-jitter exponential backoff: 408, 409, 425, 429, every 5xx (including
+  Anthropic's 529 ``overloaded_error``), timeouts, connection errors, malformed bodies;
+* fatal for the model: 400, 401, 402, 403, 404, any other 4xx (a client error does not go away
+  by asking again), a 429 whose body says ``insufficient_quota``, and a 429 for a daily quota
+  (Gemini ``QuotaFailure`` with a ``PerDay`` quota id, OpenAI-style "requests per day (RPD)");
+* provider wait hints are honoured: ``Retry-After`` (seconds or HTTP-date), ``retry-after-ms``,
+  ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (Go-style durations),
+  ``anthropic-ratelimit-*-reset`` (RFC 3339), Gemini ``RetryInfo.retryDelay`` and the
+  "Please try again in 1.5s" sentence OpenAI and Groq put in their messages.
+
+Messages are one line, truncated, and scrubbed of anything that looks like an API key, because
+some providers echo a (partly masked) key or a ``?key=`` URL back in their errors.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from fractions import Fraction
+from typing import Any
+
+import aiohttp
+import orjson
+
+__all__ = [
+    "Backoff",
+    "Classification",
+    "MalformedResponse",
+    "Verdict",
+    "classify_exception",
+    "classify_http",
+    "parse_duration",
+    "redact",
+    "retry_delay_hint",
+]
+
+#: Hints longer than this are treated as nonsense (clock skew, a daily reset) and ignored.
+MAX_HINT_S = 86_400.0
+#: Longest message stored per attempt; provider messages can be whole paragraphs.
+MAX_MESSAGE_CHARS = 300
+
+
+class Verdict(StrEnum):
+    """What the scheduler should do with an attempt's outcome."""
+
+    OK = "ok"
+    RETRY = "retry"
+    FATAL = "fatal"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """The outcome of one HTTP attempt, in the terms the scheduler and the store use.
+
+    ``kind`` is a short machine name (``http_429``, ``timeout``, ``insufficient_quota`` ...)
+    stored in ``attempts.error_kind``; ``message`` is one human line that never contains request
+    headers or keys; ``delay_hint_s`` is what the provider asked us to wait (retries only);
+    ``is_rate_limit`` marks 429-style throttling, on which the scheduler pauses the endpoint.
+    """
+
+    verdict: Verdict
+    kind: str
+    message: str
+    delay_hint_s: float | None = None
+    is_rate_limit: bool = False
+
+
+class MalformedResponse(Exception):
+    """A provider answered 2xx but the body could not be understood (bad JSON, missing fields,
+    truncated stream). Raised by provider adapters; classified as a retryable ``malformed``."""
+
+
+# --------------------------------------------------------------------------- redaction
+
+
+_SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-), Groq (gsk_), xAI (xai-), OpenRouter (sk-or-)
+    re.compile(r"\b(?:sk|gsk|xai|rk|pk)[-_][A-Za-z0-9_\-*.]{6,}"),
+    # Google API keys
+    re.compile(r"\bAIza[0-9A-Za-z_\-]{10,}"),
+    # Authorization headers echoed back
+    re.compile(r"(?i)\bbearer\s+[^\s,;\"']+"),
+    # keys in URLs or header-like text: key=..., api_key: ..., x-api-key=...
+    re.compile(r"(?i)\b((?:x-)?(?:api[-_]?)?key|token|access_token)\s*([=:])\s*[^\s&,;\"']+"),
+)
+
+
+def redact(text: str) -> str:
+    """Return ``text`` on one line, with anything that looks like a credential replaced.
+
+    Why: provider error bodies and aiohttp exception strings can contain the request URL
+    (Gemini puts the key in ``?key=``) or a partly masked key ("Incorrect API key provided:
+    sk-proj-****abcd"); those strings end up in the store and in logs.
+    """
+    out = " ".join(text.split())
+    for pattern in _SECRET_PATTERNS:
+        if pattern.groups >= 2:
+            out = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", out)
+        else:
+            out = pattern.sub("[redacted]", out)
+    if len(out) > MAX_MESSAGE_CHARS:
+        out = out[: MAX_MESSAGE_CHARS - 1] + "…"
+    return out
+
+
+# --------------------------------------------------------------------------- durations
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|μs|ns|h|m|s)")
+_BARE_NUMBER = re.compile(r"\d+(?:\.\d*)?|\.\d+")
+_UNIT_SECONDS: dict[str, Fraction] = {
+    "h": Fraction(3600),
+    "m": Fraction(60),
+    "s": Fraction(1),
+    "ms": Fraction(1, 1000),
+    "us": Fraction(1, 1_000_000),
+    "µs": Fraction(1, 1_000_000),
+    "μs": Fraction(1, 1_000_000),
+    "ns": Fraction(1, 1_000_000_000),
+}
+
+
+def parse_duration(text: str) -> float | None:
+    """Parse a Go/protobuf style duration into seconds, or ``None`` if it is not one.
+
+    Accepts what rate-limit headers carry: ``6m0s``, ``1s``, ``12ms``, ``1m30.5s``, ``2h``,
+    ``0.5s``, ``2m59.56s``, ``1.000340s`` and a bare number of seconds (``0.5``). Negative values,
+    empty strings and anything with leftover characters give ``None``. Arithmetic is exact
+    (fractions) so ``1m30.5s`` is exactly ``90.5``.
+    """
+    s = text.strip()
+    if not s:
+        return None
+    if _BARE_NUMBER.fullmatch(s):
+        return float(Fraction(s))
+    total = Fraction(0)
+    pos = 0
+    for match in _DURATION_PART.finditer(s):
+        if match.start() != pos:
+            return None
+        total += Fraction(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(s) or pos == 0:
+        return None
+    return float(total)
+
+
+# --------------------------------------------------------------------------- headers and bodies
+
+
+def _lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """Case-insensitive view; works for plain dicts and aiohttp's CIMultiDictProxy alike."""
+    return {str(k).lower(): str(v) for k, v in headers.items()}
+
+
+def _sane(seconds: float | None) -> float | None:
+    if seconds is None or math.isnan(seconds) or seconds < 0 or seconds > MAX_HINT_S:
+        return None
+    return seconds
+
+
+def _parse_retry_after(value: str, now: float) -> float | None:
+    """``Retry-After`` is delta-seconds or an HTTP-date (RFC 9110 §10.2.3)."""
+    value = value.strip()
+    if _BARE_NUMBER.fullmatch(value):
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # "-0000" means UTC per RFC 5322
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp() - now
+
+
+def _parse_rfc3339(value: str, now: float) -> float | None:
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp() - now
+
+
+def _to_float(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value.strip())
+    except ValueError:
+        return None
+
+
+def _exhausted(h: Mapping[str, str], remaining_key: str) -> bool:
+    """A reset header matters only when its budget is used up (or we are not told).
+
+    Why: Groq's ``x-ratelimit-reset-requests`` is about requests *per day* and can say
+    ``2m59s`` while thousands of requests remain; waiting that long on a token-limit 429 would
+    stall the endpoint for nothing.
+    """
+    remaining = _to_float(h.get(remaining_key))
+    return remaining is None or remaining <= 0
+
+
+_TRY_AGAIN = re.compile(r"(?i)try again in\s+([0-9][0-9hmsµμnu.]*)")
+
+
+@dataclass(frozen=True)
+class _ErrorInfo:
+    """The parts of a provider's error body that the policy looks at (all lower-cased)."""
+
+    message: str
+    type: str
+    code: str
+    status: str
+    details: tuple[Mapping[str, Any], ...]
+
+
+def _error_info(body: bytes) -> _ErrorInfo:
+    """Pull message/type/code/details out of the OpenAI, Anthropic and Gemini error shapes.
+
+    OpenAI/Groq: ``{"error": {"message", "type", "code"}}``; Anthropic: ``{"type": "error",
+    "error": {"type", "message"}}``; Gemini: ``{"error": {"code": 429, "message", "status",
+    "details": [...]}}``, sometimes wrapped in a one-element list. Anything else gives empty
+    fields (and the first bytes of the body as message, so a proxy's HTML error is visible).
+    """
+    try:
+        data: Any = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        text = body[:200].decode("utf-8", "replace")
+        return _ErrorInfo(text, "", "", "", ())
+    if isinstance(data, list) and data:
+        data = data[0]
+    if not isinstance(data, dict):
+        return _ErrorInfo("", "", "", "", ())
+    err = data.get("error", data)
+    if isinstance(err, str):  # {"error": "model not found"} (Ollama, some proxies)
+        return _ErrorInfo(err, "", "", "", ())
+    if not isinstance(err, dict):
+        return _ErrorInfo("", "", "", "", ())
+    details = err.get("details")
+    detail_items = (
+        tuple(d for d in details if isinstance(d, dict)) if isinstance(details, list) else ()
+    )
+
+    def field(key: str) -> str:
+        value = err.get(key)
+        return "" if value is None else str(value)
+
+    return _ErrorInfo(
+        message=field("message") or field("detail"),
+        type=field("type").lower(),
+        code=field("code").lower(),
+        status=field("status").lower(),
+        details=detail_items,
+    )
+
+
+def _detail_type(detail: Mapping[str, Any]) -> str:
+    return str(detail.get("@type", ""))
+
+
+def _is_daily_quota(info: _ErrorInfo) -> bool:
+    """True when the exhausted limit is per day, so retrying within the run is pointless."""
+    for detail in info.details:
+        if _detail_type(detail).endswith("google.rpc.QuotaFailure"):
+            violations = detail.get("violations")
+            if isinstance(violations, list):
+                for v in violations:
+                    if isinstance(v, dict):
+                        ids = f"{v.get('quotaId', '')} {v.get('quotaMetric', '')}".lower()
+                        if "perday" in ids or "per_day" in ids:
+                            return True
+    return bool(re.search(r"(?i)\b(?:requests|tokens) per day\b|\b(?:rpd|tpd)\b", info.message))
+
+
+def _retry_info_delay(info: _ErrorInfo) -> float | None:
+    for detail in info.details:
+        if _detail_type(detail).endswith("google.rpc.RetryInfo"):
+            delay = detail.get("retryDelay")
+            if isinstance(delay, str):
+                return parse_duration(delay)
+            if isinstance(delay, dict):  # proto3 JSON in its object form, seen from some proxies
+                seconds = float(delay.get("seconds", 0) or 0)
+                nanos = float(delay.get("nanos", 0) or 0)
+                return seconds + nanos / 1e9
+    return None
+
+
+def retry_delay_hint(
+    headers: Mapping[str, str], body: bytes, now: float | None = None
+) -> float | None:
+    """The longest wait the provider asked for, in seconds, or ``None`` if it asked nothing.
+
+    Looks at ``retry-after-ms``, ``Retry-After`` (seconds or HTTP-date relative to ``now``, the
+    wall-clock epoch, default ``time.time()``), ``x-ratelimit-reset-{requests,tokens}`` and
+    ``anthropic-ratelimit-*-reset`` (only for a budget that is used up), Gemini's ``RetryInfo``
+    and a "try again in 1.5s" sentence in the error message. Negative values and values above
+    one day are ignored: they come from clock skew or from daily resets that are fatal anyway.
+    """
+    if now is None:
+        now = time.time()
+    h = _lower_headers(headers)
+    candidates: list[float | None] = []
+
+    ms = _to_float(h.get("retry-after-ms"))
+    candidates.append(None if ms is None else ms / 1000.0)
+    if "retry-after" in h:
+        candidates.append(_parse_retry_after(h["retry-after"], now))
+    for which in ("requests", "tokens"):
+        reset = h.get(f"x-ratelimit-reset-{which}")
+        if reset is not None and _exhausted(h, f"x-ratelimit-remaining-{which}"):
+            candidates.append(parse_duration(reset))
+    for which in ("requests", "tokens", "input-tokens", "output-tokens"):
+        reset = h.get(f"anthropic-ratelimit-{which}-reset")
+        if reset is not None and _exhausted(h, f"anthropic-ratelimit-{which}-remaining"):
+            candidates.append(_parse_rfc3339(reset, now))
+
+    info = _error_info(body)
+    candidates.append(_retry_info_delay(info))
+    match = _TRY_AGAIN.search(info.message)
+    if match:
+        candidates.append(parse_duration(match.group(1).rstrip(".")))
+
+    sane = [c for c in (_sane(c) for c in candidates) if c is not None]
+    return max(sane) if sane else None
+
+
+# --------------------------------------------------------------------------- classification
+
+
+_FATAL_KINDS: dict[int, str] = {
+    400: "bad_request",
+    401: "auth",
+    402: "payment_required",
+    403: "forbidden",
+    404: "not_found",
+}
+_RETRY_4XX = frozenset({408, 409, 425, 429})
+
+
+def _describe(status: int, info: _ErrorInfo) -> str:
+    detail = info.message or info.type or info.status
+    return redact(f"HTTP {status}: {detail}" if detail else f"HTTP {status}")
+
+
+def _is_invalid_key(info: _ErrorInfo) -> bool:
+    """Gemini answers a bad key with 400 INVALID_ARGUMENT and reason API_KEY_INVALID."""
+    return any(str(d.get("reason", "")).upper() == "API_KEY_INVALID" for d in info.details)
+
+
+def classify_http(
+    status: int, headers: Mapping[str, str], body: bytes, now: float | None = None
+) -> Classification:
+    """Classify an HTTP response by status, headers and (error) body.
+
+    ``headers`` are matched case-insensitively; ``now`` is wall-clock epoch seconds, used only
+    to turn an HTTP-date ``Retry-After`` into a delay. A 2xx is ``OK`` whatever the body: a 2xx
+    body that cannot be parsed is the provider adapter's business (it raises
+    :class:`MalformedResponse`, see :func:`classify_exception`).
+    """
+    if 200 <= status < 300:
+        return Classification(Verdict.OK, "ok", f"HTTP {status}")
+    info = _error_info(body)
+    message = _describe(status, info)
+
+    if 400 <= status < 500 and "insufficient_quota" in (info.code, info.type):
+        return Classification(Verdict.FATAL, "insufficient_quota", message)
+    if status == 429 and _is_daily_quota(info):
+        return Classification(Verdict.FATAL, "daily_quota", message)
+    if status in _RETRY_4XX or 500 <= status < 600:
+        hint = retry_delay_hint(headers, body, now)
+        return Classification(
+            Verdict.RETRY, f"http_{status}", message, hint, is_rate_limit=status == 429
+        )
+    if status == 400 and _is_invalid_key(info):
+        return Classification(Verdict.FATAL, "auth", message)
+    if status in _FATAL_KINDS:
+        return Classification(Verdict.FATAL, _FATAL_KINDS[status], message)
+    # Any other 4xx (405, 413, 422 ...) is a client error that asking again will not fix; 1xx
+    # and 3xx here mean a proxy or redirect we do not follow. Both are deterministic.
+    return Classification(Verdict.FATAL, f"http_{status}", message)
+
+
+def _exception_message(exc: BaseException) -> str:
+    text = str(exc)
+    return redact(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def classify_exception(exc: BaseException) -> Classification:
+    """Classify an exception raised while making a request or reading its answer.
+
+    * timeouts (``TimeoutError``, which ``asyncio.TimeoutError`` and aiohttp's
+      ``ServerTimeoutError`` are) -> retry ``timeout``;
+    * ``MalformedResponse``, ``ValueError`` (``orjson.JSONDecodeError``, ``UnicodeDecodeError``)
+      and aiohttp's ``ContentTypeError`` -> retry ``malformed``;
+    * ``aiohttp.ClientResponseError`` (from ``raise_for_status``) -> same as :func:`classify_http`
+      on its status and headers;
+    * aiohttp connection and payload errors, ``ConnectionError``/``OSError`` -> retry
+      ``connection``; ``aiohttp.InvalidURL`` -> fatal ``bad_request`` (a config error);
+    * any other ``aiohttp.ClientError`` -> retry ``client_error``.
+
+    Decision for everything else: a non-``Exception`` (``CancelledError``, ``KeyboardInterrupt``,
+    ``SystemExit``) is re-raised, because cancellation must never be turned into a retry. Any
+    other ``Exception`` is a bug in our code (e.g. a ``KeyError`` in an adapter); it is
+    classified FATAL ``internal`` with its type in the message, so one broken adapter stops its
+    own model with a visible line instead of killing a multi-hour run for every model, and is
+    not retried eight times.
+    """
+    if not isinstance(exc, Exception):
+        raise exc
+    message = _exception_message(exc)
+    if isinstance(exc, MalformedResponse | aiohttp.ContentTypeError):
+        return Classification(Verdict.RETRY, "malformed", message)
+    if isinstance(exc, TimeoutError):  # asyncio.TimeoutError is TimeoutError since 3.11
+        return Classification(Verdict.RETRY, "timeout", message)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return Classification(Verdict.FATAL, "bad_request", message)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        headers: Mapping[str, str] = exc.headers if exc.headers is not None else {}
+        result = classify_http(exc.status, headers, b"")
+        return Classification(
+            result.verdict, result.kind, message, result.delay_hint_s, result.is_rate_limit
+        )
+    if isinstance(exc, aiohttp.ClientConnectionError | aiohttp.ClientPayloadError | OSError):
+        return Classification(Verdict.RETRY, "connection", message)
+    if isinstance(exc, aiohttp.ClientError):
+        return Classification(Verdict.RETRY, "client_error", message)
+    if isinstance(exc, ValueError):
+        return Classification(Verdict.RETRY, "malformed", message)
+    return Classification(Verdict.FATAL, "internal", message)
+
+
+# --------------------------------------------------------------------------- backoff
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Full-jitter exponential backoff (AWS architecture blog, "Exponential Backoff And
+    Jitter"): spreading retries uniformly over [0, window] de-synchronises a herd of workers
+    that all failed together, which fixed or equal-jitter backoff does not.
+
+    ``max_attempts`` counts every attempt of a trial, the first included.
+    ``hint_jitter`` is the fraction of a provider hint added as random extra wait, so that all
+    the requests told "retry after 20 s" do not return in the same millisecond.
+    """
+
+    base_s: float = 1.0
+    cap_s: float = 60.0
+    max_attempts: int = 8
+    hint_jitter: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not (self.base_s > 0 and self.cap_s >= self.base_s):
+            raise ValueError("Backoff needs 0 < base_s <= cap_s")
+        if self.max_attempts < 1:
+            raise ValueError("Backoff.max_attempts must be at least 1")
+        if not 0 <= self.hint_jitter <= 1:
+            raise ValueError("Backoff.hint_jitter must be in [0, 1]")
+
+    def window(self, attempt: int) -> float:
+        """Upper bound of the jitter for the wait after failed attempt number ``attempt``."""
+        if attempt < 1:
+            raise ValueError("attempt numbers start at 1")
+        exponent = min(attempt - 1, 64)  # 2**64 * base is far beyond any cap; avoids overflow
+        return float(min(self.cap_s, self.base_s * 2.0**exponent))
+
+    def delay(self, attempt: int, hint_s: float | None, rng: random.Random) -> float:
+        """Seconds to wait after attempt number ``attempt`` (1-based) failed.
+
+        Without a hint: ``uniform(0, min(cap, base * 2**(attempt-1)))``. With a hint: at least
+        the hint plus up to ``hint_jitter * max(hint, base)`` of random extra, and never less
+        than the ordinary backoff draw (a tiny hint must not defeat the exponential growth).
+        The hint may exceed ``cap_s``: the provider knows its limits better than our cap.
+        """
+        draw = rng.uniform(0.0, self.window(attempt))
+        if hint_s is None or math.isnan(hint_s) or hint_s < 0:
+            return draw
+        extra = rng.uniform(0.0, self.hint_jitter * max(hint_s, self.base_s))
+        return max(hint_s + extra, draw)
+
+    def exhausted(self, attempts_made: int) -> bool:
+        """True when a trial that has made ``attempts_made`` attempts must not try again."""
+        return attempts_made >= self.max_attempts

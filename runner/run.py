@@ -1,0 +1,343 @@
+"""`ibias run`: config -> plan -> store.trials -> scheduler -> store, resumable.
+
+Order matters for crash safety: the run row and every planned trial are committed before the
+first request, so the store always knows the whole plan; responses then land through the single
+writer. Resume is the default: trials with a stored response are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import duckdb
+
+from prompts.base import Experiment, stable_hash
+from runner.config import Config, ConfigError, ModelConfig
+from runner.limits import EndpointLimiter
+from runner.plan import Trial, build_experiments, trials_for
+from runner.progress import Progress
+from runner.providers.base import Provider
+from runner.providers.openai import OpenAIProvider
+from runner.retries import Backoff
+from runner.scheduler import ModelRuntime, ModelStats, Scheduler
+from runner.status import snapshot, status_path, write_status
+from store.db import open_store
+from store.derived import parse_landed
+from store.lock import StoreLock
+from store.writer import Writer, insert_trials
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+TRIAL_BATCH = 5000
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    store: Path
+    max_cost: float | None = None
+    concurrency: int | None = None
+    quiet: bool = False
+    grace_s: float = 10.0
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    exit_code: int
+    lines: tuple[str, ...]
+
+
+def ibias_version() -> str:
+    try:
+        return version("ibias")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def git_rev() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def check_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str | None]:
+    """API keys by model id, from the environment. A missing variable is a config error."""
+    keys: dict[str, str | None] = {}
+    for i, m in enumerate(config.models):
+        if m.api_key_env is None:
+            keys[m.id] = None
+            continue
+        value = environ.get(m.api_key_env)
+        if not value:
+            raise ConfigError(
+                f"{config.path}: models[{i}].api_key_env: environment variable "
+                f"{m.api_key_env} is not set (needed by model {m.id!r})"
+            )
+        keys[m.id] = value
+    return keys
+
+
+def _record_run(con: duckdb.DuckDBPyConnection, run_id: str, config: Config) -> None:
+    con.execute(
+        "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, command) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            run_id,
+            datetime.now(UTC),
+            config.text,
+            stable_hash(config.text),
+            ibias_version(),
+            git_rev(),
+            " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        ],
+    ).fetchall()
+
+
+def _insert_patients(con: duckdb.DuckDBPyConnection, config: Config) -> None:
+    table = config.experiments.get("allocation")
+    if table is None:
+        return
+    from prompts.allocation.experiment import roster_rows
+
+    rows = roster_rows(table, config.run.seed, config.base_dir)
+    if not rows:
+        return
+    import pyarrow as pa
+
+    batch = pa.Table.from_pylist(rows)
+    con.register("_patients", batch)
+    try:
+        con.execute(
+            "INSERT INTO patients SELECT roster_id, person_id, language, name, age, "
+            "sex_assigned_at_birth, gender_identity FROM _patients p WHERE NOT EXISTS "
+            "(SELECT 1 FROM patients q WHERE q.roster_id = p.roster_id "
+            "AND q.person_id = p.person_id AND q.language = p.language)"
+        ).fetchall()
+    finally:
+        con.unregister("_patients")
+
+
+def plan_into_store(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    experiments: list[Experiment],
+    models: tuple[ModelConfig, ...],
+    done: set[str],
+) -> dict[str, ModelStats]:
+    """Insert every planned trial (streaming, in batches) and count totals per model."""
+    stats = {m.id: ModelStats(model_id=m.id) for m in models}
+    batch: list[Trial] = []
+    con.execute("BEGIN TRANSACTION").fetchall()
+    try:
+        for trial in trials_for(experiments, models):
+            s = stats[trial.model_id]
+            s.total += 1
+            if trial.trial_key in done:
+                s.done_before += 1
+            batch.append(trial)
+            if len(batch) >= TRIAL_BATCH:
+                insert_trials(con, run_id, batch)
+                batch = []
+        insert_trials(con, run_id, batch)
+        con.execute("COMMIT").fetchall()
+    except BaseException:
+        con.execute("ROLLBACK").fetchall()
+        raise
+    return stats
+
+
+def done_keys(con: duckdb.DuckDBPyConnection, model_ids: list[str]) -> set[str]:
+    rows = con.execute(
+        "SELECT DISTINCT trial_key FROM responses WHERE list_contains(?, model_id)", [model_ids]
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+async def execute(
+    config: Config,
+    options: RunOptions,
+    environ: Mapping[str, str] | None = None,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> RunResult:
+    keys = check_keys(config, os.environ if environ is None else environ)
+    store = options.store
+    lock = StoreLock(store)
+    lock.acquire()
+    try:
+        return await _execute_locked(config, options, keys, say)
+    finally:
+        lock.release()
+
+
+async def _execute_locked(
+    config: Config,
+    options: RunOptions,
+    keys: dict[str, str | None],
+    say: Callable[[str], None],
+) -> RunResult:
+    con = open_store(options.store, create=True)
+    run_id = uuid.uuid4().hex
+    started_at = datetime.now(UTC)
+    status_file = status_path(options.store)
+    try:
+        experiments = build_experiments(config)
+        _record_run(con, run_id, config)
+        _insert_patients(con, config)
+        done = done_keys(con, [m.id for m in config.models])
+        stats = await asyncio.to_thread(
+            plan_into_store, con, run_id, experiments, config.models, done
+        )
+        write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
+        return await _schedule(config, options, keys, say, con, run_id, started_at, stats, done)
+    finally:
+        con.close()
+
+
+async def _start_simulator(config: Config) -> tuple[object | None, str | None]:
+    sims = [m for m in config.models if m.provider == "simulator"]
+    if not sims:
+        return None, None
+    from runner.sim_profile import SimProfile, model_profile_from_dict
+    from runner.simulator import Simulator
+
+    default = model_profile_from_dict({})
+    profile = SimProfile(
+        seed=config.run.seed,
+        default=default,
+        models={m.model: model_profile_from_dict(m.sim) for m in sims},
+    )
+    sim = Simulator(profile)
+    url = await sim.start("127.0.0.1", 0)
+    return sim, url
+
+
+async def _schedule(
+    config: Config,
+    options: RunOptions,
+    keys: dict[str, str | None],
+    say: Callable[[str], None],
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    started_at: datetime,
+    stats: dict[str, ModelStats],
+    done: set[str],
+) -> RunResult:
+    sim, sim_url = await _start_simulator(config)
+    runtimes: list[ModelRuntime] = []
+    for m in config.models:
+        concurrency = options.concurrency or m.max_concurrency
+        base_url = sim_url if m.provider == "simulator" else m.base_url
+        assert base_url is not None
+        provider: Provider = OpenAIProvider(
+            base_url=base_url,
+            model=m.model,
+            api_key=keys[m.id],
+            timeout_s=m.timeout_s,
+            max_connections=concurrency,
+        )
+        await provider.start()
+        cfg = m if options.concurrency is None else _with_concurrency(m, concurrency)
+        runtimes.append(
+            ModelRuntime(
+                config=cfg,
+                provider=provider,
+                limiter=EndpointLimiter(rpm=m.rpm, tpm=m.tpm, max_concurrency=concurrency),
+                stats=stats[m.id],
+            )
+        )
+    writer = Writer(con, on_landed=parse_landed)
+    writer.start()
+    scheduler = Scheduler(
+        run_id=run_id,
+        runtimes=runtimes,
+        writer=writer,
+        backoff=options.backoff,
+        max_cost=options.max_cost,
+        grace_s=options.grace_s,
+        on_fatal=say,
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, scheduler.request_stop, "interrupted")
+    progress = Progress([rt.stats for rt in runtimes], quiet=options.quiet)
+    progress.start()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            progress.tick()
+            write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
+
+    status_file = status_path(options.store)
+    ticker = asyncio.create_task(tick())
+    experiments = build_experiments(config)
+
+    def source(rt: ModelRuntime) -> Iterator[Trial]:
+        return (t for t in trials_for(experiments, [rt.config]) if t.trial_key not in done)
+
+    try:
+        await scheduler.run(source)
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await writer.close()
+        for rt in runtimes:
+            await rt.provider.close()
+        if sim is not None:
+            await sim.stop()  # type: ignore[attr-defined]
+        progress.stop()
+    state = "interrupted" if scheduler.stop_reason == "interrupted" else "finished"
+    write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
+    return _result(scheduler, list(stats.values()))
+
+
+def _with_concurrency(m: ModelConfig, concurrency: int) -> ModelConfig:
+    from dataclasses import replace
+
+    return replace(m, max_concurrency=concurrency)
+
+
+def _result(scheduler: Scheduler, stats: list[ModelStats]) -> RunResult:
+    lines: list[str] = []
+    total = sum(s.total for s in stats)
+    have = sum(s.done_before + s.done for s in stats)
+    new = sum(s.done for s in stats)
+    failed = sum(s.failed for s in stats)
+    lines.append(f"{new:,} responses stored this run; {have:,} of {total:,} trials done")
+    for s in stats:
+        if s.fatal:
+            left = s.total - s.done_before - s.done
+            lines.append(f"model {s.model_id} stopped ({s.fatal}); {left:,} trials not done")
+    if failed:
+        lines.append(f"{failed:,} trials failed after all retries (see the attempts table)")
+    if scheduler.stop_reason == "interrupted":
+        lines.append("interrupted: results so far are stored; run again to resume")
+        return RunResult(EXIT_INTERRUPTED, tuple(lines))
+    if scheduler.stop_reason:
+        lines.append(f"stopped: {scheduler.stop_reason}")
+        return RunResult(EXIT_FAILED, tuple(lines))
+    if failed or any(s.fatal for s in stats):
+        return RunResult(EXIT_FAILED, tuple(lines))
+    return RunResult(EXIT_OK, tuple(lines))

@@ -1,0 +1,85 @@
+"""The status file beside the store, so `ibias status` answers while a run holds the store.
+
+DuckDB allows one writing process, so a second process cannot read the store mid-run; the
+runner rewrites this small JSON file (atomically: temp file + rename) about once a second.
+It holds counters only: never config text, prompts or keys.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from runner.scheduler import ModelStats
+
+
+def status_path(store: Path) -> Path:
+    return store.with_name(store.name + ".status.json")
+
+
+def rate_and_eta(s: ModelStats, now: float) -> tuple[float, float | None]:
+    """Requests completed per second since the first completion, and seconds left."""
+    if s.first_done_at is None or s.done < 2:
+        return 0.0, None
+    elapsed = max(now - s.first_done_at, 1e-6)
+    rate = (s.done - 1) / elapsed
+    remaining = max(s.total - s.done_before - s.done - s.failed, 0)
+    if s.fatal or s.finished:
+        return rate, 0.0
+    return rate, (remaining / rate if rate > 0 else None)
+
+
+def snapshot(
+    run_id: str, state: str, started_at: datetime, stats: Iterable[ModelStats]
+) -> dict[str, Any]:
+    now = time.monotonic()
+    models = []
+    for s in stats:
+        rate, eta = rate_and_eta(s, now)
+        models.append(
+            {
+                "model_id": s.model_id,
+                "total": s.total,
+                "done": s.done_before + s.done,
+                "done_this_run": s.done,
+                "failed": s.failed,
+                "requests": s.requests,
+                "retries": s.retries,
+                "errors": s.errors,
+                "rate_limited": s.rate_limited,
+                "prompt_tokens": s.prompt_tokens,
+                "completion_tokens": s.completion_tokens,
+                "cost_usd": round(s.cost_usd, 6),
+                "requests_per_s": round(rate, 3),
+                "eta_s": None if eta is None else round(eta, 1),
+                "fatal": s.fatal,
+            }
+        )
+    return {
+        "run_id": run_id,
+        "pid": os.getpid(),
+        "state": state,
+        "started_at": started_at.isoformat(),
+        "updated_at": datetime.now(UTC).isoformat(),
+        "models": models,
+    }
+
+
+def write_status(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (FileNotFoundError, orjson.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,126 @@
+"""Opening the DuckDB store: migrations, schema checks and one-line errors for bad files.
+
+Schema changes are numbered SQL files in `store/migrations/`; the version is checked on every
+open so that an old ibias never writes into a store it does not understand.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import duckdb
+
+from store.lock import holder
+
+
+class StoreError(Exception):
+    """A store problem phrased as the one line the user sees."""
+
+
+def migrations() -> list[tuple[int, str]]:
+    """(version, SQL) in order, from the package's migrations folder."""
+    folder = resources.files("store") / "migrations"
+    out: list[tuple[int, str]] = []
+    for entry in folder.iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:3].isdigit():
+            out.append((int(name[:3]), entry.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+SCHEMA_VERSION = max(v for v, _ in migrations())
+
+
+def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            who = holder(path)
+            raise StoreError(f"store {path} is busy: held by {who or 'another process'}") from None
+        raise StoreError(f"store {path} cannot be opened: {_first_line(text)}") from None
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"store {path} is not a usable DuckDB file: {_first_line(str(exc))}"
+        ) from None
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"
+
+
+def schema_version(con: duckdb.DuckDBPyConnection) -> int:
+    rows = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+    ).fetchall()
+    if not rows or rows[0][0] == 0:
+        return 0
+    got = con.execute("SELECT max(version) FROM schema_version").fetchall()
+    return int(got[0][0]) if got and got[0][0] is not None else 0
+
+
+def migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    current = schema_version(con)
+    if current > SCHEMA_VERSION:
+        raise StoreError(
+            f"store {path} has schema version {current}, newer than this ibias "
+            f"({SCHEMA_VERSION}); upgrade ibias"
+        )
+    if current == SCHEMA_VERSION:
+        return
+    con.execute("BEGIN TRANSACTION").fetchall()
+    try:
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version "
+            "(version INTEGER NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        ).fetchall()
+        for version, sql in migrations():
+            if version > current:
+                con.execute(sql).fetchall()
+                con.execute(
+                    "INSERT INTO schema_version (version) VALUES (?)", [version]
+                ).fetchall()
+        con.execute("COMMIT").fetchall()
+    except BaseException:
+        con.execute("ROLLBACK").fetchall()
+        raise
+
+
+def open_store(
+    path: Path, *, create: bool = False, read_only: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """Open (and, when writable, migrate) the store.
+
+    `create=False` refuses to invent an empty store where the user expected data, so a typo in
+    `--store` is an error rather than an empty result.
+    """
+    if path.exists() and path.is_dir():
+        raise StoreError(f"store {path} is a directory, expected a DuckDB file")
+    if not path.exists():
+        if not create:
+            raise StoreError(f"no store at {path} (run `ibias run CONFIG` first, or pass --store)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    con = _connect(path, read_only=read_only)
+    try:
+        if read_only:
+            version = schema_version(con)
+            if version != SCHEMA_VERSION:
+                if version == 0:
+                    raise StoreError(f"store {path} is not an ibias store (no schema version)")
+                raise StoreError(
+                    f"store {path} has schema version {version}, this ibias expects "
+                    f"{SCHEMA_VERSION}; open it once with `ibias run` or `ibias analyze`"
+                )
+        else:
+            migrate(con, path)
+    except duckdb.Error as exc:
+        con.close()
+        raise StoreError(
+            f"store {path} is not a usable ibias store: {_first_line(str(exc))}"
+        ) from None
+    except BaseException:
+        con.close()
+        raise
+    return con

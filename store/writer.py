@@ -1,0 +1,286 @@
+"""The single writer: the only code that inserts into the store during a run.
+
+Rows are buffered in memory and flushed as Arrow batches at least every `interval` seconds, on
+one dedicated thread that owns the DuckDB connection, so the event loop never blocks on disk and
+a `kill -9` loses at most the last second of results. Responses are inserted with an anti-join
+on trial_key, so a trial can never end with two response rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+
+from prompts.base import canonical_json
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    run_id: str
+    trial_key: str
+    model_id: str
+    attempt_no: int
+    started_at: datetime
+    latency_ms: float | None
+    http_status: int | None
+    error_kind: str | None
+    error_message: str | None
+    outcome: str
+
+
+@dataclass(frozen=True)
+class ResponseRow:
+    trial_key: str
+    run_id: str
+    model_id: str
+    provider_model: str | None
+    content: str | None
+    refusal: str | None
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost_usd: float | None
+    system_fingerprint: str | None
+    received_at: datetime
+    raw: str | None
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A response as it lands, with what its parser needs (so parsing needs no extra query)."""
+
+    trial_key: str
+    experiment: str
+    item: dict[str, Any]
+    content: str | None
+
+
+_TS = pa.timestamp("us", tz="UTC")
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "run_id": pa.string(),
+    "trial_key": pa.string(),
+    "model_id": pa.string(),
+    "attempt_no": pa.int32(),
+    "started_at": _TS,
+    "latency_ms": pa.float64(),
+    "http_status": pa.int32(),
+    "error_kind": pa.string(),
+    "error_message": pa.string(),
+    "outcome": pa.string(),
+    "provider_model": pa.string(),
+    "content": pa.string(),
+    "refusal": pa.string(),
+    "finish_reason": pa.string(),
+    "prompt_tokens": pa.int32(),
+    "completion_tokens": pa.int32(),
+    "cost_usd": pa.float64(),
+    "system_fingerprint": pa.string(),
+    "received_at": _TS,
+    "raw": pa.string(),
+}
+
+
+def to_arrow(rows: Sequence[Any], row_type: type) -> pa.Table:
+    names = [f.name for f in fields(row_type)]
+    columns = {n: [getattr(r, n) for r in rows] for n in names}
+    return pa.table({n: pa.array(columns[n], type=_ARROW_TYPES[n]) for n in names})
+
+
+def insert_attempts(con: duckdb.DuckDBPyConnection, rows: Sequence[AttemptRow]) -> None:
+    if not rows:
+        return
+    batch = to_arrow(rows, AttemptRow)
+    names = ", ".join(batch.column_names)
+    con.register("_attempt_batch", batch)
+    try:
+        con.execute(f"INSERT INTO attempts ({names}) SELECT {names} FROM _attempt_batch").fetchall()
+    finally:
+        con.unregister("_attempt_batch")
+
+
+def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]) -> int:
+    """Insert responses whose trial has none yet; returns how many were new."""
+    if not rows:
+        return 0
+    batch = to_arrow(rows, ResponseRow)
+    names = ", ".join(batch.column_names)
+    con.register("_response_batch", batch)
+    try:
+        return _inserted(
+            con.execute(
+                f"INSERT INTO responses ({names}) SELECT {names} FROM ("
+                f" SELECT *, row_number() OVER (PARTITION BY trial_key) AS _n FROM _response_batch"
+                f") b WHERE _n = 1 AND NOT EXISTS "
+                f"(SELECT 1 FROM responses r WHERE r.trial_key = b.trial_key)"
+            ).fetchall()
+        )
+    finally:
+        con.unregister("_response_batch")
+
+
+def _inserted(rows: list[tuple[Any, ...]]) -> int:
+    """The row count DuckDB returns for an INSERT."""
+    return int(rows[0][0]) if rows and rows[0] and rows[0][0] is not None else 0
+
+
+TRIAL_COLUMNS = (
+    "trial_key",
+    "run_id",
+    "experiment",
+    "model_id",
+    "language",
+    "coords",
+    "item",
+    "messages",
+    "params",
+    "replicate",
+)
+
+
+def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[Any]) -> int:
+    """Insert planned trials not yet in the store (anti-join on trial_key); returns new rows."""
+    cols: dict[str, list[Any]] = {c: [] for c in TRIAL_COLUMNS}
+    for t in trials:
+        cols["trial_key"].append(t.trial_key)
+        cols["run_id"].append(run_id)
+        cols["experiment"].append(t.experiment)
+        cols["model_id"].append(t.model_id)
+        cols["language"].append(t.language)
+        cols["coords"].append(canonical_json(t.coords).decode())
+        cols["item"].append(canonical_json(t.item).decode())
+        cols["messages"].append(canonical_json(t.messages).decode())
+        cols["params"].append(canonical_json(t.params).decode())
+        cols["replicate"].append(t.replicate)
+    if not cols["trial_key"]:
+        return 0
+    batch = pa.table(
+        {
+            c: pa.array(v, type=pa.int32() if c == "replicate" else pa.string())
+            for c, v in cols.items()
+        }
+    )
+    names = ", ".join(TRIAL_COLUMNS)
+    con.register("_trial_batch", batch)
+    try:
+        return _inserted(
+            con.execute(
+                f"INSERT INTO trials ({names}) SELECT {names} FROM _trial_batch b "
+                f"WHERE NOT EXISTS (SELECT 1 FROM trials t WHERE t.trial_key = b.trial_key)"
+            ).fetchall()
+        )
+    finally:
+        con.unregister("_trial_batch")
+
+
+OnLanded = Callable[[duckdb.DuckDBPyConnection, Sequence[Landed]], None]
+
+
+class Writer:
+    """Buffers attempts and responses and flushes them on its own thread.
+
+    `on_landed` (e.g. the derived-table parsers) runs on the writer thread right after each
+    flush, inside the same transaction, so parsed rows never refer to missing responses.
+    """
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        interval: float = 1.0,
+        max_rows: int = 5000,
+        on_landed: OnLanded | None = None,
+    ) -> None:
+        self.con = con
+        self.interval = interval
+        self.max_rows = max_rows
+        self.on_landed = on_landed
+        self._attempts: list[AttemptRow] = []
+        self._responses: list[ResponseRow] = []
+        self._landed: list[Landed] = []
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ibias-writer")
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self.flushed_responses = 0
+        self.flushes = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="ibias-writer")
+
+    def add_attempt(self, row: AttemptRow) -> None:
+        self._attempts.append(row)
+        self._maybe_wake()
+
+    def add_response(self, row: ResponseRow, landed: Landed | None = None) -> None:
+        self._responses.append(row)
+        if landed is not None:
+            self._landed.append(landed)
+        self._maybe_wake()
+
+    def _maybe_wake(self) -> None:
+        if len(self._attempts) + len(self._responses) >= self.max_rows:
+            self._wake.set()
+
+    async def _loop(self) -> None:
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+            self._wake.clear()
+            await self.flush()
+
+    async def flush(self) -> None:
+        attempts, self._attempts = self._attempts, []
+        responses, self._responses = self._responses, []
+        landed, self._landed = self._landed, []
+        if not attempts and not responses:
+            return
+        loop = asyncio.get_running_loop()
+        new = await loop.run_in_executor(self._executor, self._write, attempts, responses, landed)
+        self.flushed_responses += new
+        self.flushes += 1
+
+    def _write(
+        self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
+    ) -> int:
+        con = self.con
+        con.execute("BEGIN TRANSACTION").fetchall()
+        try:
+            insert_attempts(con, attempts)
+            new = insert_responses(con, responses)
+            if self.on_landed is not None and landed:
+                self.on_landed(con, landed)
+            con.execute("COMMIT").fetchall()
+        except BaseException:
+            con.execute("ROLLBACK").fetchall()
+            raise
+        return new
+
+    async def close(self) -> None:
+        """Stop the loop and write everything still buffered."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.flush()
+        self._executor.shutdown(wait=True)
+
+    async def run_sync(self, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
+        """Run `fn(con)` on the writer thread (the connection is not thread-safe)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, self.con)
+
+
+def raw_json(body: Any) -> str | None:
+    if body is None:
+        return None
+    return orjson.dumps(body).decode()

@@ -1,0 +1,317 @@
+"""The command line as a user meets it: real subprocesses, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from tests.helpers import model_block, write_config
+
+IBIAS = [sys.executable, "-m", "runner"]
+
+
+def ibias(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*IBIAS, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def start_simulator(*args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [*IBIAS, "simulate", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "listening on" in line, line + (proc.stderr.read() if proc.stderr else "")
+    return proc, line.strip().rsplit(" ", 1)[-1]
+
+
+def sim_stats(url: str) -> dict:
+    base = url.rsplit("/v1", 1)[0]
+    with urllib.request.urlopen(base + "/stats", timeout=10) as resp:  # loopback only
+        return json.loads(resp.read())
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def count(store: Path, sql: str) -> int:
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return int(con.execute(sql).fetchall()[0][0])
+    finally:
+        con.close()
+
+
+@pytest.fixture()
+def simulator():
+    proc, url = start_simulator("--latency-ms", "30", "--seed", "5")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_kill_9_then_resume_loses_only_in_flight_and_last_second(tmp_path, simulator):
+    concurrency, rpm = 16, 12_000  # at most 200 requests/s
+    cfg = write_config(
+        tmp_path,
+        [
+            model_block(
+                "m",
+                provider="openai",
+                base_url=simulator,
+                model="x",
+                max_concurrency=concurrency,
+                rpm=rpm,
+            )
+        ],
+        n_prompts=1500,
+    )
+    store = tmp_path / "store.duckdb"
+    proc = subprocess.Popen(
+        [*IBIAS, "run", str(cfg), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    status = store.with_name(store.name + ".status.json")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if status.exists():
+            data = json.loads(status.read_text() or "{}")
+            if data.get("models") and data["models"][0]["done"] >= 300:
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail("run made no progress")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    served_before = sim_stats(simulator)["served"]
+    stored_before = count(store, "SELECT count(*) FROM responses")
+    assert 0 < stored_before < 1500
+    result = ibias("run", str(cfg), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert count(store, "SELECT count(*) FROM responses") == 1500
+    assert count(store, "SELECT count(DISTINCT trial_key) FROM responses") == 1500
+    stats = sim_stats(simulator)
+    re_requested = stats["served"] - 1500
+    lost = served_before - stored_before
+    assert re_requested == lost
+    # bound: every in-flight request plus one second of results at the paced rate, plus the
+    # requests served while the kill signal was on its way (another 0.1 s of pace).
+    assert re_requested <= concurrency + rpm / 60 * 1.1
+
+
+def test_sigint_stops_cleanly_with_130_and_flushes(tmp_path, simulator):
+    cfg = write_config(
+        tmp_path,
+        [
+            model_block(
+                "m", provider="openai", base_url=simulator, model="x", max_concurrency=4, rpm=3000
+            )
+        ],
+        n_prompts=3000,
+    )
+    store = tmp_path / "store.duckdb"
+    proc = subprocess.Popen(
+        [*IBIAS, "run", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    served = sim_stats(simulator)["served"]
+    stored = count(store, "SELECT count(*) FROM responses")
+    assert stored > 0
+    assert stored == served  # nothing answered was lost: in-flight finished and were flushed
+
+
+def test_second_run_on_same_store_exits_2_naming_holder(tmp_path, simulator):
+    cfg = write_config(
+        tmp_path,
+        [
+            model_block(
+                "m", provider="openai", base_url=simulator, model="x", max_concurrency=2, rpm=600
+            )
+        ],
+        n_prompts=500,
+    )
+    store = tmp_path / "store.duckdb"
+    proc = subprocess.Popen(
+        [*IBIAS, "run", str(cfg), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        status_file = store.with_name(store.name + ".status.json")
+        deadline = time.monotonic() + 30
+        while not status_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        second = ibias("run", str(cfg), "--quiet")
+        assert second.returncode == 2
+        assert f"pid {proc.pid}" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+        status = ibias("status", "--store", str(store), "--json")
+        assert status.returncode == 0, status.stderr
+        report = json.loads(status.stdout)
+        assert report["running"] is True and report["models"][0]["total"] == 500
+        sql = ibias("sql", "--store", str(store), "SELECT 1")
+        assert sql.returncode == 2 and "busy" in sql.stderr and str(proc.pid) in sql.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+
+
+BAD_CONFIGS = {
+    "unknown key": ("[[models]]\nid='a'\nprovider='simulator'\ncolour='red'\n", "colour"),
+    "wrong type": ("[[models]]\nid='a'\nprovider='simulator'\nrpm='fast'\n", "models[0].rpm"),
+    "negative limit": ("[[models]]\nid='a'\nprovider='simulator'\ntpm=-5\n", "models[0].tpm"),
+    "bad url": ("[[models]]\nid='a'\nprovider='openai'\nbase_url='ftp//x'\n", "base_url"),
+    "duplicate id": (
+        "[[models]]\nid='a'\nprovider='simulator'\n[[models]]\nid='a'\nprovider='simulator'\n",
+        "duplicate",
+    ),
+    "missing key variable": (
+        "[[models]]\nid='a'\nprovider='openai'\nbase_url='http://127.0.0.1:9/v1'\n"
+        "api_key_env='IBIAS_SURELY_UNSET_VAR'\n",
+        "IBIAS_SURELY_UNSET_VAR",
+    ),
+    "not toml": ("[[models]\nid=", "TOML"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_bad_config_exits_2_with_one_line_and_store_untouched(tmp_path, case):
+    body, needle = BAD_CONFIGS[case]
+    # first make a real store with data in it
+    good = write_config(tmp_path, [model_block("s", provider="simulator")], n_prompts=3)
+    assert ibias("run", str(good), "--quiet").returncode == 0
+    store = tmp_path / "store.duckdb"
+    before = digest(store)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        f'[run]\nstore = "{store}"\n' + body + '\n[experiments.prompts]\nfile = "prompts.jsonl"\n'
+        if case != "not toml"
+        else body
+    )
+    result = ibias("run", str(bad))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert needle in lines[0] and "bad.toml" in lines[0]
+    assert digest(store) == before
+
+
+def test_missing_key_is_not_an_error_for_plan(tmp_path):
+    cfg = write_config(
+        tmp_path,
+        [
+            model_block(
+                "a",
+                provider="openai",
+                base_url="http://127.0.0.1:9/v1",
+                api_key_env="IBIAS_SURELY_UNSET_VAR",
+                price_input=1.0,
+                price_output=2.0,
+            )
+        ],
+        n_prompts=4,
+        replicates=3,
+    )
+    result = ibias("plan", str(cfg), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["total"] == 12 and report["done"] == 0 and report["remaining"] == 12
+    assert report["by"] == [
+        {"experiment": "prompts", "model_id": "a", "language": "", "trials": 12, "done": 0}
+    ]
+    assert report["estimated_cost_usd"] > 0
+
+
+def test_missing_config_file_and_bad_arguments(tmp_path):
+    missing = ibias("run", str(tmp_path / "nope.toml"))
+    assert missing.returncode == 2 and "not found" in missing.stderr
+    assert len(missing.stderr.strip().splitlines()) == 1
+    bad_arg = ibias("run", "x.toml", "--concurrency", "-3")
+    assert bad_arg.returncode == 2 and len(bad_arg.stderr.strip().splitlines()) == 1
+    no_cmd = ibias()
+    assert no_cmd.returncode == 2 and "Traceback" not in no_cmd.stderr
+
+
+def test_broken_store_file_is_an_error_and_kept(tmp_path):
+    store = tmp_path / "store.duckdb"
+    store.write_bytes(b"this is not a database" * 100)
+    before = digest(store)
+    cfg = write_config(tmp_path, [model_block("s", provider="simulator")], n_prompts=3)
+    for args in (
+        ("run", str(cfg)),
+        ("sql", "--store", str(store), "SELECT 1"),
+        ("status", "--store", str(store)),
+    ):
+        result = ibias(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+        assert str(store) in result.stderr
+    assert digest(store) == before
+
+
+def test_sql_formats(tmp_path):
+    cfg = write_config(tmp_path, [model_block("s", provider="simulator")], n_prompts=3)
+    assert ibias("run", str(cfg), "--quiet").returncode == 0
+    store = str(tmp_path / "store.duckdb")
+    q = "SELECT model_id, count(*) AS n FROM responses GROUP BY 1"
+    as_json = ibias("sql", "--store", store, q, "--format", "json")
+    assert json.loads(as_json.stdout) == [{"model_id": "s", "n": 3}]
+    as_csv = ibias("sql", "--store", store, q, "--format", "csv")
+    assert as_csv.stdout.splitlines() == ["model_id,n", "s,3"]
+    table = ibias("sql", "--store", store, q)
+    assert "model_id" in table.stdout and "3" in table.stdout
+    bad = ibias("sql", "--store", store, "SELEC nonsense")
+    assert bad.returncode == 2 and "query failed" in bad.stderr
+
+
+def test_status_after_run_reads_the_store(tmp_path):
+    cfg = write_config(tmp_path, [model_block("s", provider="simulator")], n_prompts=5)
+    assert ibias("run", str(cfg), "--quiet").returncode == 0
+    result = ibias("status", "--store", str(tmp_path / "store.duckdb"), "--json")
+    report = json.loads(result.stdout)
+    assert report["running"] is False
+    assert report["by"] == [
+        {
+            "experiment": "prompts",
+            "model_id": "s",
+            "language": "",
+            "planned": 5,
+            "done": 5,
+            "failed": 0,
+        }
+    ]
+
+
+def test_no_env_leak_into_child(tmp_path):
+    # the CLI runs with no special environment; sanity check that tests do not depend on it
+    assert "IBIAS_SURELY_UNSET_VAR" not in os.environ
