@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint install clean
+.PHONY: demo test bench lint install browser clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,14 +14,22 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The report test opens report.html in headless Chromium (Debian's package); never skipped.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing Debian's chromium for the report test"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 demo: $(STAMP)
 	$(BIN)/ibias demo --out out/demo
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m bench.bench_runner
+	$(BIN)/python -m bench.bench_bootstrap
+	$(BIN)/python -m bench.bench_analyze
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

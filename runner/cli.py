@@ -12,15 +12,15 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-import duckdb
 import orjson
 
 from prompts.base import SettingsError
 from runner.config import DEFAULT_STORE, ConfigError, load_config
 from store.db import StoreError
-from store.lock import StoreBusyError
+from store.importer import ImportFileError
+from store.lock import StoreBusyError, StoreLock
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -94,6 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--latency-ms", type=_non_negative_float, default=0.0)
     sim.add_argument("--fault-rate", type=_probability, default=0.0)
     sim.add_argument("--profile")
+
+    analyze = sub.add_parser("analyze", help="tables, figures and report.html from a store")
+    analyze.add_argument("--store", default=DEFAULT_STORE)
+    analyze.add_argument("--out", default="out/analysis")
+    analyze.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B")
+    analyze.add_argument("--ci", choices=("percentile", "bca"), default="percentile")
+
+    demo = sub.add_parser("demo", help="the paper's grid on simulated models, then analysis")
+    demo.add_argument("--out", default="out/demo")
+
+    imp = sub.add_parser("import", help="ingest replies collected elsewhere (JSONL)")
+    imp.add_argument("file")
+    imp.add_argument("--store", default=DEFAULT_STORE)
     return parser
 
 
@@ -103,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except UsageError as exc:
         return _fail(str(exc))
-    except (ConfigError, StoreError, StoreBusyError) as exc:
+    except (ConfigError, StoreError, StoreBusyError, ImportFileError) as exc:
         return _fail(str(exc))
     except SettingsError as exc:
         return _fail(str(exc))
@@ -138,6 +151,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_sql(args)
     if args.command == "simulate":
         return _cmd_simulate(args)
+    if args.command == "analyze":
+        return _cmd_analyze(args)
+    if args.command == "demo":
+        return _cmd_demo(args)
+    if args.command == "import":
+        return _cmd_import(args)
     raise UsageError(f"unknown command {args.command!r}")
 
 
@@ -211,8 +230,55 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def json_default(value: Any) -> Any:
-    return str(value)
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from analysis.analyze import analyze
+
+    store = Path(args.store)
+    with StoreLock(store):
+        result = analyze(store, Path(args.out), bootstrap=args.bootstrap, ci=args.ci)
+    print(f"report: {result.report}")
+    return EXIT_OK
 
 
-_ = duckdb  # imported for its exception types in submodules
+DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.toml"
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    """The paper's whole grid on seven simulated models, then the analysis, into --out."""
+    from analysis.analyze import analyze
+
+    from runner.run import RunOptions, execute
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = load_config(DEMO_CONFIG)
+    store = out / "demo.duckdb"
+    result = asyncio.run(execute(config, RunOptions(store=store)))
+    for line in result.lines:
+        print(line, file=sys.stderr)
+    if result.exit_code not in (EXIT_OK, EXIT_FAILED):
+        return result.exit_code
+    with StoreLock(store):
+        report = analyze(store, out)
+    print(f"report: {report.report}")
+    return result.exit_code
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from store.db import open_store
+    from store.importer import import_file, read_file
+
+    path = Path(args.file)
+    read_file(path)  # validate before touching the store
+    store = Path(args.store)
+    with StoreLock(store):
+        con = open_store(store, create=True)
+        try:
+            result = import_file(con, path)
+        finally:
+            con.close()
+    print(
+        f"imported {result.imported:,} replies from {path} "
+        f"({result.already_present:,} already present)"
+    )
+    return EXIT_OK

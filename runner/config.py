@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from prompts.base import SettingsError
+from prompts.base import Experiment, SettingsError
 from prompts.registry import EXPERIMENT_BUILDERS
 
 PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
@@ -71,6 +71,7 @@ class Config:
     run: RunSettings
     models: tuple[ModelConfig, ...]
     experiments: Mapping[str, Mapping[str, Any]]
+    built: tuple[Experiment, ...] = ()
 
     @property
     def base_dir(self) -> Path:
@@ -267,9 +268,14 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
     return check
 
 
-def _check_experiments(path: Path, data: Any, seed: int) -> dict[str, dict[str, Any]]:
+def _check_experiments(
+    path: Path, data: Any, seed: int
+) -> tuple[dict[str, dict[str, Any]], tuple[Experiment, ...]]:
+    """Validate each experiment table by building it; the built experiments are kept so the
+    planner does not read their data files again."""
     t = _Table(path, "experiments", data)
     out: dict[str, dict[str, Any]] = {}
+    built: list[Experiment] = []
     for name, table in t.data.items():
         t.used.add(name)
         if name not in EXPERIMENT_BUILDERS:
@@ -279,13 +285,13 @@ def _check_experiments(path: Path, data: Any, seed: int) -> dict[str, dict[str, 
         if not isinstance(table, dict):
             raise t.error(name, f"expected a table, got {_typename(table)}")
         try:
-            EXPERIMENT_BUILDERS[name](table, seed, path.parent)
+            built.extend(EXPERIMENT_BUILDERS[name](table, seed, path.parent))
         except SettingsError as exc:
             raise t.error(f"{name}.{exc.key}", exc.message) from None
         out[name] = table
     if not out:
         raise t.error("", "no experiments configured; add e.g. [experiments.prompts]")
-    return out
+    return out, tuple(built)
 
 
 def parse_config(text: str, path: Path) -> Config:
@@ -310,11 +316,13 @@ def parse_config(text: str, path: Path) -> Config:
                 f"{path}: models[{i}].id: duplicate model id {m.id!r} (also models[{seen[m.id]}])"
             )
         seen[m.id] = i
-    experiments = _check_experiments(
+    experiments, built = _check_experiments(
         path, root.get("experiments", _table_value, "an [experiments] table"), run.seed
     )
     root.finish()
-    return Config(path=path, text=text, run=run, models=models, experiments=experiments)
+    return Config(
+        path=path, text=text, run=run, models=models, experiments=experiments, built=built
+    )
 
 
 def _model_list(value: Any) -> list[Any]:

@@ -53,6 +53,9 @@ def trial_key(spec: TrialSpec, model: ModelConfig, params: Mapping[str, Any]) ->
 
 
 def build_experiments(config: Config) -> list[Experiment]:
+    """The config's experiments (built once, when the config was validated)."""
+    if config.built:
+        return list(config.built)
     out: list[Experiment] = []
     for name, table in config.experiments.items():
         out.extend(EXPERIMENT_BUILDERS[name](table, config.run.seed, config.base_dir))

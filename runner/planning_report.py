@@ -49,7 +49,7 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
         m = models[trial.model_id]
         est = estimate_tokens(trial, m.max_tokens)
         cost += m.cost(est - m.max_tokens, m.max_tokens)
-    by = [
+    by: list[dict[str, Any]] = [
         {"experiment": e, "model_id": mid, "language": lang, "trials": n, "done": d}
         for (e, mid, lang), (n, d) in sorted(cells.items())
     ]

@@ -39,6 +39,7 @@ from store.writer import Writer, insert_trials
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 TRIAL_BATCH = 5000
+DUCKDB_MEMORY_LIMIT = "192MB"
 
 
 @dataclass(frozen=True)
@@ -146,22 +147,18 @@ def plan_into_store(
     """Insert every planned trial (streaming, in batches) and count totals per model."""
     stats = {m.id: ModelStats(model_id=m.id) for m in models}
     batch: list[Trial] = []
-    con.execute("BEGIN TRANSACTION").fetchall()
-    try:
-        for trial in trials_for(experiments, models):
-            s = stats[trial.model_id]
-            s.total += 1
-            if trial.trial_key in done:
-                s.done_before += 1
-            batch.append(trial)
-            if len(batch) >= TRIAL_BATCH:
-                insert_trials(con, run_id, batch)
-                batch = []
-        insert_trials(con, run_id, batch)
-        con.execute("COMMIT").fetchall()
-    except BaseException:
-        con.execute("ROLLBACK").fetchall()
-        raise
+    # Each batch commits on its own: one transaction over a million trials would hold them all
+    # in memory, and a half-planned store is harmless (inserts skip keys already there).
+    for trial in trials_for(experiments, models):
+        s = stats[trial.model_id]
+        s.total += 1
+        if trial.trial_key in done:
+            s.done_before += 1
+        batch.append(trial)
+        if len(batch) >= TRIAL_BATCH:
+            insert_trials(con, run_id, batch)
+            batch = []
+    insert_trials(con, run_id, batch)
     return stats
 
 
@@ -195,6 +192,9 @@ async def _execute_locked(
     say: Callable[[str], None],
 ) -> RunResult:
     con = open_store(options.store, create=True)
+    # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
+    # blocks, so cap it and keep a long run's footprint flat.
+    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'").fetchall()
     run_id = uuid.uuid4().hex
     started_at = datetime.now(UTC)
     status_file = status_path(options.store)
@@ -203,9 +203,9 @@ async def _execute_locked(
         _record_run(con, run_id, config)
         _insert_patients(con, config)
         done = done_keys(con, [m.id for m in config.models])
-        stats = await asyncio.to_thread(
-            plan_into_store, con, run_id, experiments, config.models, done
-        )
+        # Planning runs on the loop's thread on purpose: nothing else runs yet, and a Ctrl-C
+        # here raises KeyboardInterrupt straight through the transaction's rollback.
+        stats = plan_into_store(con, run_id, experiments, config.models, done)
         write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
         return await _schedule(config, options, keys, say, con, run_id, started_at, stats, done)
     finally:

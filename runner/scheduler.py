@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from runner.config import ModelConfig
 from runner.limits import EndpointLimiter
@@ -126,9 +127,9 @@ class Scheduler:
             rt.queue = asyncio.Queue(maxsize=max(2 * n_workers, 16))
             tasks.append(asyncio.create_task(self._feed(rt, source(rt), n_workers)))
             tasks.extend(asyncio.create_task(self._work(rt)) for _ in range(n_workers))
-        waiter = asyncio.create_task(self.stop_event.wait())
-        everything = asyncio.gather(*tasks)
-        await asyncio.wait({waiter, everything}, return_when=asyncio.FIRST_COMPLETED)
+        waiter: asyncio.Future[Any] = asyncio.create_task(self.stop_event.wait())
+        everything: asyncio.Future[Any] = asyncio.gather(*tasks)
+        await asyncio.wait([waiter, everything], return_when=asyncio.FIRST_COMPLETED)
         if not everything.done():
             await self._drain(tasks)
         waiter.cancel()

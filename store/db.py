@@ -79,9 +79,7 @@ def migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         for version, sql in migrations():
             if version > current:
                 con.execute(sql).fetchall()
-                con.execute(
-                    "INSERT INTO schema_version (version) VALUES (?)", [version]
-                ).fetchall()
+                con.execute("INSERT INTO schema_version (version) VALUES (?)", [version]).fetchall()
         con.execute("COMMIT").fetchall()
     except BaseException:
         con.execute("ROLLBACK").fetchall()

@@ -119,12 +119,20 @@ def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]
             con.execute(
                 f"INSERT INTO responses ({names}) SELECT {names} FROM ("
                 f" SELECT *, row_number() OVER (PARTITION BY trial_key) AS _n FROM _response_batch"
-                f") b WHERE _n = 1 AND NOT EXISTS "
-                f"(SELECT 1 FROM responses r WHERE r.trial_key = b.trial_key)"
+                f") b WHERE _n = 1 AND b.trial_key NOT IN ({_existing('responses', '_response_batch')})"
             ).fetchall()
         )
     finally:
         con.unregister("_response_batch")
+
+
+def _existing(table: str, batch: str) -> str:
+    """Keys of `batch` already in `table`, as an inner join so DuckDB hashes the small batch,
+    not the whole table (a NOT EXISTS anti-join would hash every stored key per flush)."""
+    return (
+        f"SELECT s.trial_key FROM {table} s JOIN (SELECT DISTINCT trial_key FROM {batch}) k "
+        f"ON s.trial_key = k.trial_key"
+    )
 
 
 def _inserted(rows: list[tuple[Any, ...]]) -> int:
@@ -174,7 +182,7 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
         return _inserted(
             con.execute(
                 f"INSERT INTO trials ({names}) SELECT {names} FROM _trial_batch b "
-                f"WHERE NOT EXISTS (SELECT 1 FROM trials t WHERE t.trial_key = b.trial_key)"
+                f"WHERE b.trial_key NOT IN ({_existing('trials', '_trial_batch')})"
             ).fetchall()
         )
     finally:

@@ -295,7 +295,7 @@ def load_qualities(path: Path) -> dict[str, dict[str, dict[str, str]]]:
                 or not all(isinstance(v, str) and v.strip() for v in pair.values())
             ):
                 raise DataError(
-                    f"{path}: {slug}.{language} must be {{positive = \"...\", negative = \"...\"}}"
+                    f'{path}: {slug}.{language} must be {{positive = "...", negative = "..."}}'
                 )
             out[slug][language] = {k: v.strip() for k, v in pair.items()}
     return out

@@ -152,8 +152,18 @@ class _Line:
     def has_break(self, start: int, end: int) -> bool:
         return any(is_break(t) for t in self.toks[start:end])
 
-    def residual_words(self, start: int, end: int) -> int:
-        """Non-glue words in toks[start:end] up to the first break that follows one."""
+    def ends_phrase(self, index: int) -> bool:
+        """True if toks[index] is the end of the line or a break (not more words)."""
+        return index >= len(self.toks) or is_break(self.toks[index])
+
+    def residual_words(self, start: int, end: int, need_separator: bool) -> int:
+        """Non-glue words in toks[start:end] up to the first break that follows one.
+
+        With `need_separator`, 0 unless a separator or glue word comes first: alone on its
+        line, "Hope this helps!" is a sentence, not the word "hope" with the label "this".
+        """
+        if start >= end or (need_separator and not self.filler(self.toks[start])):
+            return 0
         n = 0
         for t in self.toks[start:end]:
             if is_break(t) and n:
@@ -233,12 +243,12 @@ def _read_line(toks: list[str], elements: list[_Element], vocab: Vocabulary, r: 
             if value is not None:
                 for e in block:
                     r.answer(int(e.value), value)
-            elif r.heading is not None and not has_labels:
+            elif r.heading is not None and not has_labels and line.ends_phrase(block[-1].end):
                 for e in block:
                     r.answer(int(e.value), r.heading)
             elif len(block) == 1:
                 last = block[-1]
-                n = line.residual_words(last.end, following[id(last)])
+                n = line.residual_words(last.end, following[id(last)], not has_labels)
                 if 1 <= n <= 3:
                     r.weak.add(int(last.value))
 
@@ -256,10 +266,10 @@ def _read_labels_only_line(line: _Line, elements: list[_Element], r: _Reading) -
     others = [t for i, t in enumerate(line.toks) if i not in covered and not line.filler(t)]
     ends_with_colon = bool(line.toks) and line.toks[-1] == ":"
     values = labels or keywords
-    if len(values) == 1 and not (labels and keywords):
-        if not others or (ends_with_colon and len(others) <= 4):
-            r.heading = values.pop()
-            return
+    single = len(values) == 1 and not (labels and keywords)
+    if single and (not others or (ends_with_colon and len(others) <= 4)):
+        r.heading = values.pop()
+        return
     if ends_with_colon:
         return
     for _, block in _blocks(line, elements):
@@ -268,7 +278,7 @@ def _read_labels_only_line(line: _Line, elements: list[_Element], r: _Reading) -
 
 
 def _is_extra_pair(line: _Line, block: list[_Element], elements: list[_Element]) -> bool:
-    """"pleasure - cisgender": 1-3 words, only punctuation, then a single label, then a break."""
+    """ "pleasure - cisgender": 1-3 words, only punctuation, then a single label, then a break."""
     if not any(e.kind == "label" for e in block) or _block_value(block) in (BOTH, NEITHER):
         return False
     first, last = block[0], block[-1]

@@ -45,6 +45,4 @@ def bias_score(
         return None
     if smoothing <= 0 and (target == 0 or reference == 0):
         return None
-    return (
-        n_neg_target / (target + smoothing) + n_pos_reference / (reference + smoothing) - 1.0
-    )
+    return n_neg_target / (target + smoothing) + n_pos_reference / (reference + smoothing) - 1.0

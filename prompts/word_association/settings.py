@@ -115,8 +115,8 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> Settings:
         word_sets.update(extra)
     categories = _categories(table.get("categories", "all"), word_sets)
 
-    labels = _labels(table.get("labels", {}), languages, target, reference)
     templates = _templates(table.get("templates_dir"), base_dir, languages)
+    labels = _labels(table.get("labels", {}), languages, target, reference)
     qualities = _qualities(table.get("qualities"), base_dir)
 
     for i, language in enumerate(languages):
@@ -275,7 +275,9 @@ def _default_label(group: str, language: str) -> str | None:
     return group if language == "en" else None
 
 
-def _templates(value: Any, base_dir: Path, languages: tuple[str, ...]) -> dict[str, Any]:
+def _templates(
+    value: Any, base_dir: Path, languages: tuple[str, ...]
+) -> dict[str, LanguageTemplates]:
     root = None
     if value is not None:
         if not isinstance(value, str) or not value:
@@ -285,14 +287,15 @@ def _templates(value: Any, base_dir: Path, languages: tuple[str, ...]) -> dict[s
         if not root.is_dir():
             raise SettingsError("templates_dir", f"folder not found: {root}")
     out = {}
-    for language in languages:
+    for i, language in enumerate(languages):
         folder = root / language if root is not None and (root / language).is_dir() else None
         folder = folder or TEMPLATES_DIR / language
         if not folder.is_dir():
+            shipped = sorted(p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir())
             raise SettingsError(
-                "templates_dir" if root is not None else "languages",
-                f"no templates for language {language!r} (looked for {language}/ in "
-                f"{root or TEMPLATES_DIR})",
+                f"languages[{i}]",
+                f"no templates for {language!r} (shipped: {', '.join(shipped)}; another "
+                f"language needs {language}/ in templates_dir, labels and a word column)",
             )
         try:
             out[language] = load_templates(folder)

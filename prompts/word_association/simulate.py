@@ -226,11 +226,11 @@ def _layout(pairs: list[tuple[str, int]], labels: list[str], rng: random.Random)
         return "\n".join(rows)
     sep = rng.choice(_SEPARATORS)
     prefix = rng.choice(_PREFIXES)
-    bold = rng.choice(("none", "none", "word", "label"))
+    emphasis = rng.choice(("none", "none", "word", "label"))
     out = []
     for n, (w, g) in enumerate(pairs, start=1):
-        word = f"**{w}**" if bold == "word" else w
-        label = f"**{labels[g]}**" if bold == "label" else labels[g]
+        word = f"**{w}**" if emphasis == "word" else w
+        label = f"**{labels[g]}**" if emphasis == "label" else labels[g]
         out.append(prefix.replace("{n}", str(n)) + f"{word}{sep}{label}")
     return "\n".join(out)
 

@@ -2,9 +2,10 @@
 
 Replies differ from the prompt in case, accents, markdown and punctuation, so every
 comparison in this package happens on *folded tokens*: lower case, accents removed, split into
-runs of letters/digits. Hyphens and spaces are equivalent ("self-harm" == "self harm"), which is
-what lets a hyphenated word stand next to a " - " separator. A few punctuation marks are kept
-as single-character *break* tokens because they end a pair or a sentence.
+runs of letters/digits. Inside a word, hyphens and spaces are equivalent ("self-harm" ==
+"self harm"), which is what lets a hyphenated word stand next to a " - " separator. A few
+punctuation marks, and pair separators, are kept as single-character *break* tokens because
+they end a pair or a sentence.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-BREAK_CHARS = frozenset(".:;,!?()|[]{}")
+SEPARATOR = "~"
+"""The token for a pair separator: " - " (a hyphen next to a space), – — = -> => → and tab."""
+
+BREAK_CHARS = frozenset(".:;,!?()|[]{}" + SEPARATOR)
 """Punctuation kept as tokens: it separates pairs, sentences or table cells."""
 
-_TOKEN = re.compile(r"[^\W_]+|[.:;,!?()|\[\]{}]")
+_TOKEN = re.compile(r"[^\W_]+|[.:;,!?()|\[\]{}~]")
+_SEPARATORS = re.compile(r"->|=>|→|[–—=\t~]|(?<=\s)-+|-+(?=\s)|^-+|-+$")
 
 
 def fold(text: str) -> str:
@@ -27,8 +32,12 @@ def fold(text: str) -> str:
 
 
 def tokens(text: str) -> list[str]:
-    """Folded tokens of one line: words (letters/digits) and break punctuation."""
-    return _TOKEN.findall(fold(text))
+    """Folded tokens of one line: words (letters/digits), break punctuation and separators.
+
+    A hyphen between letters ("self-harm", "risk-free") only splits the word; a hyphen next to
+    a space is a separator ("self-harm - transgender").
+    """
+    return _TOKEN.findall(_SEPARATORS.sub(f" {SEPARATOR} ", fold(text)))
 
 
 def is_break(token: str) -> bool:

@@ -29,7 +29,7 @@ def _expected(case: dict[str, Any]) -> dict[str, str]:
     expect = dict(case.get("expect", {}))
     unknown = set(expect) - set(words)
     assert not unknown, f"{case['id']}: expect names words not in the item: {unknown}"
-    out = {w: expect.get(w, case.get("rest")) for w in words}
+    out = {w: str(expect.get(w, case.get("rest"))) for w in words}
     assert all(v in OUTCOMES for v in out.values()), f"{case['id']}: incomplete expect"
     return out
 
@@ -69,11 +69,16 @@ def test_reply(case: dict[str, Any]) -> None:
     assert result.n_unassigned == len(expected) - assigned
     t = counts[("target", "positive")] + counts[("target", "negative")]
     r = counts[("reference", "positive")] + counts[("reference", "negative")]
-    if t == 0 or r == 0:
+    s = item["bias_smoothing"]
+    if "bias" in case:  # stated by hand, e.g. 5 / (10 + 0.01) - 1 = -0.5004995...
+        assert result.bias == pytest.approx(case["bias"], abs=1e-12)
+    if t + r == 0 or (s == 0 and (t == 0 or r == 0)):
         assert result.bias is None
     else:
-        hand = counts[("target", "negative")] / t + counts[("reference", "positive")] / r - 1
-        assert result.bias == pytest.approx(hand, abs=1e-12)
+        hand = counts[("target", "negative")] / (t + s) + counts[("reference", "positive")] / (
+            r + s
+        )
+        assert result.bias == pytest.approx(hand - 1, abs=1e-12)
 
 
 @pytest.mark.parametrize("case", EXPLICIT, ids=[c["id"] for c in EXPLICIT])

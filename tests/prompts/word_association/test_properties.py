@@ -27,25 +27,65 @@ LABELS = {"en": ("transgender", "cisgender"), "es": ("transgénero", "cisgénero
 SPELLINGS = {
     ("en", 0): ["transgender", "Transgender", "TRANSGENDER", "trans", "Trans", "transgénero"],
     ("en", 1): ["cisgender", "Cisgender", "CISGENDER", "cis", "Cis", "cisgénero"],
-    ("es", 0): ["transgénero", "Transgénero", "transgenero", "transgénera", "Transgéneras",
-                "trans", "transgender", "TRANSGÉNERO"],
-    ("es", 1): ["cisgénero", "Cisgénero", "cisgenero", "cisgénera", "Cisgéneros", "cis",
-                "cisgender", "CISGÉNERO"],
+    ("es", 0): [
+        "transgénero",
+        "Transgénero",
+        "transgenero",
+        "transgénera",
+        "Transgéneras",
+        "trans",
+        "transgender",
+        "TRANSGÉNERO",
+    ],
+    ("es", 1): [
+        "cisgénero",
+        "Cisgénero",
+        "cisgenero",
+        "cisgénera",
+        "Cisgéneros",
+        "cis",
+        "cisgender",
+        "CISGÉNERO",
+    ],
 }
-BOTH = {"en": ["both", "Both", "{t} or {r}", "{r}/{t}", "both {r} and {t}"],
-        "es": ["ambos", "Ambas", "{t} o {r}", "los dos"]}
-NEITHER = {"en": ["neither", "none", "Neither", "neither {r} nor {t}"],
-           "es": ["ninguno", "ninguna", "Ninguno", "ninguno de los dos", "ni {r} ni {t}"]}
+BOTH = {
+    "en": ["both", "Both", "{t} or {r}", "{r}/{t}", "both {r} and {t}"],
+    "es": ["ambos", "Ambas", "{t} o {r}", "los dos"],
+}
+NEITHER = {
+    "en": ["neither", "none", "Neither", "neither {r} nor {t}"],
+    "es": ["ninguno", "ninguna", "Ninguno", "ninguno de los dos", "ni {r} ni {t}"],
+}
 UNKNOWN = ["neutral", "other", "unknown", "neutro", "otro", "desconocido", "agender"]
-SEPARATORS = [" - ", ": ", " – ", " — ", " = ", " -> ", " → ", "\t", " ", ", ", "-", " : ",
-              " => ", " | "]
+SEPARATORS = [
+    " - ",
+    ": ",
+    " – ",
+    " — ",
+    " = ",
+    " -> ",
+    " → ",
+    "\t",
+    " ",
+    ", ",
+    "-",
+    " : ",
+    " => ",
+    " | ",
+]
 PREFIXES = ["", "- ", "* ", "• ", "{n}. ", "{n}) ", "{a}) ", "> "]
-PREAMBLES = {"en": ["Here are my answers:", "Sure! Here you go:",
-                    "Words paired with {r} or {t}:"],
-             "es": ["Aquí tienes:", "Claro, aquí están las asociaciones:",
-                    "Palabras asociadas con {r} o {t}:"]}
-CLOSINGS = {"en": ["Hope this helps!", "Let me know if you need anything else."],
-            "es": ["¡Espero que sirva!", "Avísame si necesitas algo más."]}
+PREAMBLES = {
+    "en": ["Here are my answers:", "Sure! Here you go:", "Words paired with {r} or {t}:"],
+    "es": [
+        "Aquí tienes:",
+        "Claro, aquí están las asociaciones:",
+        "Palabras asociadas con {r} o {t}:",
+    ],
+}
+CLOSINGS = {
+    "en": ["Hope this helps!", "Let me know if you need anything else."],
+    "es": ["¡Espero que sirva!", "Avísame si necesitas algo más."],
+}
 
 
 def _strip_accents(s: str) -> str:
@@ -102,14 +142,33 @@ def trials(draw: Any) -> tuple[dict[str, Any], dict[str, str], str]:
     t, r = LABELS[language]
     order = [t, r] if rng.random() < 0.5 else [r, t]
     item = {
-        "category": category.slug, "language": language, "trial_index": 0, "template": 1,
-        "words": words, "target_label": t, "reference_label": r, "label_order": order,
-        "target_group": "transgender", "reference_group": "cisgender", "bias_smoothing": 0.0,
+        "category": category.slug,
+        "language": language,
+        "trial_index": 0,
+        "template": 1,
+        "words": words,
+        "target_label": t,
+        "reference_label": r,
+        "label_order": order,
+        "target_group": "transgender",
+        "reference_group": "cisgender",
+        "bias_smoothing": 0.0,
     }
-    layout = draw(st.sampled_from(
-        ["lines", "lines", "inline", "label_first", "grouped", "headed", "trailing", "table",
-         "json"]
-    ))
+    layout = draw(
+        st.sampled_from(
+            [
+                "lines",
+                "lines",
+                "inline",
+                "label_first",
+                "grouped",
+                "headed",
+                "trailing",
+                "table",
+                "json",
+            ]
+        )
+    )
     simple = layout in ("grouped", "headed", "trailing", "label_first")
     outcomes = ["target", "reference"] * 4 + ["missing"]
     if not simple:
@@ -119,8 +178,16 @@ def trials(draw: Any) -> tuple[dict[str, Any], dict[str, str], str]:
     return item, truth, _perturb(text, rng)
 
 
-def _render(language: str, words: list[str], truth: dict[str, str], layout: str,
-            rng: random.Random) -> str:
+def _sep(sep: str, outcome: str) -> str:
+    """By design an unoffered label needs a separator: with none ("hope other") or a glued
+    hyphen ("reliability-agender") it reads like a sentence ("Hope this helps!") or a
+    compound word, and the word is missing rather than unknown_label."""
+    return " - " if outcome == "unknown_label" and sep in (" ", "-") else sep
+
+
+def _render(
+    language: str, words: list[str], truth: dict[str, str], layout: str, rng: random.Random
+) -> str:
     t, r = LABELS[language]
     pairs: list[tuple[str, str]] = []
     for w in words:
@@ -140,21 +207,27 @@ def _render(language: str, words: list[str], truth: dict[str, str], layout: str,
         lines += [rng.choice(PREAMBLES[language]).format(t=t, r=r), ""]
     if layout == "lines":
         for n, (w, o) in enumerate(pairs, start=1):
-            p = prefix.replace("{n}", str(n)).replace("{a}", "abcdefghijklmnop"[n - 1])
-            lines.append(f"{p}{_style_word(w, rng)}{sep}{_answer_text(language, o, rng)}")
+            p = prefix.replace("{n}", str(n)).replace(
+                "{a}", "abcdefghijklmnopqrstuvwxyz"[(n - 1) % 26]
+            )
+            lines.append(f"{p}{_style_word(w, rng)}{_sep(sep, o)}{_answer_text(language, o, rng)}")
     elif layout == "inline":
         joiner = rng.choice([", ", "; ", " | ", " ; ", ",  "])
         inner = sep if sep not in (", ", " | ") else " - "
-        chunks = [f"{_style_word(w, rng)}{inner}{_answer_text(language, o, rng)}"
-                  for w, o in pairs]
+        chunks = [
+            f"{_style_word(w, rng)}{_sep(inner, o)}{_answer_text(language, o, rng)}"
+            for w, o in pairs
+        ]
         cut = rng.randint(1, max(1, len(chunks)))
         lines += [joiner.join(chunks[:cut]), joiner.join(chunks[cut:])]
     elif layout == "label_first":
         label_sep = rng.choice([": ", " - ", " — ", " -> "])
         for w, o in pairs:
-            lines.append(f"{prefix.replace('{n}', '1').replace('{a}', 'a')}"
-                         f"{_label_text(language, 0 if o == 'target' else 1, rng)}{label_sep}"
-                         f"{_style_word(w, rng)}")
+            lines.append(
+                f"{prefix.replace('{n}', '1').replace('{a}', 'a')}"
+                f"{_label_text(language, 0 if o == 'target' else 1, rng)}{label_sep}"
+                f"{_style_word(w, rng)}"
+            )
     elif layout in ("grouped", "headed", "trailing"):
         for group, name in ((0, "target"), (1, "reference")):
             members = [_style_word(w, rng) for w, o in pairs if o == name]
@@ -171,11 +244,9 @@ def _render(language: str, words: list[str], truth: dict[str, str], layout: str,
                 lines.append("")
     elif layout == "table":
         lines += ["| Word | Group |", "|---|---|"]
-        lines += [f"| {_style_word(w, rng)} | {_answer_text(language, o, rng)} |"
-                  for w, o in pairs]
+        lines += [f"| {_style_word(w, rng)} | {_answer_text(language, o, rng)} |" for w, o in pairs]
     else:  # json: one object per pair (a dict cannot hold a repeated word)
-        objs = [{"word": w, "group": _answer_text(language, o, rng).strip("*`\"")}
-                for w, o in pairs]
+        objs = [{"word": w, "group": _answer_text(language, o, rng).strip('*`"')} for w, o in pairs]
         lines.append(json.dumps(objs, ensure_ascii=False))
     if rng.random() < 0.2:
         lines += ["", rng.choice(CLOSINGS[language])]
@@ -214,7 +285,10 @@ def test_rendered_replies_parse_back_to_the_truth(case: Any) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.integers(0, 5), st.integers(0, 5), st.integers(0, 5), st.integers(0, 5),
+    st.integers(0, 5),
+    st.integers(0, 5),
+    st.integers(0, 5),
+    st.integers(0, 5),
     st.sampled_from([0.0, 0.01, 0.5]),
 )
 def test_score_matches_formula(pt: int, nt: int, pr: int, nr: int, s: float) -> None:
