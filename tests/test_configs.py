@@ -1,0 +1,60 @@
+"""The shipped configs plan exactly the paper's grid (no requests, no keys)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from runner.config import load_config
+from runner.plan import build_experiments, trials_for
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+
+def test_paper_config_plans_the_papers_grid():
+    cfg = load_config(CONFIGS / "paper.toml")
+    assert len(cfg.models) == 7
+    assert all(m.temperature == 0 for m in cfg.models)
+    counts: Counter[str] = Counter()
+    words_at: dict[tuple, set] = defaultdict(set)
+    pairs: dict[tuple, set] = defaultdict(set)
+    for t in trials_for(build_experiments(cfg), cfg.models):
+        counts[t.experiment] += 1
+        if t.experiment == "word_association":
+            words = t.item["words"]
+            assert len(words) == 10 and len({w["word"] for w in words}) == 10
+            assert Counter(w["sentiment"] for w in words) == {"positive": 5, "negative": 5}
+            key = (t.language, t.item["category"], t.item["trial_index"])
+            words_at[key].add(tuple(w["word"] for w in words))
+        elif t.experiment == "allocation":
+            c = t.item["candidates"]
+            assert {x["identity"] for x in c} == {"cis", "trans"}
+            key = (
+                t.model_id,
+                t.language,
+                t.item["service"],
+                t.item["pair_id"],
+                t.item["explanation"],
+                t.item["symptoms"],
+            )
+            pairs[key].add(
+                (
+                    t.item["first"],
+                    tuple(x["symptom"] for x in c)[:: 1 if t.item["first"] == "cis" else -1],
+                )
+            )
+    assert counts["word_association"] == 5600
+    assert counts["allocation"] == 134_400
+    assert counts["word_association_explicit"] == 7 * 2 * 8 * 10
+    assert counts["allocation_explicit"] == 7 * 2 * 8 * 10
+    # the same words for every model at the same coordinates
+    assert all(len(v) == 1 for v in words_at.values()) and len(words_at) == 800
+    # every pair in both orders, with the same symptoms (cis first in the tuple)
+    assert all(len(v) == 2 and len({s for _, s in v}) == 1 for v in pairs.values())
+
+
+def test_demo_config_is_the_full_grid_on_simulated_models():
+    cfg = load_config(CONFIGS / "demo.toml")
+    assert len(cfg.models) == 7 and {m.provider for m in cfg.models} == {"simulator"}
+    total = sum(e.count() for e in build_experiments(cfg)) * len(cfg.models)
+    assert total == 5600 + 134_400 + 2 * 1120
