@@ -119,7 +119,8 @@ def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]
             con.execute(
                 f"INSERT INTO responses ({names}) SELECT {names} FROM ("
                 f" SELECT *, row_number() OVER (PARTITION BY trial_key) AS _n FROM _response_batch"
-                f") b WHERE _n = 1 AND b.trial_key NOT IN ({_existing('responses', '_response_batch')})"
+                f") b WHERE _n = 1 AND b.trial_key NOT IN "
+                f"({_existing('responses', '_response_batch')})"
             ).fetchall()
         )
     finally:
