@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from prompts.base import Experiment, SettingsError, TrialSpec
+from prompts.base import Experiment, SettingsError, TrialSpec, chat_messages, json_object_line
 
 EXPERIMENT = "prompts"
-ROLES = ("system", "user", "assistant")
 
 
 @dataclass(frozen=True)
@@ -51,34 +48,11 @@ class AdhocPrompts:
 
 
 def _parse_line(raw: bytes) -> tuple[str | int, tuple[Mapping[str, str], ...]]:
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc.msg})") from None
-    if not isinstance(obj, dict):
-        raise ValueError("expected a JSON object")
-    unknown = sorted(set(obj) - {"id", "messages"})
-    if unknown:
-        raise ValueError(f"unknown field {unknown[0]!r}")
+    obj = json_object_line(raw, frozenset({"id", "messages"}))
     prompt_id = obj.get("id")
     if isinstance(prompt_id, bool) or not isinstance(prompt_id, str | int):
         raise ValueError("'id' must be a string or integer")
-    messages = obj.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ValueError("'messages' must be a non-empty array")
-    out: list[Mapping[str, str]] = []
-    for m in messages:
-        if (
-            not isinstance(m, dict)
-            or set(m) != {"role", "content"}
-            or m["role"] not in ROLES
-            or not isinstance(m["content"], str)
-        ):
-            raise ValueError(
-                'each message must be {"role": system|user|assistant, "content": string}'
-            )
-        out.append({"role": m["role"], "content": m["content"]})
-    return prompt_id, tuple(out)
+    return prompt_id, chat_messages(obj.get("messages"))
 
 
 def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:

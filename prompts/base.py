@@ -41,6 +41,42 @@ def rng_for(seed: int, *coords: JSONValue) -> random.Random:
     return random.Random(int.from_bytes(digest[:16], "big"))
 
 
+ROLES = ("system", "user", "assistant")
+
+
+def json_object_line(raw: bytes, allowed: frozenset[str]) -> dict[str, Any]:
+    """One JSONL line as an object with only `allowed` keys; ValueError says what is wrong."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"not JSON ({exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("expected a JSON object")
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r}")
+    return obj
+
+
+def chat_messages(value: Any, *, allow_empty: bool = False) -> tuple[Message, ...]:
+    """Validate a chat as a tuple of {"role": system|user|assistant, "content": str}."""
+    if not isinstance(value, list) or (not value and not allow_empty):
+        raise ValueError("'messages' must be a non-empty array")
+    out: list[Message] = []
+    for m in value:
+        if (
+            not isinstance(m, dict)
+            or set(m) != {"role", "content"}
+            or m["role"] not in ROLES
+            or not isinstance(m["content"], str)
+        ):
+            raise ValueError(
+                'each message must be {"role": system|user|assistant, "content": string}'
+            )
+        out.append({"role": m["role"], "content": m["content"]})
+    return tuple(out)
+
+
 class SettingsError(ValueError):
     """A config value an experiment rejects. `key` is the dotted path inside the experiment's
     table (e.g. "languages[1]"); the runner's config loader prefixes the file and table."""

@@ -13,24 +13,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prompts.base import Experiment, Message, TrialSpec, stable_hash
+from prompts.base import Experiment, TrialSpec, stable_hash
 from prompts.registry import EXPERIMENT_BUILDERS
 from runner.config import Config, ModelConfig
+from store.trial import Trial
 
-
-@dataclass(frozen=True)
-class Trial:
-    """One request: a spec sent to one model with its sampling parameters."""
-
-    trial_key: str
-    experiment: str
-    model_id: str
-    language: str
-    coords: Mapping[str, Any]
-    item: Mapping[str, Any]
-    messages: tuple[Message, ...]
-    params: Mapping[str, Any]
-    replicate: int
+__all__ = ["Trial", "build_experiments", "merge_specs", "trial_key", "trials_for"]
 
 
 def trial_key(spec: TrialSpec, model: ModelConfig, params: Mapping[str, Any]) -> str:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import orjson
 
-from prompts.base import stable_hash
+from prompts.base import chat_messages, json_object_line, stable_hash
 from store.derived import parse_pending
+from store.trial import Trial
 from store.writer import ResponseRow, insert_responses, insert_trials
 
 EXPERIMENTS = (
@@ -30,16 +30,9 @@ EXPERIMENTS = (
     "allocation_explicit",
     "prompts",
 )
-TOP_KEYS = {
-    "experiment",
-    "model_id",
-    "language",
-    "item",
-    "messages",
-    "content",
-    "id",
-    "provider_model",
-}
+TOP_KEYS = frozenset(
+    {"experiment", "model_id", "language", "item", "messages", "content", "id", "provider_model"}
+)
 IDENTITIES = {
     "cis woman": ("cis_woman", "cis"),
     "cis man": ("cis_man", "cis"),
@@ -57,18 +50,10 @@ class ImportFileError(ValueError):
 
 
 @dataclass(frozen=True)
-class ImportedTrial:
-    """Shaped like runner.plan.Trial, as insert_trials needs."""
+class ImportedReply:
+    """One valid import line: the trial it stands for and the reply it carries."""
 
-    trial_key: str
-    experiment: str
-    model_id: str
-    language: str
-    coords: Mapping[str, Any]
-    item: Mapping[str, Any]
-    messages: tuple[Mapping[str, str], ...]
-    params: Mapping[str, Any]
-    replicate: int
+    trial: Trial
     content: str | None
     provider_model: str | None
 
@@ -204,16 +189,8 @@ def _explicit_item(item: Mapping[str, Any], language: str, experiment: str) -> d
     return out
 
 
-def parse_line(raw: bytes) -> ImportedTrial:
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc.msg})") from None
-    if not isinstance(obj, dict):
-        raise ValueError("expected a JSON object")
-    unknown = sorted(set(obj) - TOP_KEYS)
-    if unknown:
-        raise ValueError(f"unknown field {unknown[0]!r}")
+def parse_line(raw: bytes) -> ImportedReply:
+    obj = json_object_line(raw, TOP_KEYS)
     experiment = obj.get("experiment")
     if experiment not in EXPERIMENTS:
         raise ValueError("'experiment' must be one of " + ", ".join(EXPERIMENTS))
@@ -225,11 +202,7 @@ def parse_line(raw: bytes) -> ImportedTrial:
     content = obj.get("content")
     if content is not None and not isinstance(content, str):
         raise ValueError("'content' must be a string or null")
-    messages = obj.get("messages", [])
-    if not isinstance(messages, list) or not all(
-        isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages
-    ):
-        raise ValueError("'messages' must be a list of {role, content}")
+    messages = chat_messages(obj.get("messages", []), allow_empty=True)
     if experiment == "word_association":
         item = _word_association_item(item, language)
     elif experiment == "allocation":
@@ -248,24 +221,25 @@ def parse_line(raw: bytes) -> ImportedTrial:
     }
     trial_key = stable_hash(key_source)
     provider_model = obj.get("provider_model")
-    return ImportedTrial(
+    trial = Trial(
         trial_key=trial_key,
         experiment=experiment,
         model_id=model_id,
         language=language,
         coords={"imported": trial_key[:16]},
         item=item,
-        messages=tuple(
-            {"role": str(m.get("role", "user")), "content": m["content"]} for m in messages
-        ),
+        messages=messages,
         params={},
         replicate=0,
+    )
+    return ImportedReply(
+        trial=trial,
         content=content,
         provider_model=provider_model if isinstance(provider_model, str) else None,
     )
 
 
-def read_file(path: Path) -> list[ImportedTrial]:
+def read_file(path: Path) -> list[ImportedReply]:
     """Validate every line; the first bad one raises with its number."""
     try:
         handle = path.open("rb")
@@ -273,7 +247,7 @@ def read_file(path: Path) -> list[ImportedTrial]:
         raise ImportFileError(f"{path}: file not found") from None
     except OSError as exc:
         raise ImportFileError(f"{path}: cannot read: {exc.strerror}") from None
-    out: list[ImportedTrial] = []
+    out: list[ImportedReply] = []
     with handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
@@ -288,7 +262,7 @@ def read_file(path: Path) -> list[ImportedTrial]:
 
 
 def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
-    trials = read_file(path)
+    replies = read_file(path)
     run_id = uuid.uuid4().hex
     now = datetime.now(UTC)
     con.execute("BEGIN TRANSACTION").fetchall()
@@ -305,16 +279,16 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
                 f"ibias import {path}",
             ],
         ).fetchall()
-        insert_trials(con, run_id, trials)
+        insert_trials(con, run_id, [r.trial for r in replies])
         new = insert_responses(
             con,
             [
                 ResponseRow(
-                    trial_key=t.trial_key,
+                    trial_key=r.trial.trial_key,
                     run_id=run_id,
-                    model_id=t.model_id,
-                    provider_model=t.provider_model,
-                    content=t.content,
+                    model_id=r.trial.model_id,
+                    provider_model=r.provider_model,
+                    content=r.content,
                     refusal=None,
                     finish_reason=None,
                     prompt_tokens=None,
@@ -324,7 +298,7 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
                     received_at=now,
                     raw=None,
                 )
-                for t in trials
+                for r in replies
             ],
         )
         parse_pending(con)
@@ -332,4 +306,4 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
     except BaseException:
         con.execute("ROLLBACK").fetchall()
         raise
-    return ImportResult(lines=len(trials), imported=new, already_present=len(trials) - new)
+    return ImportResult(lines=len(replies), imported=new, already_present=len(replies) - new)

@@ -21,6 +21,7 @@ import orjson
 import pyarrow as pa
 
 from prompts.base import canonical_json
+from store.trial import Trial
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ TRIAL_COLUMNS = (
 )
 
 
-def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[Any]) -> int:
+def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[Trial]) -> int:
     """Insert planned trials not yet in the store (anti-join on trial_key); returns new rows."""
     cols: dict[str, list[Any]] = {c: [] for c in TRIAL_COLUMNS}
     for t in trials:
