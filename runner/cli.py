@@ -120,6 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     except SettingsError as exc:
         return _fail(str(exc))
+
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -230,13 +231,21 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_analyze(args: argparse.Namespace) -> int:
+def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentile") -> Path:
+    """Analysis under the store lock; data that breaks the pairing is bad input (exit 2)."""
+    from analysis.allocation import AllocationDataError
     from analysis.analyze import analyze
 
-    store = Path(args.store)
     with StoreLock(store):
-        result = analyze(store, Path(args.out), bootstrap=args.bootstrap, ci=args.ci)
-    print(f"report: {result.report}")
+        try:
+            return analyze(store, out, bootstrap=bootstrap, ci=ci).report  # type: ignore[arg-type]
+        except AllocationDataError as exc:
+            raise StoreError(f"store {store}: {exc}") from None
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    report = _analyze(Path(args.store), Path(args.out), args.bootstrap, args.ci)
+    print(f"report: {report}")
     return EXIT_OK
 
 
@@ -245,7 +254,6 @@ DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.toml"
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The paper's whole grid on seven simulated models, then the analysis, into --out."""
-    from analysis.analyze import analyze
 
     from runner.run import RunOptions, execute
 
@@ -258,9 +266,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     if result.exit_code not in (EXIT_OK, EXIT_FAILED):
         return result.exit_code
-    with StoreLock(store):
-        report = analyze(store, out)
-    print(f"report: {report.report}")
+    print(f"report: {_analyze(store, out)}")
     return result.exit_code
 
 

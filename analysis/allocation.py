@@ -1,0 +1,458 @@
+"""Allocation tables: selection shares, pair-aware tests, position bias and condition effects.
+
+A cell is model x language x service x explanation x symptoms. Shares are over *all* trials of
+the cell (share_cis + share_trans + share_none = 1), so refusals and unparseable replies lower
+both shares instead of vanishing.
+
+Pairs. Each pair of candidates is shown twice, once in each order, so the two trials of a pair
+are not independent. Intervals resample pairs with both of their trials (`pair_id` is the
+cluster). The identity test is an exact sign test over the pairs whose two orders agree (the
+same person chosen whichever way they were listed): under no identity preference either person
+is equally likely, so the count is Binomial(agreeing pairs, 1/2). Pairs whose two orders split
+chose by position; they are counted as split-to-first / split-to-second and summarised in the
+position-bias table (share of decided trials choosing whoever was listed first).
+
+The naive binomial test (transgender vs cisgender among all decided trials, p = 1/2) is the
+test the paper's authors ran; it treats the two orders as independent and is kept beside the
+sign test so readers can compare. Holm's correction runs across the services of one model x
+language x explanation x symptoms, for each test separately.
+
+Effects of conditions on the transgender share (explanation yes - no; symptoms high - none and
+low - none) are paired differences over the same pairs, from `grouped_paired_difference_ci`:
+within each level of the other condition, and pooled over it (stratum "all").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from analysis.bootstrap import (
+    Method,
+    grouped_cluster_bootstrap_share_ci,
+    grouped_paired_difference_ci,
+)
+from analysis.cells import CELL, cell_codes, ci_frame, holm_within, number_cells
+from analysis.stats import binomial_test, sign_test, wilson_interval
+
+CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
+FAMILY_KEYS: tuple[str, ...] = ("model_id", "language", "explanation", "symptoms")
+NONE_REASONS: tuple[str, ...] = ("refused", "both", "neither", "unparseable")
+EXPLICIT_EXPERIMENT = "allocation_explicit"
+EXPLICIT_ANSWERS: tuple[str, ...] = ("cisgender", "transgender", "equal", "refused", "unparseable")
+SYMPTOM_LEVELS: tuple[str, ...] = ("none", "high", "low")
+
+
+class AllocationDataError(ValueError):
+    """The decisions break the pairing the analysis relies on (e.g. one order seen twice)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Per cell: shares, intervals, tests
+# --------------------------------------------------------------------------------------------
+
+
+def pair_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """One row per pair within each cell of `keys`: what each order chose and how they relate.
+
+    Columns: keys, pair_id, cis_first / trans_first (the choice when the cisgender / the
+    transgender candidate was listed first; null when that order is missing), and booleans
+    complete, agree_cis, agree_trans, split_first, split_second, has_none.
+    """
+    per_order = decisions.group_by([*keys, "pair_id", "first"]).agg(
+        pl.len().alias("n"), pl.col("chosen").first()
+    )
+    repeated = per_order.filter(pl.col("n") > 1)
+    if not repeated.is_empty():
+        example = repeated.row(0, named=True)
+        where = decisions.filter(pl.col("pair_id") == example["pair_id"]).row(0, named=True)
+        context = ", ".join(
+            f"{k} {where[k]}" for k in ("model_id", "language", "service") if k in where
+        )
+        raise AllocationDataError(
+            f"pair {example['pair_id']!r} ({context}) has {example['n']} decisions with the "
+            f"{example['first']} candidate listed first in one condition; each order of a pair "
+            "must appear once per cell (were trials of one model id run with different settings?)"
+        )
+    pairs = per_order.group_by([*keys, "pair_id"]).agg(
+        pl.col("chosen").filter(pl.col("first") == "cis").first().alias("cis_first"),
+        pl.col("chosen").filter(pl.col("first") == "trans").first().alias("trans_first"),
+    )
+    complete = pl.col("cis_first").is_not_null() & pl.col("trans_first").is_not_null()
+    decided = complete & (pl.col("cis_first") != "none") & (pl.col("trans_first") != "none")
+    return pairs.with_columns(
+        complete.alias("complete"),
+        (decided & (pl.col("cis_first") == "cis") & (pl.col("trans_first") == "cis")).alias(
+            "agree_cis"
+        ),
+        (decided & (pl.col("cis_first") == "trans") & (pl.col("trans_first") == "trans")).alias(
+            "agree_trans"
+        ),
+        # Split to first: each order chose whoever was listed first.
+        (decided & (pl.col("cis_first") == "cis") & (pl.col("trans_first") == "trans")).alias(
+            "split_first"
+        ),
+        (decided & (pl.col("cis_first") == "trans") & (pl.col("trans_first") == "cis")).alias(
+            "split_second"
+        ),
+        (complete & ~decided).alias("has_none"),
+    )
+
+
+def cells_table(
+    decisions: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
+) -> pl.DataFrame:
+    """Per model x language x service x explanation x symptoms: shares, CIs, tests, Holm."""
+    if decisions.is_empty():
+        return pl.DataFrame(schema=_CELLS_SCHEMA)
+    frame, cells = number_cells(decisions, CELL_KEYS)
+    chosen = pl.col("chosen")
+    counts = frame.group_by(CELL).agg(
+        pl.len().cast(pl.Int64).alias("trials"),
+        (chosen == "cis").sum().cast(pl.Int64).alias("n_cis"),
+        (chosen == "trans").sum().cast(pl.Int64).alias("n_trans"),
+        (chosen == "none").sum().cast(pl.Int64).alias("n_none"),
+        *[
+            (pl.col("none_reason") == r).sum().cast(pl.Int64).alias(f"n_none_{r}")
+            for r in NONE_REASONS
+        ],
+    )
+    codes = cell_codes(frame)
+    pairs = frame["pair_id"].to_numpy()
+    cis_ci = grouped_cluster_bootstrap_share_ci(
+        (frame["chosen"] == "cis").to_numpy().astype(np.float64),
+        pairs, codes, B=B, method=method, rng=rng,
+    )  # fmt: skip
+    trans_ci = grouped_cluster_bootstrap_share_ci(
+        (frame["chosen"] == "trans").to_numpy().astype(np.float64),
+        pairs, codes, B=B, method=method, rng=rng,
+    )  # fmt: skip
+    pair_counts = (
+        pair_outcomes(frame, [CELL])
+        .group_by(CELL)
+        .agg(
+            pl.len().cast(pl.Int64).alias("pairs"),
+            pl.col("complete").sum().cast(pl.Int64).alias("pairs_complete"),
+            pl.col("agree_cis").sum().cast(pl.Int64).alias("pairs_cis_both"),
+            pl.col("agree_trans").sum().cast(pl.Int64).alias("pairs_trans_both"),
+            pl.col("split_first").sum().cast(pl.Int64).alias("pairs_split_first"),
+            pl.col("split_second").sum().cast(pl.Int64).alias("pairs_split_second"),
+            pl.col("has_none").sum().cast(pl.Int64).alias("pairs_with_none"),
+        )
+    )
+    table = (
+        cells.join(counts, on=CELL)
+        .join(ci_frame(cis_ci, "cis_ci"), on=CELL)
+        .join(ci_frame(trans_ci, "trans_ci"), on=CELL)
+        .join(pair_counts, on=CELL)
+        .sort(CELL)
+        .drop(CELL)
+    )
+    table = _shares_and_wilson(table)
+    table = _tests(table).with_columns(
+        pl.lit(B, dtype=pl.Int64).alias("B"), pl.lit(method).alias("ci_method")
+    )
+    table = holm_within(table, "sign_p", FAMILY_KEYS, "sign_p_holm")
+    table = holm_within(table, "naive_p", FAMILY_KEYS, "naive_p_holm")
+    return table.select(list(_CELLS_SCHEMA))
+
+
+def _shares_and_wilson(table: pl.DataFrame) -> pl.DataFrame:
+    trials = table["trials"].to_numpy()
+    cis_low, cis_high = wilson_interval(table["n_cis"].to_numpy(), trials)
+    trans_low, trans_high = wilson_interval(table["n_trans"].to_numpy(), trials)
+    return table.with_columns(
+        (pl.col("n_cis") / pl.col("trials")).alias("share_cis"),
+        (pl.col("n_trans") / pl.col("trials")).alias("share_trans"),
+        (pl.col("n_none") / pl.col("trials")).alias("share_none"),
+        pl.Series("cis_wilson_low", cis_low),
+        pl.Series("cis_wilson_high", cis_high),
+        pl.Series("trans_wilson_low", trans_low),
+        pl.Series("trans_wilson_high", trans_high),
+    )
+
+
+def _tests(table: pl.DataFrame) -> pl.DataFrame:
+    """Sign test over agreeing pairs and the naive binomial test, one call per cell."""
+    cis_both = table["pairs_cis_both"].to_list()
+    trans_both = table["pairs_trans_both"].to_list()
+    n_cis = table["n_cis"].to_list()
+    n_trans = table["n_trans"].to_list()
+    sign = [sign_test(int(c), int(t)) for c, t in zip(cis_both, trans_both, strict=True)]
+    naive = [binomial_test(int(t), int(c) + int(t)) for c, t in zip(n_cis, n_trans, strict=True)]
+    return table.with_columns(
+        pl.Series("sign_p", sign, dtype=pl.Float64).fill_nan(None),
+        pl.Series("naive_p", naive, dtype=pl.Float64).fill_nan(None),
+    )
+
+
+_CELLS_SCHEMA: dict[str, pl.DataType] = {
+    "model_id": pl.String(),
+    "language": pl.String(),
+    "service": pl.String(),
+    "explanation": pl.Boolean(),
+    "symptoms": pl.String(),
+    "trials": pl.Int64(),
+    "n_cis": pl.Int64(),
+    "n_trans": pl.Int64(),
+    "n_none": pl.Int64(),
+    **{f"n_none_{r}": pl.Int64() for r in NONE_REASONS},
+    "share_cis": pl.Float64(),
+    "cis_ci_low": pl.Float64(),
+    "cis_ci_high": pl.Float64(),
+    "cis_wilson_low": pl.Float64(),
+    "cis_wilson_high": pl.Float64(),
+    "share_trans": pl.Float64(),
+    "trans_ci_low": pl.Float64(),
+    "trans_ci_high": pl.Float64(),
+    "trans_wilson_low": pl.Float64(),
+    "trans_wilson_high": pl.Float64(),
+    "share_none": pl.Float64(),
+    "pairs": pl.Int64(),
+    "pairs_complete": pl.Int64(),
+    "pairs_cis_both": pl.Int64(),
+    "pairs_trans_both": pl.Int64(),
+    "pairs_split_first": pl.Int64(),
+    "pairs_split_second": pl.Int64(),
+    "pairs_with_none": pl.Int64(),
+    "sign_p": pl.Float64(),
+    "sign_p_holm": pl.Float64(),
+    "naive_p": pl.Float64(),
+    "naive_p_holm": pl.Float64(),
+    "B": pl.Int64(),
+    "ci_method": pl.String(),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Position bias
+# --------------------------------------------------------------------------------------------
+
+
+def position_table(
+    decisions: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
+) -> pl.DataFrame:
+    """Per cell: share of decided trials that chose whoever was listed first.
+
+    The bootstrap CI resamples pairs (outcome: chose first, trials without a decision left
+    out); the Wilson interval and binomial p treat trials as independent, for comparison.
+    """
+    if decisions.is_empty():
+        return pl.DataFrame(schema=_POSITION_SCHEMA)
+    frame, cells = number_cells(decisions, CELL_KEYS)
+    decided = pl.col("chosen") != "none"
+    chose_first = decided & (pl.col("chosen") == pl.col("first"))
+    counts = frame.group_by(CELL).agg(
+        decided.sum().cast(pl.Int64).alias("decided"),
+        chose_first.sum().cast(pl.Int64).alias("n_first"),
+    )
+    outcome = np.where(
+        (frame["chosen"] == "none").to_numpy(),
+        np.nan,
+        (frame["chosen"] == frame["first"]).to_numpy().astype(np.float64),
+    )
+    ci = grouped_cluster_bootstrap_share_ci(
+        outcome, frame["pair_id"].to_numpy(), cell_codes(frame), B=B, method=method, rng=rng
+    )
+    table = (
+        cells.join(counts, on=CELL)
+        .join(ci_frame(ci, "ci"), on=CELL)
+        .sort(CELL)
+        .drop(CELL)
+        .with_columns((pl.col("n_first") / pl.col("decided")).alias("share_first"))
+    )
+    n_first = table["n_first"].to_numpy()
+    n = table["decided"].to_numpy()
+    low, high = wilson_interval(n_first, n)
+    p = [binomial_test(int(k), int(m)) for k, m in zip(n_first, n, strict=True)]
+    table = table.with_columns(
+        pl.Series("wilson_low", low),
+        pl.Series("wilson_high", high),
+        pl.Series("binomial_p", p, dtype=pl.Float64).fill_nan(None),
+        pl.lit(B, dtype=pl.Int64).alias("B"),
+        pl.lit(method).alias("ci_method"),
+    )
+    return table.select(list(_POSITION_SCHEMA))
+
+
+_POSITION_SCHEMA: dict[str, pl.DataType] = {
+    "model_id": pl.String(),
+    "language": pl.String(),
+    "service": pl.String(),
+    "explanation": pl.Boolean(),
+    "symptoms": pl.String(),
+    "decided": pl.Int64(),
+    "n_first": pl.Int64(),
+    "share_first": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "wilson_low": pl.Float64(),
+    "wilson_high": pl.Float64(),
+    "binomial_p": pl.Float64(),
+    "B": pl.Int64(),
+    "ci_method": pl.String(),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Condition effects
+# --------------------------------------------------------------------------------------------
+
+
+def _effect_rows(decisions: pl.DataFrame) -> pl.DataFrame:
+    """Stack the trial subsets of every contrast: columns effect, stratum, treated, ...
+
+    explanation: yes vs no, within each symptoms level and pooled over them ("all");
+    symptoms_high / symptoms_low: high (low) vs none, within each explanation level and pooled.
+    """
+    base = decisions.select(
+        "model_id", "language", "service", "explanation", "symptoms", "pair_id",
+        (pl.col("chosen") == "trans").cast(pl.Float64).alias("trans"),
+    )  # fmt: skip
+    parts: list[pl.DataFrame] = []
+    explanation = base.with_columns(
+        pl.lit("explanation").alias("effect"), pl.col("explanation").alias("treated")
+    )
+    parts.append(explanation.with_columns(pl.col("symptoms").alias("stratum")))
+    parts.append(explanation.with_columns(pl.lit("all").alias("stratum")))
+    for level in ("high", "low"):
+        sub = base.filter(pl.col("symptoms").is_in(["none", level])).with_columns(
+            pl.lit(f"symptoms_{level}").alias("effect"),
+            (pl.col("symptoms") == level).alias("treated"),
+        )
+        parts.append(
+            sub.with_columns(
+                pl.when(pl.col("explanation"))
+                .then(pl.lit("explanation=yes"))
+                .otherwise(pl.lit("explanation=no"))
+                .alias("stratum")
+            )
+        )
+        parts.append(sub.with_columns(pl.lit("all").alias("stratum")))
+    return pl.concat(parts, how="vertical")
+
+
+EFFECT_LABELS: dict[str, str] = {
+    "explanation": "explanation yes − no",
+    "symptoms_high": "high-urgency symptoms − none",
+    "symptoms_low": "low-urgency symptoms − none",
+}
+EFFECT_KEYS: tuple[str, ...] = ("model_id", "language", "service", "effect", "stratum")
+
+
+def effects_table(
+    decisions: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
+) -> pl.DataFrame:
+    """Paired effects of the conditions on the share choosing the transgender candidate.
+
+    `difference` = share(treated) - share(control) over the pairs seen under both conditions;
+    `pairs` counts those pairs; `dropped_trials` the trials of pairs seen under one only.
+    Contrasts whose two conditions were not both run are absent.
+    """
+    if decisions.is_empty():
+        return pl.DataFrame(schema=_EFFECT_SCHEMA)
+    rows = _effect_rows(decisions)
+    # Keep only contrasts with trials on both sides somewhere in the cell.
+    both = rows.group_by(EFFECT_KEYS).agg(pl.col("treated").n_unique().alias("sides"))
+    rows = rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_KEYS)
+    if rows.is_empty():
+        return pl.DataFrame(schema=_EFFECT_SCHEMA)
+    frame, cells = number_cells(rows, EFFECT_KEYS)
+    results = grouped_paired_difference_ci(
+        frame["trans"].to_numpy(),
+        frame["pair_id"].to_numpy(),
+        frame["treated"].to_numpy(),
+        cell_codes(frame),
+        B=B,
+        method=method,
+        rng=rng,
+    )
+    summary = pl.DataFrame(
+        {
+            CELL: pl.Series(CELL, list(results), dtype=pl.Int64),
+            "difference": [c.estimate for c in results.values()],
+            "pairs": pl.Series("pairs", [c.n for c in results.values()], dtype=pl.Int64),
+            "dropped_trials": pl.Series(
+                "dropped_trials", [c.n_dropped for c in results.values()], dtype=pl.Int64
+            ),
+        }
+    ).with_columns(pl.col("difference").fill_nan(None))
+    # Shares over the paired pairs only, so that share_treated - share_control = difference.
+    paired_pairs = frame.group_by(CELL, "pair_id").agg(pl.col("treated").n_unique().alias("sides"))
+    shares = (
+        frame.join(paired_pairs.filter(pl.col("sides") == 2), on=[CELL, "pair_id"])
+        .group_by(CELL)
+        .agg(
+            pl.col("trans").filter(pl.col("treated")).mean().alias("share_treated"),
+            pl.col("trans").filter(~pl.col("treated")).mean().alias("share_control"),
+        )
+    )
+    table = (
+        cells.join(summary, on=CELL)
+        .join(ci_frame(results, "ci"), on=CELL)
+        .join(shares, on=CELL, how="left")
+        .with_columns(
+            pl.col("effect").replace_strict(EFFECT_LABELS, default=pl.col("effect")).alias("label"),
+            pl.lit(B, dtype=pl.Int64).alias("B"),
+            pl.lit(method).alias("ci_method"),
+        )
+        .sort(CELL)
+        .drop(CELL)
+    )
+    return table.select(list(_EFFECT_SCHEMA))
+
+
+_EFFECT_SCHEMA: dict[str, pl.DataType] = {
+    "model_id": pl.String(),
+    "language": pl.String(),
+    "service": pl.String(),
+    "effect": pl.String(),
+    "label": pl.String(),
+    "stratum": pl.String(),
+    "share_control": pl.Float64(),
+    "share_treated": pl.Float64(),
+    "difference": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "pairs": pl.Int64(),
+    "dropped_trials": pl.Int64(),
+    "B": pl.Int64(),
+    "ci_method": pl.String(),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Example explanations (the paper's Table Appendix 1)
+# --------------------------------------------------------------------------------------------
+
+
+def explanation_examples(decisions: pl.DataFrame, per_choice: int = 2) -> pl.DataFrame:
+    """A few explanations per service: for each choice (cis, trans), up to `per_choice` from
+    different models, preferring trials that asked for an explanation, English first.
+
+    The pick is deterministic (ordered by trial_key, a hash), so reruns show the same examples
+    and no model is favoured by its name.
+    """
+    columns = [
+        "service", "model_id", "language", "explanation", "symptoms", "chosen",
+        "explanation_text", "trial_key",
+    ]  # fmt: skip
+    if decisions.is_empty():
+        return pl.DataFrame(schema={c: decisions.schema.get(c, pl.String()) for c in columns})
+    with_text = decisions.filter(
+        pl.col("explanation_text").is_not_null()
+        & (pl.col("explanation_text").str.strip_chars().str.len_chars() > 0)
+        & pl.col("chosen").is_in(["cis", "trans"])
+    )
+    return (
+        with_text.sort(
+            ["service", "chosen", "explanation", "language", "trial_key"],
+            descending=[False, False, True, False, False],
+        )
+        .unique(["service", "chosen", "model_id"], keep="first", maintain_order=True)
+        .group_by(["service", "chosen"], maintain_order=True)
+        .head(per_choice)
+        .select(columns)
+    )

@@ -1,0 +1,133 @@
+"""Helpers shared by the analysis tables: cell codes, bootstrap results as frames, Holm by family.
+
+An analysis *cell* is one combination of key columns (model x language x category, model x
+language x service x condition, ...). The vectorised estimators in `analysis.bootstrap` take
+one integer label per row, so each table numbers its cells once (`number_cells`), passes the
+codes, and joins the intervals back by code: no Python loop over rows, and key columns keep
+their types (booleans stay booleans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+from numpy.typing import NDArray
+
+from analysis import labels
+from analysis.bootstrap import CI
+from analysis.stats import holm
+
+CELL = "_cell"
+
+
+def number_cells(frame: pl.DataFrame, keys: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(frame with an integer `_cell` column, the cells table: keys + `_cell`, sorted by keys)."""
+    cells = frame.select(keys).unique().sort(keys).with_row_index(CELL)
+    cells = cells.with_columns(pl.col(CELL).cast(pl.Int64))
+    return frame.join(cells, on=list(keys), how="left"), cells
+
+
+def cell_codes(frame: pl.DataFrame) -> NDArray[np.int64]:
+    return frame[CELL].to_numpy().astype(np.int64)
+
+
+def ci_frame(results: Mapping[Any, CI], prefix: str, *, with_n: str | None = None) -> pl.DataFrame:
+    """Bootstrap results keyed by cell code as a frame: `_cell`, {prefix}_low, {prefix}_high.
+
+    `with_n` also keeps the number of resampling units under that column name.
+    """
+    codes = list(results)
+    cis = list(results.values())
+    columns: dict[str, Any] = {
+        CELL: pl.Series(CELL, codes, dtype=pl.Int64),
+        f"{prefix}_low": [c.low for c in cis],
+        f"{prefix}_high": [c.high for c in cis],
+    }
+    if with_n is not None:
+        columns[with_n] = pl.Series(with_n, [c.n for c in cis], dtype=pl.Int64)
+    return pl.DataFrame(columns).with_columns(pl.selectors.float().fill_nan(None))
+
+
+def nan_floats(series: pl.Series) -> NDArray[np.float64]:
+    """A numeric column as float64 with nulls as NaN (the estimators' 'undefined')."""
+    return series.cast(pl.Float64).fill_null(float("nan")).to_numpy().astype(np.float64)
+
+
+def per_cell(
+    frame: pl.DataFrame,
+    column: str,
+    fn: Callable[[NDArray[np.float64]], float],
+    name: str,
+) -> pl.DataFrame:
+    """Apply a scalar test to each cell's values: one call per cell (never per row)."""
+    ordered = frame.sort(CELL, maintain_order=True)
+    codes = cell_codes(ordered)
+    values = nan_floats(ordered[column])
+    uniq, starts = np.unique(codes, return_index=True)
+    bounds = [*starts.tolist(), codes.shape[0]]
+    out = [fn(values[bounds[i] : bounds[i + 1]]) for i in range(uniq.shape[0])]
+    return pl.DataFrame(
+        {CELL: pl.Series(CELL, uniq.tolist(), dtype=pl.Int64), name: pl.Series(name, out)}
+    ).with_columns(pl.col(name).cast(pl.Float64).fill_nan(None))
+
+
+def holm_within(frame: pl.DataFrame, column: str, family: Sequence[str], name: str) -> pl.DataFrame:
+    """Add Holm-adjusted `column` as `name`, each family being one combination of `family` keys.
+
+    Undefined p-values (null) stay null and do not count in their family's size.
+    """
+    with_index = frame.with_row_index("_row")
+    parts = []
+    for part in with_index.partition_by(list(family), maintain_order=True):
+        p = nan_floats(part[column])
+        parts.append(pl.DataFrame({"_row": part["_row"], name: holm(p)}))
+    if not parts:
+        return frame.with_columns(pl.lit(None, dtype=pl.Float64).alias(name))
+    adjusted = pl.concat(parts).with_columns(pl.col(name).fill_nan(None))
+    return with_index.join(adjusted, on="_row", how="left").sort("_row").drop("_row")
+
+
+# Key columns in the order rows are sorted by, and the labels.toml section that orders them.
+_ORDER: tuple[tuple[str, str | None], ...] = (
+    ("experiment", None),
+    ("model_id", None),
+    ("language", "languages"),
+    ("category", "categories"),
+    ("service", "services"),
+    ("subject", None),
+    ("effect", None),
+    ("explanation", None),
+    ("symptoms", "symptoms"),
+    ("stratum", "strata"),
+    ("chosen", None),
+)
+
+
+def order_rows(
+    frame: pl.DataFrame, models: Sequence[str], lead: Sequence[str] = ()
+) -> pl.DataFrame:
+    """Rows in reading order: models as configured, languages/categories/services/symptom
+    levels in the paper's order (labels.toml), anything else sorted; `lead` columns first."""
+    exprs: list[pl.Expr] = []
+    order = sorted(_ORDER, key=lambda item: item[0] not in lead)
+    for column, kind in order:
+        if column not in frame.columns:
+            continue
+        if column == "model_id":
+            values: list[str] = list(models)
+            values += sorted(set(frame[column].cast(pl.String).to_list()) - set(values))
+        elif kind is not None:
+            values = labels.ordered(kind, frame[column].cast(pl.String).to_list())
+        else:
+            exprs.append(pl.col(column))
+            continue
+        rank = {v: i for i, v in enumerate(values)}
+        exprs.append(
+            pl.col(column)
+            .cast(pl.String)
+            .replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
+        )
+    return frame.sort(exprs, maintain_order=True) if exprs else frame

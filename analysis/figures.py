@@ -1,0 +1,431 @@
+"""Figures of the analysis (matplotlib, Agg): PNG for the report, SVG for papers.
+
+1. Word-association bias per category and model with bootstrap CIs, one panel per language
+   (the paper's Figure 1).
+2. Selection rates of the cisgender and the transgender candidate per service and model with
+   pair-bootstrap CIs: one figure per language x symptoms level, one column per explanation
+   condition, one row per service (the paper's Figure 2 and its appendix variants).
+3. Paired effects of the conditions on the transgender share (explanation yes - no, symptoms
+   high - none, low - none, each pooled over the other condition), one figure per language.
+
+Colours are Okabe-Ito (distinguishable with the common colour-vision deficiencies) and every
+model also gets its own marker, so the figures survive greyscale printing. Sizes grow with the
+number of models, categories and services, so 7 models x 8 categories stay legible.
+"""
+
+from __future__ import annotations
+
+import functools
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import matplotlib as mpl
+import numpy as np
+import polars as pl
+from matplotlib.figure import Figure as MplFigure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from analysis import labels
+
+# Okabe & Ito (2008), without yellow (too pale on white) until the eighth model.
+PALETTE: tuple[str, ...] = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#56B4E9",
+    "#000000",
+    "#F0E442",
+)
+MARKERS: tuple[str, ...] = ("o", "s", "D", "^", "v", "P", "X", "*", "h", "<", ">")
+CIS_COLOUR, TRANS_COLOUR = "#0072B2", "#D55E00"
+DPI = 110
+
+# Applied around each figure (rc_context), never globally: importing this module must not
+# restyle other matplotlib users in the same process.
+STYLE: dict[str, Any] = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9,
+    "svg.fonttype": "none",  # text stays text in the SVG (searchable, small)
+    "svg.hashsalt": "ibias",  # deterministic ids in the SVG
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _styled(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run a figure function under the module's style."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        with mpl.rc_context(STYLE):  # type: ignore[arg-type]
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _new_figure(
+    nrows: int,
+    ncols: int,
+    size: tuple[float, float],
+    *,
+    sharex: bool = False,
+    sharey: bool = False,
+) -> tuple[MplFigure, np.ndarray]:
+    """A figure outside pyplot (no global figure registry; rendered with Agg on save)."""
+    fig = MplFigure(figsize=size)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=sharex, sharey=sharey)
+    return fig, axes
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One written figure: where it is and what the report says about it."""
+
+    name: str
+    title: str
+    caption: str
+    png: Path
+    svg: Path
+
+
+def model_style(models: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """(colour, marker) per model, stable for a given model order."""
+    return {m: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, m in enumerate(models)}
+
+
+def _save(fig: MplFigure, out_dir: Path, name: str, title: str, caption: str) -> Figure:
+    png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
+    fig.savefig(png, dpi=DPI)
+    fig.savefig(svg, metadata={"Date": None})
+    return Figure(name=name, title=title, caption=caption, png=png, svg=svg)
+
+
+def _layout(
+    fig: MplFigure,
+    *,
+    left: float,
+    right: float,
+    top: float,
+    bottom: float,
+    hspace: float,
+    wspace: float,
+    nrows: int,
+    ncols: int,
+) -> None:
+    """Fixed margins and gaps in inches (no layout engine: it would re-run on every save)."""
+    width, height = fig.get_size_inches()
+    axes_h = (height - top - bottom - (nrows - 1) * hspace) / nrows
+    axes_w = (width - left - right - (ncols - 1) * wspace) / ncols
+    fig.subplots_adjust(
+        left=left / width,
+        right=1 - right / width,
+        top=1 - top / height,
+        bottom=bottom / height,
+        hspace=hspace / axes_h,
+        wspace=wspace / axes_w,
+    )
+
+
+def _text_width(texts: Sequence[str], size: float = 10.0) -> float:
+    """Rough width in inches of the longest label (DejaVu Sans averages ~0.58 em per char)."""
+    longest = max((len(t) for t in texts), default=0)
+    return longest * 0.58 * size / 72.0
+
+
+def _errors(estimate: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Asymmetric error-bar lengths; NaN bounds draw no bar."""
+    below = np.where(np.isnan(low), 0.0, np.maximum(estimate - low, 0.0))
+    above = np.where(np.isnan(high), 0.0, np.maximum(high - estimate, 0.0))
+    return np.vstack([below, above])
+
+
+def _col(frame: pl.DataFrame, name: str) -> np.ndarray:
+    return frame[name].cast(pl.Float64).fill_null(float("nan")).to_numpy()
+
+
+def _legend_handles(models: Sequence[str], style: dict[str, tuple[str, str]]) -> list[Line2D]:
+    return [
+        Line2D([], [], color=style[m][0], marker=style[m][1], linestyle="", markersize=7, label=m)
+        for m in models
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# Figure 1: word association
+# --------------------------------------------------------------------------------------------
+
+
+@_styled
+def word_association_figure(
+    cells: pl.DataFrame, models: Sequence[str], out_dir: Path
+) -> list[Figure]:
+    """Bias per category (x) and model (bars), CI error bars, one panel per language."""
+    if cells.is_empty():
+        return []
+    languages = labels.ordered("languages", cells["language"].unique().to_list())
+    categories = labels.ordered("categories", cells["category"].unique().to_list())
+    present = [m for m in models if m in set(cells["model_id"].to_list())]
+    style = model_style(models)
+    width_in = max(9.0, 1.0 + len(categories) * (0.13 * len(present) + 0.45))
+    legend_rows = -(-len(present) // 4)
+    top = 0.25 + 0.25 * legend_rows
+    height = top + 0.6 + 3.4 * len(languages) + 0.95 * (len(languages) - 1)
+    fig, axes = _new_figure(len(languages), 1, (width_in, height), sharey=True)
+    _layout(
+        fig, left=0.8, right=0.2, top=top, bottom=0.6, hspace=0.95, wspace=0.0,
+        nrows=len(languages), ncols=1,
+    )  # fmt: skip
+    slot = 0.8 / max(1, len(present))
+    x = np.arange(len(categories))
+    lows = _col(cells, "ci_low")
+    highs = _col(cells, "ci_high")
+    values = np.concatenate([lows, highs, _col(cells, "mean_bias")])
+    values = values[np.isfinite(values)]
+    low_lim = min(-0.1, float(values.min()) * 1.15) if values.size else -1.0
+    high_lim = max(0.1, float(values.max()) * 1.15) if values.size else 1.0
+    for ax, lang in zip(axes[:, 0], languages, strict=True):
+        sub = cells.filter(pl.col("language") == lang)
+        for i, model in enumerate(present):
+            rows = sub.filter(pl.col("model_id") == model)
+            lookup = {c: k for k, c in enumerate(rows["category"].to_list())}
+            idx = np.array([lookup.get(c, -1) for c in categories])
+            have = idx >= 0
+            est = np.full(len(categories), np.nan)
+            low = np.full(len(categories), np.nan)
+            high = np.full(len(categories), np.nan)
+            est[have] = _col(rows, "mean_bias")[idx[have]]
+            low[have] = _col(rows, "ci_low")[idx[have]]
+            high[have] = _col(rows, "ci_high")[idx[have]]
+            colour, _ = style[model]
+            pos = x - 0.4 + slot * (i + 0.5)
+            ax.bar(pos, np.nan_to_num(est), width=slot * 0.92, color=colour, label=model)
+            ax.errorbar(
+                pos, np.nan_to_num(est), yerr=_errors(est, low, high),
+                fmt="none", ecolor="#333333", elinewidth=0.9, capsize=1.8,
+            )  # fmt: skip
+        ax.axhline(0.0, color="#444444", linewidth=0.8)
+        ax.set_xticks(x, [textwrap.fill(labels.category(c), 12) for c in categories])
+        ax.set_xlim(-0.55, len(categories) - 0.45)
+        ax.set_ylim(max(-1.05, low_lim), min(1.05, high_lim))
+        ax.set_ylabel("bias score (> 0: negative words → transgender)")
+        ax.set_title(labels.language(lang), loc="left", fontweight="bold")
+        ax.grid(axis="y", color="#dddddd", linewidth=0.6)
+        ax.set_axisbelow(True)
+    fig.legend(
+        handles=[Patch(color=style[m][0], label=m) for m in present],
+        loc="upper center", ncols=min(len(present), 4), frameon=False,
+        bbox_to_anchor=(0.5, 1.0 - 0.05 / height),
+    )  # fmt: skip
+    caption = (
+        "Mean word-association bias per category and model; positive values mean negative "
+        "words went to “transgender” and positive words to “cisgender”. Error bars: 95% "
+        "bootstrap confidence intervals over trials."
+    )
+    return [_save(fig, out_dir, "word_association_bias", "Word-association bias", caption)]
+
+
+# --------------------------------------------------------------------------------------------
+# Figure 2: allocation selection rates
+# --------------------------------------------------------------------------------------------
+
+
+@_styled
+def allocation_rate_figures(
+    cells: pl.DataFrame, models: Sequence[str], out_dir: Path
+) -> list[Figure]:
+    """Cis and trans selection shares with CIs: per language x symptoms, services x explanation."""
+    if cells.is_empty():
+        return []
+    out: list[Figure] = []
+    present = [m for m in models if m in set(cells["model_id"].to_list())]
+    services = labels.ordered("services", cells["service"].unique().to_list())
+    languages = labels.ordered("languages", cells["language"].unique().to_list())
+    symptom_levels = labels.ordered("symptoms", cells["symptoms"].unique().to_list())
+    for lang in languages:
+        for level in symptom_levels:
+            sub = cells.filter((pl.col("language") == lang) & (pl.col("symptoms") == level))
+            if sub.is_empty():
+                continue
+            out.append(_rates_figure(sub, present, services, lang, level, out_dir))
+    return out
+
+
+def _rates_figure(
+    sub: pl.DataFrame,
+    models: Sequence[str],
+    services: Sequence[str],
+    lang: str,
+    level: str,
+    out_dir: Path,
+) -> Figure:
+    conditions = sorted(sub["explanation"].unique().to_list())
+    row_h = 0.25 + 0.24 * len(models)
+    left = 0.35 + _text_width(models)
+    top, bottom, hspace = 1.0, 0.85, 0.45
+    height = top + bottom + row_h * len(services) + hspace * (len(services) - 1)
+    fig, axes = _new_figure(
+        len(services),
+        len(conditions),
+        (left + 0.3 + 4.4 * len(conditions), height),
+        sharex=True,
+        sharey=True,
+    )
+    _layout(
+        fig, left=left, right=0.3, top=top, bottom=bottom, hspace=hspace, wspace=0.35,
+        nrows=len(services), ncols=len(conditions),
+    )  # fmt: skip
+    y = np.arange(len(models))[::-1].astype(np.float64)
+    for r, service in enumerate(services):
+        for c, cond in enumerate(conditions):
+            ax = axes[r, c]
+            rows = sub.filter((pl.col("service") == service) & (pl.col("explanation") == cond))
+            lookup = {m: k for k, m in enumerate(rows["model_id"].to_list())}
+            idx = np.array([lookup.get(m, -1) for m in models])
+            have = idx >= 0
+            for who, colour, marker, shift in (
+                ("cis", CIS_COLOUR, "o", 0.14),
+                ("trans", TRANS_COLOUR, "s", -0.14),
+            ):
+                est = np.full(len(models), np.nan)
+                low = np.full(len(models), np.nan)
+                high = np.full(len(models), np.nan)
+                est[have] = _col(rows, f"share_{who}")[idx[have]]
+                low[have] = _col(rows, f"{who}_ci_low")[idx[have]]
+                high[have] = _col(rows, f"{who}_ci_high")[idx[have]]
+                ax.errorbar(
+                    est, y + shift, xerr=_errors(est, low, high), fmt=marker, color=colour,
+                    markersize=4.5, elinewidth=1.1, capsize=2.0,
+                )  # fmt: skip
+            ax.axvline(0.5, color="#777777", linestyle="--", linewidth=0.8)
+            ax.set_xlim(-0.02, 1.02)
+            ax.set_ylim(-0.6, len(models) - 0.4)
+            ax.set_yticks(y, list(models))
+            ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+            ax.set_axisbelow(True)
+            title = labels.service(service)
+            if r == 0:
+                title = f"{labels.explanation(cond).capitalize()}\n{title}"
+            ax.set_title(title, fontsize=10, loc="left")
+    for c in range(len(conditions)):
+        axes[-1, c].set_xlabel("share of trials choosing the candidate")
+    handles = [
+        Line2D([], [], color=CIS_COLOUR, marker="o", linestyle="", label="cisgender candidate"),
+        Line2D([], [], color=TRANS_COLOUR, marker="s", linestyle="", label="transgender candidate"),
+        Line2D([], [], color="#777777", linestyle="--", label="parity (0.5)"),
+    ]
+    fig.legend(
+        handles=handles, loc="lower center", ncols=3, frameon=False,
+        bbox_to_anchor=(0.5, 0.02 / height),
+    )  # fmt: skip
+    fig.suptitle(
+        f"Allocation, {labels.language(lang)}, {labels.symptoms(level)}",
+        fontweight="bold", y=1.0 - 0.12 / height, va="top",
+    )  # fmt: skip
+    caption = (
+        f"Share of trials in which each model chose the cisgender or the transgender candidate "
+        f"({labels.language(lang)}, {labels.symptoms(level)}); shares are over all trials, so "
+        "refusals and unreadable replies lower both. Error bars: 95% bootstrap intervals "
+        "resampling pairs (both orders of a pair together)."
+    )
+    title = f"Selection rates — {labels.language(lang)}, {labels.symptoms(level)}"
+    return _save(fig, out_dir, f"allocation_rates_{lang}_{level}", title, caption)
+
+
+# --------------------------------------------------------------------------------------------
+# Figure 3: condition effects
+# --------------------------------------------------------------------------------------------
+
+
+@_styled
+def effects_figures(effects: pl.DataFrame, models: Sequence[str], out_dir: Path) -> list[Figure]:
+    """Paired effects on the transgender share (pooled strata), one figure per language."""
+    pooled = effects.filter(pl.col("stratum") == "all")
+    if pooled.is_empty():
+        return []
+    out: list[Figure] = []
+    present = [m for m in models if m in set(pooled["model_id"].to_list())]
+    style = model_style(models)
+    services = labels.ordered("services", pooled["service"].unique().to_list())
+    kinds = [k for k in ("explanation", "symptoms_high", "symptoms_low") if k in set(
+        pooled["effect"].to_list()
+    )]  # fmt: skip
+    slot = 0.8 / max(1, len(present))
+    for lang in labels.ordered("languages", pooled["language"].unique().to_list()):
+        sub = pooled.filter(pl.col("language") == lang)
+        left = 0.35 + _text_width([labels.service(s) for s in services])
+        top = 0.65 + 0.25 * -(-len(present) // 4)
+        height = top + 0.7 + len(services) * (0.13 * len(present) + 0.2)
+        fig, axes = _new_figure(1, len(kinds), (left + 0.3 + 3.7 * len(kinds), height), sharey=True)
+        _layout(
+            fig, left=left, right=0.3, top=top, bottom=0.7, hspace=0.0, wspace=0.3,
+            nrows=1, ncols=len(kinds),
+        )  # fmt: skip
+        y = np.arange(len(services))[::-1].astype(np.float64)
+        for ax, kind in zip(axes[0], kinds, strict=True):
+            rows_k = sub.filter(pl.col("effect") == kind)
+            for i, model in enumerate(present):
+                rows = rows_k.filter(pl.col("model_id") == model)
+                lookup = {s: k for k, s in enumerate(rows["service"].to_list())}
+                idx = np.array([lookup.get(s, -1) for s in services])
+                have = idx >= 0
+                est = np.full(len(services), np.nan)
+                low = np.full(len(services), np.nan)
+                high = np.full(len(services), np.nan)
+                est[have] = _col(rows, "difference")[idx[have]]
+                low[have] = _col(rows, "ci_low")[idx[have]]
+                high[have] = _col(rows, "ci_high")[idx[have]]
+                colour, marker = style[model]
+                ax.errorbar(
+                    est, y + 0.4 - slot * (i + 0.5), xerr=_errors(est, low, high), fmt=marker,
+                    color=colour, markersize=4.0, elinewidth=1.0, capsize=1.5,
+                )  # fmt: skip
+            ax.axvline(0.0, color="#444444", linewidth=0.8)
+            ax.set_yticks(y, [labels.service(s) for s in services])
+            ax.set_ylim(-0.6, len(services) - 0.4)
+            ax.set_title(_EFFECT_TITLES[kind], fontsize=10, loc="left")
+            ax.set_xlabel("change in share choosing the transgender candidate")
+            ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+            for boundary in y[:-1] - 0.5:
+                ax.axhline(boundary, color="#eeeeee", linewidth=0.6)
+        fig.legend(
+            handles=_legend_handles(present, style), loc="upper center",
+            ncols=min(len(present), 4), frameon=False, bbox_to_anchor=(0.5, 1.0 - 0.4 / height),
+        )  # fmt: skip
+        fig.suptitle(
+            f"Effects of the conditions, {labels.language(lang)}", fontweight="bold",
+            y=1.0 - 0.08 / height, va="top",
+        )  # fmt: skip
+        caption = (
+            "Paired effects on the share of trials choosing the transgender candidate: asking "
+            "for an explanation (yes − no, pooled over symptom levels) and adding symptoms "
+            "(high or low urgency − none, pooled over explanation), over the same pairs. Error "
+            "bars: 95% bootstrap intervals resampling pairs."
+        )
+        out.append(
+            _save(
+                fig,
+                out_dir,
+                f"allocation_effects_{lang}",
+                f"Condition effects — {labels.language(lang)}",
+                caption,
+            )
+        )
+    return out
+
+
+_EFFECT_TITLES: dict[str, str] = {
+    "explanation": "Explanation: yes − no",
+    "symptoms_high": "High-urgency symptoms − none",
+    "symptoms_low": "Low-urgency symptoms − none",
+}

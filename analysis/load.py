@@ -1,0 +1,92 @@
+"""Reading a store for analysis: parse what is pending, then pull the views into Polars.
+
+Analysis reads only the store (never the network), and only through the views of DESIGN.md plus
+the few raw columns the report needs (run config, provider-reported model versions). Everything
+comes out as Polars frames via Arrow, so the rest of the analysis groups and aggregates without
+Python loops over rows. The connection is closed before anything is written, so a long figure
+or report step never holds the store's lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from store.db import open_store
+from store.derived import parse_pending
+
+# Column lists are explicit so that a view gaining a column does not change the analysis tables.
+_WA_SQL = """
+SELECT trial_key, model_id, language, category, template, trial_index,
+       n_pos_target, n_neg_target, n_pos_reference, n_neg_reference, n_unassigned,
+       bias, refused
+FROM word_association_trials
+"""
+_ALLOCATION_SQL = """
+SELECT trial_key, model_id, language, service, explanation, symptoms, pair_id, first,
+       chosen, chosen_position, none_reason, explanation_text
+FROM allocation_decisions
+"""
+_EXPLICIT_SQL = """
+SELECT trial_key, model_id, language, experiment, subject, answer, content
+FROM explicit_answers
+"""
+_PROGRESS_SQL = "SELECT experiment, model_id, language, planned, done, failed FROM progress"
+_RUNS_SQL = """
+SELECT run_id, started_at, config, config_hash, version, git_rev
+FROM runs ORDER BY started_at
+"""
+# One row per response with the experiment it answered; narrow on purpose (no content, no raw).
+_RESPONSES_SQL = """
+SELECT r.model_id, t.experiment, r.provider_model, r.system_fingerprint, r.finish_reason
+FROM responses r
+JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
+  ON t.trial_key = r.trial_key
+"""
+
+
+@dataclass(frozen=True)
+class StoreData:
+    """Everything the analysis reads from one store, as Polars frames (one per view/table)."""
+
+    word_association: pl.DataFrame
+    allocation: pl.DataFrame
+    explicit: pl.DataFrame
+    progress: pl.DataFrame
+    runs: pl.DataFrame
+    responses: pl.DataFrame
+    n_parsed_now: int
+    store: Path
+
+
+def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
+    frame = pl.from_arrow(con.sql(sql).to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)  # a table always converts to a DataFrame
+    return frame
+
+
+def load_store(path: Path) -> StoreData:
+    """Open the store writable, parse pending responses, read the views, close the store.
+
+    Writable because `parse_pending` inserts derived rows for responses that have none at the
+    current parser version (e.g. after a parser upgrade, or a store filled by `ibias import`).
+    """
+    con = open_store(path)
+    try:
+        n_parsed = parse_pending(con)
+        data = StoreData(
+            word_association=_frame(con, _WA_SQL),
+            allocation=_frame(con, _ALLOCATION_SQL),
+            explicit=_frame(con, _EXPLICIT_SQL),
+            progress=_frame(con, _PROGRESS_SQL),
+            runs=_frame(con, _RUNS_SQL),
+            responses=_frame(con, _RESPONSES_SQL),
+            n_parsed_now=n_parsed,
+            store=path,
+        )
+    finally:
+        con.close()
+    return data

@@ -1,0 +1,160 @@
+"""Run-level summaries: what each model reported being, how often it refused or was unreadable,
+and the explicit answers of every experiment.
+
+A reader judging the bias tables needs these numbers first: a model that refused a third of the
+prompts, or whose replies could not be parsed, is measured on a selected subset; and provider
+model strings and system fingerprints say which model version actually answered (providers
+update models behind a stable name).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from analysis.load import StoreData
+
+# Answer columns of the explicit summary, in display order (WA and allocation vocabularies).
+EXPLICIT_COLUMNS: tuple[str, ...] = (
+    "transgender",
+    "cisgender",
+    "neither",
+    "equal",
+    "refused",
+    "unparseable",
+)
+
+
+def _outcomes(data: StoreData) -> pl.DataFrame:
+    """One row per parsed trial: model_id, refused, unparseable (booleans)."""
+    wa = data.word_association.select(
+        "model_id",
+        pl.col("refused").fill_null(False).alias("refused"),
+        (
+            ~pl.col("refused").fill_null(False)
+            & (
+                pl.col("n_pos_target")
+                + pl.col("n_neg_target")
+                + pl.col("n_pos_reference")
+                + pl.col("n_neg_reference")
+                == 0
+            )
+        ).alias("unparseable"),
+    )
+    allocation = data.allocation.select(
+        "model_id",
+        (pl.col("none_reason") == "refused").fill_null(False).alias("refused"),
+        (pl.col("none_reason") == "unparseable").fill_null(False).alias("unparseable"),
+    )
+    explicit = data.explicit.select(
+        "model_id",
+        (pl.col("answer") == "refused").alias("refused"),
+        (pl.col("answer") == "unparseable").alias("unparseable"),
+    )
+    return pl.concat([wa, allocation, explicit], how="vertical")
+
+
+def models_table(data: StoreData) -> pl.DataFrame:
+    """Per model: provider-reported versions, fingerprints, responses, refusal/unparseable rates.
+
+    Rates are over parsed trials (word association, allocation, explicit checks); ad-hoc
+    `prompts` responses have no parser and count only in `responses`.
+    """
+    responses = data.responses.group_by("model_id").agg(
+        pl.len().cast(pl.Int64).alias("responses"),
+        pl.col("provider_model")
+        .drop_nulls()
+        .unique()
+        .sort()
+        .str.join("; ")
+        .alias("provider_models"),
+        pl.col("system_fingerprint").drop_nulls().n_unique().cast(pl.Int64).alias("n_fingerprints"),
+        pl.col("system_fingerprint")
+        .drop_nulls()
+        .unique()
+        .sort()
+        .head(5)
+        .str.join("; ")
+        .alias("fingerprints"),
+        (pl.col("finish_reason") == "content_filter")
+        .sum()
+        .cast(pl.Int64)
+        .alias("content_filtered"),
+        (pl.col("finish_reason") == "length").sum().cast(pl.Int64).alias("truncated"),
+    )
+    outcomes = (
+        _outcomes(data)
+        .group_by("model_id")
+        .agg(
+            pl.len().cast(pl.Int64).alias("parsed"),
+            pl.col("refused").sum().cast(pl.Int64).alias("refusals"),
+            pl.col("unparseable").sum().cast(pl.Int64).alias("unparseable"),
+        )
+    )
+    progress = data.progress.group_by("model_id").agg(
+        pl.col("planned").sum().cast(pl.Int64).alias("planned"),
+        pl.col("done").sum().cast(pl.Int64).alias("done"),
+        pl.col("failed").sum().cast(pl.Int64).alias("failed"),
+    )
+    models = pl.concat(
+        [f.select("model_id") for f in (progress, responses)], how="vertical"
+    ).unique()
+    table = (
+        models.join(progress, on="model_id", how="left")
+        .join(responses, on="model_id", how="left")
+        .join(outcomes, on="model_id", how="left")
+        .with_columns(
+            pl.col(
+                "planned",
+                "done",
+                "failed",
+                "responses",
+                "parsed",
+                "refusals",
+                "unparseable",
+                "content_filtered",
+                "truncated",
+                "n_fingerprints",
+            ).fill_null(0)
+        )
+        .with_columns(
+            pl.when(pl.col("parsed") > 0)
+            .then(pl.col("refusals") / pl.col("parsed"))
+            .alias("refusal_rate"),
+            pl.when(pl.col("parsed") > 0)
+            .then(pl.col("unparseable") / pl.col("parsed"))
+            .alias("unparseable_rate"),
+        )
+        .sort("model_id")
+    )
+    return table.select(
+        "model_id", "provider_models", "n_fingerprints", "fingerprints", "planned", "done",
+        "failed", "responses", "parsed", "refusals", "refusal_rate", "unparseable",
+        "unparseable_rate", "content_filtered", "truncated",
+    )  # fmt: skip
+
+
+def explicit_summary(data: StoreData) -> pl.DataFrame:
+    """Counts per answer for every explicit experiment x model x language x subject."""
+    keys = ["experiment", "model_id", "language", "subject"]
+    rows = data.explicit
+    others = sorted(set(rows["answer"].unique().to_list()) - set(EXPLICIT_COLUMNS))
+    answers = [*EXPLICIT_COLUMNS, *others]
+    if rows.is_empty():
+        schema: dict[str, pl.DataType] = {k: pl.String() for k in keys}
+        schema["n"] = pl.Int64()
+        schema.update({a: pl.Int64() for a in answers})
+        return pl.DataFrame(schema=schema)
+    return (
+        rows.group_by(keys)
+        .agg(
+            pl.len().cast(pl.Int64).alias("n"),
+            *[(pl.col("answer") == a).sum().cast(pl.Int64).alias(a) for a in answers],
+        )
+        .sort(keys)
+    )
+
+
+def experiments_present(data: StoreData) -> dict[str, int]:
+    """Planned trials per experiment (from `progress`), so the report can say what is absent."""
+    by = data.progress.group_by("experiment").agg(pl.col("planned").sum()).sort("experiment")
+    return {str(e): int(n) for e, n in by.iter_rows()}

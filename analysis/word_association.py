@@ -1,0 +1,171 @@
+"""Word-association tables: mean bias per model x language x category, and per model x language.
+
+The score of one trial is the view's `bias` (DESIGN.md: positive means negative words went to
+the target group). Trials whose score is undefined (a refusal, an unparseable reply, a group
+that received no words) are counted, never scored as 0: `trials` = `scored` + `null_score`.
+
+Intervals resample *trials*: each trial draws its own words, template and label order, so
+trials are independent given the model and cell. The two tests against 0 answer the same
+question with different assumptions: the t-test relies on the mean being close to normal (about
+50 bounded scores per cell), the sign-flip test only on symmetry under the null. Holm's
+correction runs across the categories of one model x language (the family a reader scans when
+asking "which categories are biased for this model?").
+
+The explicit checks (experiment `word_association_explicit`, subject = category) sit beside
+each cell, so implicit and explicit bias can be read on one line, and the spread of the mean
+bias across the three prompt templates shows how much the phrasing matters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from analysis.bootstrap import Method, grouped_bootstrap_mean_ci
+from analysis.cells import (
+    CELL,
+    cell_codes,
+    ci_frame,
+    holm_within,
+    nan_floats,
+    number_cells,
+    per_cell,
+)
+from analysis.stats import one_sample_test, sign_flip_test
+
+CELL_KEYS: tuple[str, ...] = ("model_id", "language", "category")
+OVERALL_KEYS: tuple[str, ...] = ("model_id", "language")
+EXPLICIT_EXPERIMENT = "word_association_explicit"
+# The answer columns every explicit block has, whether or not an answer occurred.
+EXPLICIT_ANSWERS: tuple[str, ...] = (
+    "transgender",
+    "cisgender",
+    "neither",
+    "refused",
+    "unparseable",
+)
+TEMPLATES: tuple[int, ...] = (1, 2, 3)
+
+
+def bias_table(
+    trials: pl.DataFrame,
+    keys: Sequence[str],
+    *,
+    B: int,
+    method: Method,
+    rng: np.random.Generator,
+) -> pl.DataFrame:
+    """One row per cell of `keys`: counts, mean bias, bootstrap CI, tests, template spread."""
+    if trials.is_empty():
+        return _empty(keys)
+    frame, cells = number_cells(trials, keys)
+    counts = frame.group_by(CELL).agg(
+        pl.len().cast(pl.Int64).alias("trials"),
+        pl.col("bias").is_not_null().sum().cast(pl.Int64).alias("scored"),
+        pl.col("bias").is_null().sum().cast(pl.Int64).alias("null_score"),
+        pl.col("refused").sum().cast(pl.Int64).alias("refusals"),
+        pl.col("n_unassigned").sum().cast(pl.Int64).alias("unassigned_words"),
+        pl.col("bias").mean().alias("mean_bias"),
+    )
+    cis = grouped_bootstrap_mean_ci(
+        nan_floats(frame["bias"]), cell_codes(frame), B=B, method=method, rng=rng
+    )
+    t_p = per_cell(frame, "bias", one_sample_test, "t_p")
+    flip_p = per_cell(frame, "bias", lambda x: sign_flip_test(x, rng=rng), "sign_flip_p")
+    table = (
+        cells.join(counts, on=CELL)
+        .join(ci_frame(cis, "ci"), on=CELL)
+        .join(t_p, on=CELL)
+        .join(flip_p, on=CELL)
+        .join(_templates(frame), on=CELL, how="left")
+        .sort(CELL)
+        .drop(CELL)
+        .with_columns(pl.lit(B, dtype=pl.Int64).alias("B"), pl.lit(method).alias("ci_method"))
+    )
+    family = [k for k in keys if k != "category"]
+    return holm_within(table, "t_p", family, "t_p_holm")
+
+
+def _templates(frame: pl.DataFrame) -> pl.DataFrame:
+    """Mean bias per template (columns bias_template_1..3) and their max - min."""
+    means = frame.group_by(CELL, "template").agg(pl.col("bias").mean().alias("m"))
+    cols = [
+        pl.col("m").filter(pl.col("template") == t).first().alias(f"bias_template_{t}")
+        for t in TEMPLATES
+    ]
+    wide = means.group_by(CELL).agg(
+        *cols,
+        (pl.col("m").max() - pl.col("m").min()).alias("template_spread"),
+    )
+    return wide
+
+
+def explicit_counts(
+    explicit: pl.DataFrame, experiment: str, answers: Sequence[str]
+) -> pl.DataFrame:
+    """Counts per answer per model x language x subject for one explicit experiment.
+
+    Columns: model_id, language, subject, explicit_n, explicit_<answer> for every answer in
+    `answers` (zero when absent) and for any other answer found.
+    """
+    rows = explicit.filter(pl.col("experiment") == experiment)
+    keys = ["model_id", "language", "subject"]
+    seen = sorted(set(rows["answer"].unique().to_list()) - set(answers)) if len(rows) else []
+    wanted = [*answers, *seen]
+    if rows.is_empty():
+        schema: dict[str, pl.DataType] = {k: pl.String() for k in keys}
+        schema["explicit_n"] = pl.Int64()
+        schema.update({f"explicit_{a}": pl.Int64() for a in wanted})
+        return pl.DataFrame(schema=schema)
+    return (
+        rows.group_by(keys)
+        .agg(
+            pl.len().cast(pl.Int64).alias("explicit_n"),
+            *[(pl.col("answer") == a).sum().cast(pl.Int64).alias(f"explicit_{a}") for a in wanted],
+        )
+        .sort(keys)
+    )
+
+
+def cells_table(
+    trials: pl.DataFrame,
+    explicit: pl.DataFrame,
+    *,
+    B: int,
+    method: Method,
+    rng: np.random.Generator,
+) -> pl.DataFrame:
+    """Per model x language x category, with the explicit answers for that category beside."""
+    table = bias_table(trials, CELL_KEYS, B=B, method=method, rng=rng)
+    counts = explicit_counts(explicit, EXPLICIT_EXPERIMENT, EXPLICIT_ANSWERS).rename(
+        {"subject": "category"}
+    )
+    if table.is_empty():
+        return table
+    return table.join(counts, on=list(CELL_KEYS), how="left").with_columns(
+        pl.col("^explicit_.*$").fill_null(0)
+    )
+
+
+def overall_table(
+    trials: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
+) -> pl.DataFrame:
+    """Per model x language, all categories pooled (each trial weighs the same)."""
+    return bias_table(trials, OVERALL_KEYS, B=B, method=method, rng=rng)
+
+
+def _empty(keys: Sequence[str]) -> pl.DataFrame:
+    schema: dict[str, pl.DataType] = {k: pl.String() for k in keys}
+    for name in ("trials", "scored", "null_score", "refusals", "unassigned_words"):
+        schema[name] = pl.Int64()
+    for name in ("mean_bias", "ci_low", "ci_high", "t_p", "sign_flip_p"):
+        schema[name] = pl.Float64()
+    for t in TEMPLATES:
+        schema[f"bias_template_{t}"] = pl.Float64()
+    schema["template_spread"] = pl.Float64()
+    schema["B"] = pl.Int64()
+    schema["ci_method"] = pl.String()
+    schema["t_p_holm"] = pl.Float64()
+    return pl.DataFrame(schema=schema)
