@@ -23,6 +23,7 @@ from runner.limits import EndpointLimiter
 from runner.plan import Trial
 from runner.providers.base import Provider, ProviderError, Reply
 from runner.retries import Backoff, Classification, Verdict, classify_exception
+from store.derived import reply_text
 from store.writer import AttemptRow, Landed, ResponseRow, Writer, raw_json
 
 
@@ -313,7 +314,7 @@ class Scheduler:
                 trial_key=trial.trial_key,
                 experiment=trial.experiment,
                 item=dict(trial.item),
-                content=reply.content,
+                content=reply_text(reply.content, reply.finish_reason, reply.refusal),
             ),
         )
         s = rt.stats

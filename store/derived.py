@@ -19,6 +19,23 @@ import pyarrow as pa
 from store.writer import Landed
 
 
+def reply_text(content: str | None, finish_reason: str | None, refusal: str | None) -> str | None:
+    """What a parser sees: None when the provider withheld the answer (a content filter with
+    no text, or an OpenAI `refusal` with no content), so parsers count it as refused rather
+    than unparseable. `_REPLY_TEXT_SQL` is the same rule for stored rows."""
+    if content:
+        return content
+    if finish_reason == "content_filter" or refusal:
+        return None
+    return content
+
+
+_REPLY_TEXT_SQL = (
+    "CASE WHEN coalesce(r.content, '') = '' AND (r.finish_reason = 'content_filter' "
+    "OR r.refusal IS NOT NULL) THEN NULL ELSE r.content END"
+)
+
+
 @dataclass(frozen=True)
 class DerivedParser:
     """How one experiment's responses become rows of one derived table."""
@@ -99,7 +116,7 @@ def parse_pending(con: duckdb.DuckDBPyConnection, batch_size: int = 20000) -> in
     total = 0
     for p in parsers().values():
         reader = con.sql(
-            f"SELECT r.trial_key, t.item, r.content FROM responses r "
+            f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content FROM responses r "
             f"JOIN (SELECT DISTINCT ON (trial_key) trial_key, item FROM trials "
             f"WHERE experiment = ?) t ON t.trial_key = r.trial_key "
             f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
