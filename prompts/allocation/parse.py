@@ -23,7 +23,7 @@ from typing import Any
 from prompts.allocation.content import Vocabulary, vocabulary
 from prompts.allocation.text import contains_phrase, normalise, normalise_with_map, phrase_pattern
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: withheld answers (content filter, refusal) arrive as None
 
 NONE_REASONS = ("refused", "both", "neither", "unparseable")
 

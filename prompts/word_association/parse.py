@@ -41,7 +41,7 @@ from prompts.word_association.labels import Form, group_name, label_forms
 from prompts.word_association.score import bias_score
 from prompts.word_association.text import flat, is_break, phrase, tokens
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: withheld answers (content filter, refusal) arrive as None
 
 TARGET = "target"
 REFERENCE = "reference"
