@@ -65,6 +65,24 @@ def count(store: Path, sql: str) -> int:
         con.close()
 
 
+def background_run(
+    tmp_path: Path, url: str, n: int, *extra: str, **model: object
+) -> tuple[Path, Path, subprocess.Popen[str]]:
+    """Config for one model on the simulator at `url`, and `ibias run` started on it."""
+    cfg = write_config(
+        tmp_path,
+        [model_block("m", provider="openai", base_url=url, model="x", **model)],
+        n_prompts=n,
+    )
+    proc = subprocess.Popen(
+        [*IBIAS, "run", str(cfg), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return cfg, tmp_path / "store.duckdb", proc
+
+
 @pytest.fixture()
 def simulator():
     proc, url = start_simulator("--latency-ms", "30", "--seed", "5")
@@ -75,26 +93,8 @@ def simulator():
 
 def test_kill_9_then_resume_loses_only_in_flight_and_last_second(tmp_path, simulator):
     concurrency, rpm = 16, 12_000  # at most 200 requests/s
-    cfg = write_config(
-        tmp_path,
-        [
-            model_block(
-                "m",
-                provider="openai",
-                base_url=simulator,
-                model="x",
-                max_concurrency=concurrency,
-                rpm=rpm,
-            )
-        ],
-        n_prompts=1500,
-    )
-    store = tmp_path / "store.duckdb"
-    proc = subprocess.Popen(
-        [*IBIAS, "run", str(cfg), "--quiet"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    cfg, store, proc = background_run(
+        tmp_path, simulator, 1500, "--quiet", max_concurrency=concurrency, rpm=rpm
     )
     status = store.with_name(store.name + ".status.json")
     deadline = time.monotonic() + 60
@@ -125,19 +125,7 @@ def test_kill_9_then_resume_loses_only_in_flight_and_last_second(tmp_path, simul
 
 
 def test_sigint_stops_cleanly_with_130_and_flushes(tmp_path, simulator):
-    cfg = write_config(
-        tmp_path,
-        [
-            model_block(
-                "m", provider="openai", base_url=simulator, model="x", max_concurrency=4, rpm=3000
-            )
-        ],
-        n_prompts=3000,
-    )
-    store = tmp_path / "store.duckdb"
-    proc = subprocess.Popen(
-        [*IBIAS, "run", str(cfg)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    _, store, proc = background_run(tmp_path, simulator, 3000, max_concurrency=4, rpm=3000)
     time.sleep(3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
@@ -150,21 +138,8 @@ def test_sigint_stops_cleanly_with_130_and_flushes(tmp_path, simulator):
 
 
 def test_second_run_on_same_store_exits_2_naming_holder(tmp_path, simulator):
-    cfg = write_config(
-        tmp_path,
-        [
-            model_block(
-                "m", provider="openai", base_url=simulator, model="x", max_concurrency=2, rpm=600
-            )
-        ],
-        n_prompts=500,
-    )
-    store = tmp_path / "store.duckdb"
-    proc = subprocess.Popen(
-        [*IBIAS, "run", str(cfg), "--quiet"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    cfg, store, proc = background_run(
+        tmp_path, simulator, 500, "--quiet", max_concurrency=2, rpm=600
     )
     try:
         status_file = store.with_name(store.name + ".status.json")

@@ -141,64 +141,42 @@ async def test_budget_stops_the_run_with_exit_1(tmp_path):
     assert 0 < done < 200
 
 
-async def test_api_key_never_written(tmp_path, monkeypatch, capsys):
-    secret = "sk-test-SECRET-value-0123456789abcdef"
-    monkeypatch.setenv("IBIAS_TEST_KEY", secret)
-    async with Simulator(SimProfile(seed=2), require_key=secret) as sim:
-        cfg = write_config(
-            tmp_path,
-            [
-                model_block(
-                    "m",
-                    provider="openai",
-                    base_url=sim.base_url,
-                    model="x",
-                    api_key_env="IBIAS_TEST_KEY",
-                )
-            ],
-            n_prompts=20,
+async def run_with_key(tmp_path, monkeypatch, key: str, server_key: str, n: int):
+    """A run whose model reads `key` from the environment against a server wanting
+    `server_key`; returns the result, the fatal lines and every file's bytes afterwards."""
+    monkeypatch.setenv("IBIAS_TEST_KEY", key)
+    async with Simulator(SimProfile(seed=2), require_key=server_key) as sim:
+        block = model_block(
+            "m", provider="openai", base_url=sim.base_url, model="x", api_key_env="IBIAS_TEST_KEY"
         )
+        cfg = write_config(tmp_path, [block], n_prompts=n)
         lines: list[str] = []
         result = await execute(
             load_config(cfg),
             RunOptions(store=tmp_path / "store.duckdb", quiet=False, backoff=FAST),
             say=lines.append,
         )
+    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    return result, lines, blob
+
+
+async def test_api_key_never_written(tmp_path, monkeypatch, capsys):
+    secret = "sk-test-SECRET-value-0123456789abcdef"
+    result, lines, blob = await run_with_key(tmp_path, monkeypatch, secret, secret, 20)
     assert result.exit_code == 0, result.lines
     captured = capsys.readouterr()
-    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
     assert secret.encode() not in blob
     assert secret not in captured.out + captured.err + "".join(lines) + "".join(result.lines)
 
 
-async def test_wrong_key_is_fatal_and_not_echoed(tmp_path, monkeypatch):
+async def test_wrong_key_is_fatal_and_not_echoed(tmp_path, monkeypatch, capsys):
     secret = "sk-wrong-KEY-0123456789"
-    monkeypatch.setenv("IBIAS_TEST_KEY", secret)
-    async with Simulator(SimProfile(seed=2), require_key="sk-right") as sim:
-        cfg = write_config(
-            tmp_path,
-            [
-                model_block(
-                    "m",
-                    provider="openai",
-                    base_url=sim.base_url,
-                    model="x",
-                    api_key_env="IBIAS_TEST_KEY",
-                )
-            ],
-            n_prompts=5,
-        )
-        lines: list[str] = []
-        result = await execute(
-            load_config(cfg),
-            RunOptions(store=tmp_path / "store.duckdb", quiet=True),
-            say=lines.append,
-        )
+    result, lines, blob = await run_with_key(tmp_path, monkeypatch, secret, "sk-right", 5)
     assert result.exit_code == 1
-    assert lines and "m" in lines[0]
-    blob = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert len(lines) == 1 and lines[0].startswith("model m stopped")
+    captured = capsys.readouterr()
     assert secret.encode() not in blob
-    assert all(secret not in line for line in lines + list(result.lines))
+    assert secret not in captured.out + captured.err + "".join(lines) + "".join(result.lines)
 
 
 @pytest.mark.parametrize("n_models", [3])
