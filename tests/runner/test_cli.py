@@ -124,10 +124,11 @@ def test_kill_9_then_resume_loses_only_in_flight_and_last_second(tmp_path, simul
     assert re_requested <= concurrency + rpm / 60 * 1.1
 
 
-def test_sigint_stops_cleanly_with_130_and_flushes(tmp_path, simulator):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_and_sigterm_stop_cleanly_with_130_and_flush(tmp_path, simulator, sig):
     _, store, proc = background_run(tmp_path, simulator, 3000, max_concurrency=4, rpm=3000)
     time.sleep(3)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
