@@ -31,6 +31,8 @@ from runner.providers.base import Provider
 from runner.providers.openai import OpenAIProvider
 from runner.retries import Backoff
 from runner.scheduler import ModelRuntime, ModelStats, Scheduler
+from runner.sim_profile import SimProfile, model_profile_from_dict
+from runner.simulator import Simulator
 from runner.status import snapshot, status_path, write_status
 from store.db import open_store
 from store.derived import parse_landed
@@ -212,12 +214,11 @@ async def _execute_locked(
         con.close()
 
 
-async def _start_simulator(config: Config) -> tuple[object | None, str | None]:
+async def _start_simulator(config: Config) -> tuple[Simulator | None, str | None]:
+    """One in-process simulator for all `simulator` models, on loopback like any endpoint."""
     sims = [m for m in config.models if m.provider == "simulator"]
     if not sims:
         return None, None
-    from runner.sim_profile import SimProfile, model_profile_from_dict
-    from runner.simulator import Simulator
 
     default = model_profile_from_dict({})
     profile = SimProfile(
@@ -306,7 +307,7 @@ async def _schedule(
         for rt in runtimes:
             await rt.provider.close()
         if sim is not None:
-            await sim.stop()  # type: ignore[attr-defined]
+            await sim.stop()
         progress.stop()
     state = "interrupted" if scheduler.stop_reason == "interrupted" else "finished"
     write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
