@@ -120,7 +120,13 @@ def test_explicit_and_progress_views(store):
         "GROUP BY 1 ORDER BY 1"
     ).fetchall()
     progress = con.execute("SELECT sum(planned), sum(done), sum(failed) FROM progress").fetchall()
+    patients = con.execute(
+        "SELECT language, count(*), count(DISTINCT person_id), count(DISTINCT name) "
+        "FROM patients GROUP BY 1 ORDER BY 1"
+    ).fetchall()
     con.close()
+    # the roster of 100 in both languages: the same people, unique names in each
+    assert patients == [("en", 100, 100, 100), ("es", 100, 100, 100)]
     assert explicit == [("allocation_explicit", 4, 2), ("word_association_explicit", 32, 8)]
     assert progress == [(1600 + 400 + 36, 1600 + 400 + 36, 0)]
 
