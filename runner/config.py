@@ -8,7 +8,6 @@ expected, instead of silently running the wrong grid.
 from __future__ import annotations
 
 import math
-import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,10 +79,6 @@ class Config:
     def store_path(self, override: str | None = None) -> Path:
         """--store, else [run].store, else the default; relative to the current directory."""
         return Path(override or self.run.store or DEFAULT_STORE)
-
-    def missing_keys(self, environ: Mapping[str, str] | None = None) -> list[ModelConfig]:
-        env = os.environ if environ is None else environ
-        return [m for m in self.models if m.api_key_env and not env.get(m.api_key_env)]
 
 
 class _Table:

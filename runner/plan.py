@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from prompts.base import Experiment, TrialSpec, stable_hash
@@ -85,24 +84,3 @@ def trials_for(experiments: Iterable[Experiment], models: Iterable[ModelConfig])
                 params=params,
                 replicate=spec.replicate,
             )
-
-
-@dataclass(frozen=True)
-class PlanCount:
-    experiment: str
-    model_id: str
-    language: str
-    trials: int
-
-
-def count_by_cell(config: Config, experiments: Iterable[Experiment]) -> list[PlanCount]:
-    """Planned trials per experiment x model x language (generates specs, not keys)."""
-    per: dict[tuple[str, str], int] = {}
-    for exp in experiments:
-        for spec in exp.specs():
-            per[(spec.experiment, spec.language)] = per.get((spec.experiment, spec.language), 0) + 1
-    return [
-        PlanCount(experiment=e, model_id=m.id, language=lang, trials=n)
-        for (e, lang), n in sorted(per.items())
-        for m in config.models
-    ]

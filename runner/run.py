@@ -209,7 +209,9 @@ async def _execute_locked(
         # here raises KeyboardInterrupt straight through the transaction's rollback.
         stats = plan_into_store(con, run_id, experiments, config.models, done)
         write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
-        return await _schedule(config, options, keys, say, con, run_id, started_at, stats, done)
+        return await _schedule(
+            config, options, keys, say, con, run_id, started_at, stats, done, experiments
+        )
     finally:
         con.close()
 
@@ -241,6 +243,7 @@ async def _schedule(
     started_at: datetime,
     stats: dict[str, ModelStats],
     done: set[str],
+    experiments: list[Experiment],
 ) -> RunResult:
     sim, sim_url = await _start_simulator(config)
     runtimes: list[ModelRuntime] = []
@@ -281,6 +284,7 @@ async def _schedule(
         loop.add_signal_handler(sig, scheduler.request_stop, "interrupted")
     progress = Progress([rt.stats for rt in runtimes], quiet=options.quiet)
     progress.start()
+    status_file = status_path(options.store)
 
     async def tick() -> None:
         while True:
@@ -288,9 +292,7 @@ async def _schedule(
             progress.tick()
             write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
 
-    status_file = status_path(options.store)
     ticker = asyncio.create_task(tick())
-    experiments = build_experiments(config)
 
     def source(rt: ModelRuntime) -> Iterator[Trial]:
         return (t for t in trials_for(experiments, [rt.config]) if t.trial_key not in done)

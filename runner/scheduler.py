@@ -46,7 +46,6 @@ class ModelStats:
     fatal: str | None = None
     finished: bool = False
     first_done_at: float | None = None
-    last_done_at: float | None = None
 
 
 @dataclass
@@ -322,7 +321,5 @@ class Scheduler:
         s.prompt_tokens += reply.prompt_tokens or 0
         s.completion_tokens += reply.completion_tokens or 0
         s.cost_usd += cost
-        now = time.monotonic()
         if s.first_done_at is None:
-            s.first_done_at = now
-        s.last_done_at = now
+            s.first_done_at = time.monotonic()

@@ -220,8 +220,6 @@ class Writer:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self.flushed_responses = 0
-        self.flushes = 0
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="ibias-writer")
@@ -254,25 +252,22 @@ class Writer:
         if not attempts and not responses:
             return
         loop = asyncio.get_running_loop()
-        new = await loop.run_in_executor(self._executor, self._write, attempts, responses, landed)
-        self.flushed_responses += new
-        self.flushes += 1
+        await loop.run_in_executor(self._executor, self._write, attempts, responses, landed)
 
     def _write(
         self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
-    ) -> int:
+    ) -> None:
         con = self.con
         con.execute("BEGIN TRANSACTION").fetchall()
         try:
             insert_attempts(con, attempts)
-            new = insert_responses(con, responses)
+            insert_responses(con, responses)
             if self.on_landed is not None and landed:
                 self.on_landed(con, landed)
             con.execute("COMMIT").fetchall()
         except BaseException:
             con.execute("ROLLBACK").fetchall()
             raise
-        return new
 
     async def close(self) -> None:
         """Stop the loop and write everything still buffered."""
@@ -283,11 +278,6 @@ class Writer:
                 await self._task
         await self.flush()
         self._executor.shutdown(wait=True)
-
-    async def run_sync(self, fn: Callable[[duckdb.DuckDBPyConnection], Any]) -> Any:
-        """Run `fn(con)` on the writer thread (the connection is not thread-safe)."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, self.con)
 
 
 def raw_json(body: Any) -> str | None:

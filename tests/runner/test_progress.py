@@ -24,7 +24,6 @@ def stats() -> list[ModelStats]:
         completion_tokens=500,
         cost_usd=0.25,
         first_done_at=now - 10,
-        last_done_at=now,
     )
     b = ModelStats(model_id="broken", total=1000, fatal="HTTP 401 invalid_api_key")
     return [a, b]
