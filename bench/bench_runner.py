@@ -15,44 +15,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import aiohttp
 import duckdb
 
+from tests.helpers import IBIAS, sim_stats, start_simulator
+from tests.helpers import stop_simulator as stop
+
 ROOT = Path(__file__).resolve().parent.parent
-IBIAS = [sys.executable, "-m", "runner"]
-
-
-def start_simulator(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [*IBIAS, "simulate", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "listening on" not in line:
-        raise RuntimeError("simulator did not start: " + line)
-    return proc, line.strip().rsplit(" ", 1)[-1]
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def sim_stats(url: str) -> dict[str, object]:
-    base = url.rsplit("/v1", 1)[0]
-    with urllib.request.urlopen(base + "/stats?prompts=0", timeout=30) as resp:
-        data: dict[str, object] = json.loads(resp.read())
-    return data
 
 
 def write_prompts(path: Path, n: int) -> None:
@@ -116,7 +87,7 @@ def run_ibias(config: Path) -> float:
 
 
 def throughput(n: int = 20_000, concurrency: int = 64) -> dict[str, float]:
-    proc, url = start_simulator()
+    proc, url = start_simulator(cwd=ROOT)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             bare_s = asyncio.run(bare_loop(url, n, concurrency))
@@ -134,7 +105,7 @@ def throughput(n: int = 20_000, concurrency: int = 64) -> dict[str, float]:
 
 
 def latency(n: int = 10_000, concurrency: int = 1000, latency_ms: int = 2000) -> dict[str, float]:
-    proc, url = start_simulator("--latency-ms", str(latency_ms))
+    proc, url = start_simulator("--latency-ms", str(latency_ms), cwd=ROOT)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cfg = write_config(Path(tmp), url, n, concurrency=concurrency)
@@ -146,13 +117,13 @@ def latency(n: int = 10_000, concurrency: int = 1000, latency_ms: int = 2000) ->
 
 
 def saturation(limit: int = 3000, seconds: int = 120) -> dict[str, float]:
-    proc, url = start_simulator("--rpm", str(limit))
+    proc, url = start_simulator("--rpm", str(limit), cwd=ROOT)
     n = limit * seconds // 60
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cfg = write_config(Path(tmp), url, n, concurrency=64, rpm=limit)
             wall = run_ibias(cfg)
-            stats = sim_stats(url)
+            stats = sim_stats(url, prompts=False)
             con = duckdb.connect(str(Path(tmp) / "bench.duckdb"), read_only=True)
             first, last = con.execute(
                 "SELECT min(started_at), max(started_at) FROM attempts"
@@ -183,7 +154,7 @@ def _rss_peak_mb(pid: int) -> float:
 
 
 def memory(n: int = 1_000_000, first: int = 1000) -> dict[str, float]:
-    proc, url = start_simulator()
+    proc, url = start_simulator(cwd=ROOT)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cfg = write_config(Path(tmp), url, n, concurrency=64)

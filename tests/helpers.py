@@ -1,9 +1,52 @@
-"""Shared test helpers: write configs and prompt files, run the CLI in-process."""
+"""Shared test and benchmark helpers: write configs and prompt files, run the simulator as
+its own process (`ibias simulate`) and read what it served."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
+from typing import Any
+
+IBIAS = [sys.executable, "-m", "runner"]
+
+
+def start_simulator(*args: str, cwd: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """`ibias simulate` on an ephemeral loopback port; returns the process and its base URL."""
+    proc = subprocess.Popen(
+        [*IBIAS, "simulate", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        raise RuntimeError(
+            "simulator did not start: " + line + (proc.stderr.read() if proc.stderr else "")
+        )
+    return proc, line.strip().rsplit(" ", 1)[-1]
+
+
+def stop_simulator(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def sim_stats(url: str, *, prompts: bool = True) -> dict[str, Any]:
+    """The simulator's counters (`GET /stats`), optionally without the per-prompt counts."""
+    base = url.rsplit("/v1", 1)[0]
+    query = "" if prompts else "?prompts=0"
+    with urllib.request.urlopen(base + "/stats" + query, timeout=30) as resp:  # loopback only
+        data: dict[str, Any] = json.loads(resp.read())
+    return data
 
 
 def write_prompts(path: Path, n: int, prefix: str = "p") -> Path:

@@ -7,17 +7,20 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from tests.helpers import model_block, write_config
-
-IBIAS = [sys.executable, "-m", "runner"]
+from tests.helpers import (
+    IBIAS,
+    model_block,
+    sim_stats,
+    start_simulator,
+    stop_simulator,
+    write_config,
+)
 
 
 def ibias(
@@ -32,25 +35,6 @@ def ibias(
         timeout=timeout,
         check=False,
     )
-
-
-def start_simulator(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [*IBIAS, "simulate", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, line + (proc.stderr.read() if proc.stderr else "")
-    return proc, line.strip().rsplit(" ", 1)[-1]
-
-
-def sim_stats(url: str) -> dict:
-    base = url.rsplit("/v1", 1)[0]
-    with urllib.request.urlopen(base + "/stats", timeout=10) as resp:  # loopback only
-        return json.loads(resp.read())
 
 
 def digest(path: Path) -> str:
@@ -87,8 +71,7 @@ def background_run(
 def simulator():
     proc, url = start_simulator("--latency-ms", "30", "--seed", "5")
     yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    stop_simulator(proc)
 
 
 def test_kill_9_then_resume_loses_only_in_flight_and_last_second(tmp_path, simulator):
