@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/ibias demo --out out/demo
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest
+	$(BIN)/pytest
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_runner

@@ -29,13 +29,13 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from analysis.bootstrap import (
+from ibias.analysis.bootstrap import (
     Method,
     grouped_cluster_bootstrap_share_ci,
     grouped_paired_difference_ci,
 )
-from analysis.cells import CELL, cell_codes, ci_frame, holm_within, number_cells
-from analysis.stats import binomial_test, sign_test, wilson_interval
+from ibias.analysis.cells import CELL, cell_codes, ci_frame, holm_within, number_cells
+from ibias.analysis.stats import binomial_test, sign_test, wilson_interval
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
 FAMILY_KEYS: tuple[str, ...] = ("model_id", "language", "explanation", "symptoms")

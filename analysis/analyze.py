@@ -17,10 +17,10 @@ from typing import Literal, get_args
 import numpy as np
 import polars as pl
 
-from analysis import allocation, figures, overview, report, word_association
-from analysis.bootstrap import Method
-from analysis.cells import order_rows
-from analysis.load import StoreData, load_store
+from ibias.analysis import allocation, figures, overview, report, word_association
+from ibias.analysis.bootstrap import Method
+from ibias.analysis.cells import order_rows
+from ibias.analysis.load import StoreData, load_store
 
 CI_METHODS: tuple[str, ...] = get_args(Method)
 

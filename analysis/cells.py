@@ -16,9 +16,9 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from analysis import labels
-from analysis.bootstrap import CI
-from analysis.stats import holm
+from ibias.analysis import labels
+from ibias.analysis.bootstrap import CI
+from ibias.analysis.stats import holm
 
 CELL = "_cell"
 

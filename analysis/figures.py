@@ -29,7 +29,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from analysis import labels
+from ibias.analysis import labels
 
 # Okabe & Ito (2008), without yellow (too pale on white) until the eighth model.
 PALETTE: tuple[str, ...] = (

@@ -14,7 +14,7 @@ from importlib import resources
 
 @cache
 def _labels() -> dict[str, dict[str, str]]:
-    text = (resources.files("analysis") / "templates" / "labels.toml").read_text("utf-8")
+    text = (resources.files("ibias.analysis") / "templates" / "labels.toml").read_text("utf-8")
     data = tomllib.loads(text)
     return {k: {str(a): str(b) for a, b in v.items()} for k, v in data.items()}
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from store.db import open_store
-from store.derived import parse_pending
+from ibias.store.db import open_store
+from ibias.store.derived import parse_pending
 
 # Column lists are explicit so that a view gaining a column does not change the analysis tables.
 _WA_SQL = """

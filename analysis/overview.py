@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from analysis.load import StoreData
+from ibias.analysis.load import StoreData
 
 # Answer columns of the explicit summary, in display order (WA and allocation vocabularies).
 EXPLICIT_COLUMNS: tuple[str, ...] = (

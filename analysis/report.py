@@ -20,8 +20,8 @@ from typing import Any
 
 import polars as pl
 
-from analysis import labels
-from analysis.figures import Figure
+from ibias.analysis import labels
+from ibias.analysis.figures import Figure
 
 EXPERIMENT_NAMES: dict[str, str] = {
     "word_association": "Word association (implicit)",
@@ -141,7 +141,7 @@ def table(frame: pl.DataFrame, columns: Sequence[Column]) -> str:
 
 
 def _template(name: str) -> str:
-    return (resources.files("analysis") / "templates" / name).read_text("utf-8")
+    return (resources.files("ibias.analysis") / "templates" / name).read_text("utf-8")
 
 
 def _figure(fig: Figure) -> str:

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from analysis.bootstrap import Method, grouped_bootstrap_mean_ci
-from analysis.cells import (
+from ibias.analysis.bootstrap import Method, grouped_bootstrap_mean_ci
+from ibias.analysis.cells import (
     CELL,
     cell_codes,
     ci_frame,
@@ -33,7 +33,7 @@ from analysis.cells import (
     number_cells,
     per_cell,
 )
-from analysis.stats import one_sample_test, sign_flip_test
+from ibias.analysis.stats import one_sample_test, sign_flip_test
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "category")
 OVERALL_KEYS: tuple[str, ...] = ("model_id", "language")

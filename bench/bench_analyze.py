@@ -31,7 +31,7 @@ GOAL_S = 20.0
 _CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-from analysis.analyze import analyze
+from ibias.analysis.analyze import analyze
 start = time.perf_counter()
 result = analyze(Path(sys.argv[1]), Path(sys.argv[2]), bootstrap=2000)
 wall = time.perf_counter() - start
@@ -45,7 +45,7 @@ def make_store(folder: Path) -> tuple[Path, float]:
     store = folder / "demo.duckdb"
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "runner", "run", "configs/demo.toml", "--store", str(store),
+        [sys.executable, "-m", "ibias", "run", "configs/demo.toml", "--store", str(store),
          "--quiet"],
         cwd=ROOT, check=True,
     )  # fmt: skip

@@ -22,7 +22,7 @@ from typing import TypeVar
 import numpy as np
 from scipy import stats as sps
 
-from analysis.bootstrap import (
+from ibias.analysis.bootstrap import (
     CI,
     Method,
     grouped_bootstrap_mean_ci,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prompts.base import Experiment, SettingsError, TrialSpec, chat_messages, json_object_line
+from ibias.prompts.base import Experiment, SettingsError, TrialSpec, chat_messages, json_object_line
 
 EXPERIMENT = "prompts"
 

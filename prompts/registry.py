@@ -12,20 +12,20 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from prompts import adhoc
-from prompts.base import Experiment
+from ibias.prompts import adhoc
+from ibias.prompts.base import Experiment
 
 Builder = Callable[[Mapping[str, Any], int, Path], list[Experiment]]
 
 
 def _word_association(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
-    from prompts.word_association.experiment import build
+    from ibias.prompts.word_association.experiment import build
 
     return build(table, seed, base_dir)
 
 
 def _allocation(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
-    from prompts.allocation.experiment import build
+    from ibias.prompts.allocation.experiment import build
 
     return build(table, seed, base_dir)
 

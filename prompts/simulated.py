@@ -6,8 +6,8 @@ is how it answers the ad-hoc `prompts` experiment.
 
 from __future__ import annotations
 
-from prompts.allocation.simulate import respond as allocation_respond
-from prompts.base import Responder
-from prompts.word_association.simulate import respond as word_association_respond
+from ibias.prompts.allocation.simulate import respond as allocation_respond
+from ibias.prompts.base import Responder
+from ibias.prompts.word_association.simulate import respond as word_association_respond
 
 RESPONDERS: tuple[Responder, ...] = (word_association_respond, allocation_respond)

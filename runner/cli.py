@@ -11,16 +11,17 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import NoReturn
 
 import orjson
 
-from prompts.base import SettingsError
-from runner.config import DEFAULT_STORE, ConfigError, load_config
-from store.db import StoreError
-from store.importer import ImportFileError
-from store.lock import StoreBusyError, StoreLock
+from ibias.prompts.base import SettingsError
+from ibias.runner.config import DEFAULT_STORE, ConfigError, load_config
+from ibias.store.db import StoreError
+from ibias.store.importer import ImportFileError
+from ibias.store.lock import StoreBusyError, StoreLock
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -162,7 +163,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from runner.run import RunOptions, execute
+    from ibias.runner.run import RunOptions, execute
 
     config = load_config(args.config)
     options = RunOptions(
@@ -178,7 +179,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from runner.planning_report import plan_report, render_plan
+    from ibias.runner.planning_report import plan_report, render_plan
 
     config = load_config(args.config)
     report = plan_report(config, config.store_path(args.store))
@@ -190,7 +191,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from runner.status_report import render_status, status_report
+    from ibias.runner.status_report import render_status, status_report
 
     report = status_report(Path(args.store))
     if args.json:
@@ -201,14 +202,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
-    from runner.sql import run_query
+    from ibias.runner.sql import run_query
 
     return run_query(Path(args.store), args.query, args.format)
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from runner.sim_profile import SimProfile, load_profile
-    from runner.simulator import serve_forever
+    from ibias.runner.sim_profile import SimProfile, load_profile
+    from ibias.runner.simulator import serve_forever
 
     if args.profile:
         profile = load_profile(args.profile)
@@ -233,8 +234,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentile") -> Path:
     """Analysis under the store lock; data that breaks the pairing is bad input (exit 2)."""
-    from analysis.allocation import AllocationDataError
-    from analysis.analyze import analyze
+    from ibias.analysis.allocation import AllocationDataError
+    from ibias.analysis.analyze import analyze
 
     with StoreLock(store):
         try:
@@ -249,13 +250,13 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-DEMO_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "demo.toml"
+DEMO_CONFIG = Path(str(resources.files("ibias") / "configs" / "demo.toml"))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     """The paper's whole grid on seven simulated models, then the analysis, into --out."""
 
-    from runner.run import RunOptions, execute
+    from ibias.runner.run import RunOptions, execute
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -271,8 +272,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from store.db import open_store
-    from store.importer import import_file, read_file
+    from ibias.store.db import open_store
+    from ibias.store.importer import import_file, read_file
 
     path = Path(args.file)
     read_file(path)  # validate before touching the store

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from prompts.base import Experiment, SettingsError
-from prompts.registry import EXPERIMENT_BUILDERS
+from ibias.prompts.base import Experiment, SettingsError
+from ibias.prompts.registry import EXPERIMENT_BUILDERS
 
 PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
 IMPLEMENTED_PROVIDERS = ("openai", "simulator")
@@ -223,7 +223,7 @@ def _parse_model(path: Path, index: int, data: Any) -> ModelConfig:
     if provider == "simulator":
         sim = t.get("sim", _table_value, "a table of simulator profile keys", {})
         try:
-            from runner.sim_profile import model_profile_from_dict
+            from ibias.runner.sim_profile import model_profile_from_dict
 
             model_profile_from_dict(sim)
         except SettingsError as exc:

@@ -12,10 +12,10 @@ import heapq
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from prompts.base import Experiment, TrialSpec, stable_hash
-from prompts.registry import EXPERIMENT_BUILDERS
-from runner.config import Config, ModelConfig
-from store.trial import Trial
+from ibias.prompts.base import Experiment, TrialSpec, stable_hash
+from ibias.prompts.registry import EXPERIMENT_BUILDERS
+from ibias.runner.config import Config, ModelConfig
+from ibias.store.trial import Trial
 
 __all__ = ["Trial", "build_experiments", "merge_specs", "trial_key", "trials_for"]
 

@@ -12,11 +12,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from runner.config import Config
-from runner.plan import build_experiments, trials_for
-from runner.scheduler import estimate_tokens
-from store.db import open_store
-from store.lock import holder
+from ibias.runner.config import Config
+from ibias.runner.plan import build_experiments, trials_for
+from ibias.runner.scheduler import estimate_tokens
+from ibias.store.db import open_store
+from ibias.store.lock import holder
 
 
 def _done_keys(store: Path) -> set[str]:
@@ -24,7 +24,7 @@ def _done_keys(store: Path) -> set[str]:
         return set()
     who = holder(store)
     if who is not None:
-        from store.db import StoreError
+        from ibias.store.db import StoreError
 
         raise StoreError(f"store {store} is busy: held by {who}; `ibias status` shows progress")
     con = open_store(store, read_only=True)

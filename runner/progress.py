@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from runner.scheduler import ModelStats
-from runner.status import rate_and_eta
+from ibias.runner.scheduler import ModelStats
+from ibias.runner.status import rate_and_eta
 
 
 def _eta(seconds: float | None) -> str:

@@ -22,22 +22,22 @@ from pathlib import Path
 
 import duckdb
 
-from prompts.base import Experiment, stable_hash
-from runner.config import Config, ConfigError, ModelConfig
-from runner.limits import EndpointLimiter
-from runner.plan import Trial, build_experiments, trials_for
-from runner.progress import Progress
-from runner.providers.base import Provider
-from runner.providers.openai import OpenAIProvider
-from runner.retries import Backoff
-from runner.scheduler import ModelRuntime, ModelStats, Scheduler
-from runner.sim_profile import SimProfile, model_profile_from_dict
-from runner.simulator import Simulator
-from runner.status import snapshot, status_path, write_status
-from store.db import open_store
-from store.derived import parse_landed
-from store.lock import StoreLock
-from store.writer import Writer, insert_trials
+from ibias.prompts.base import Experiment, stable_hash
+from ibias.runner.config import Config, ConfigError, ModelConfig
+from ibias.runner.limits import EndpointLimiter
+from ibias.runner.plan import Trial, build_experiments, trials_for
+from ibias.runner.progress import Progress
+from ibias.runner.providers.base import Provider
+from ibias.runner.providers.openai import OpenAIProvider
+from ibias.runner.retries import Backoff
+from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
+from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
+from ibias.runner.simulator import Simulator
+from ibias.runner.status import snapshot, status_path, write_status
+from ibias.store.db import open_store
+from ibias.store.derived import parse_landed
+from ibias.store.lock import StoreLock
+from ibias.store.writer import Writer, insert_trials
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 TRIAL_BATCH = 5000
@@ -119,7 +119,7 @@ def _insert_patients(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     table = config.experiments.get("allocation")
     if table is None:
         return
-    from prompts.allocation.experiment import roster_rows
+    from ibias.prompts.allocation.experiment import roster_rows
 
     rows = roster_rows(table, config.run.seed, config.base_dir)
     if not rows:

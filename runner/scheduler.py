@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from runner.config import ModelConfig
-from runner.limits import EndpointLimiter
-from runner.plan import Trial
-from runner.providers.base import Provider, ProviderError, Reply
-from runner.retries import Backoff, Classification, Verdict, classify_exception
-from store.derived import reply_text
-from store.writer import AttemptRow, Landed, ResponseRow, Writer, raw_json
+from ibias.runner.config import ModelConfig
+from ibias.runner.limits import EndpointLimiter
+from ibias.runner.plan import Trial
+from ibias.runner.providers.base import Provider, ProviderError, Reply
+from ibias.runner.retries import Backoff, Classification, Verdict, classify_exception
+from ibias.store.derived import reply_text
+from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer, raw_json
 
 
 @dataclass

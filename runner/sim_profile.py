@@ -33,7 +33,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from prompts.base import Persona, SettingsError
+from ibias.prompts.base import Persona, SettingsError
 
 #: Fault kinds, in the order the per-request draw walks them.
 FAULT_KINDS: tuple[str, ...] = ("500", "503", "429", "hang", "drop", "malformed", "truncated")

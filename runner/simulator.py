@@ -29,9 +29,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-import prompts.simulated as simulated
-from prompts.base import Message, Persona, rng_for, stable_hash
-from runner.sim_profile import FAULT_KINDS, ModelProfile, SimProfile
+import ibias.prompts.simulated as simulated
+from ibias.prompts.base import Message, Persona, rng_for, stable_hash
+from ibias.runner.sim_profile import FAULT_KINDS, ModelProfile, SimProfile
 
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 #: Share of refusals that come back as an empty `content_filter` completion.

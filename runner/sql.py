@@ -11,8 +11,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from store.db import StoreError, open_store
-from store.lock import holder
+from ibias.store.db import StoreError, open_store
+from ibias.store.lock import holder
 
 
 def run_query(store: Path, query: str, fmt: str) -> int:

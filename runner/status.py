@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from runner.scheduler import ModelStats
+from ibias.runner.scheduler import ModelStats
 
 
 def status_path(store: Path) -> Path:

@@ -9,9 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from runner.status import read_status, status_path
-from store.db import StoreError, open_store
-from store.lock import holder
+from ibias.runner.status import read_status, status_path
+from ibias.store.db import StoreError, open_store
+from ibias.store.lock import holder
 
 
 def status_report(store: Path) -> dict[str, Any]:

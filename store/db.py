@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from store.lock import holder
+from ibias.store.lock import holder
 
 
 class StoreError(Exception):
@@ -20,7 +20,7 @@ class StoreError(Exception):
 
 def migrations() -> list[tuple[int, str]]:
     """(version, SQL) in order, from the package's migrations folder."""
-    folder = resources.files("store") / "migrations"
+    folder = resources.files("ibias.store") / "migrations"
     out: list[tuple[int, str]] = []
     for entry in folder.iterdir():
         name = entry.name

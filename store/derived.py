@@ -16,7 +16,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from store.writer import Landed
+from ibias.store.writer import Landed
 
 
 def reply_text(content: str | None, finish_reason: str | None, refusal: str | None) -> str | None:
@@ -51,7 +51,7 @@ def _registry() -> dict[str, DerivedParser]:
     """Parsers by experiment name; experiments without one (ad-hoc prompts) have no table."""
     out: dict[str, DerivedParser] = {}
     try:
-        from store.parsers import PARSERS
+        from ibias.store.parsers import PARSERS
     except ImportError:  # pragma: no cover - only while an experiment module is absent
         return out
     for p in PARSERS:

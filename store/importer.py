@@ -18,10 +18,10 @@ from typing import Any
 
 import duckdb
 
-from prompts.base import chat_messages, json_object_line, stable_hash
-from store.derived import parse_pending
-from store.trial import Trial
-from store.writer import ResponseRow, insert_responses, insert_trials
+from ibias.prompts.base import chat_messages, json_object_line, stable_hash
+from ibias.store.derived import parse_pending
+from ibias.store.trial import Trial
+from ibias.store.writer import ResponseRow, insert_responses, insert_trials
 
 EXPERIMENTS = (
     "word_association",

@@ -12,13 +12,13 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from prompts.allocation import parse as allocation_parse
-from prompts.allocation.experiment import EXPERIMENT as ALLOCATION
-from prompts.allocation.experiment import EXPLICIT_EXPERIMENT as ALLOCATION_EXPLICIT
-from prompts.word_association import parse as wa_parse
-from prompts.word_association.experiment import EXPERIMENT as WORD_ASSOCIATION
-from prompts.word_association.experiment import EXPLICIT_EXPERIMENT as WA_EXPLICIT
-from store.derived import DerivedParser
+from ibias.prompts.allocation import parse as allocation_parse
+from ibias.prompts.allocation.experiment import EXPERIMENT as ALLOCATION
+from ibias.prompts.allocation.experiment import EXPLICIT_EXPERIMENT as ALLOCATION_EXPLICIT
+from ibias.prompts.word_association import parse as wa_parse
+from ibias.prompts.word_association.experiment import EXPERIMENT as WORD_ASSOCIATION
+from ibias.prompts.word_association.experiment import EXPLICIT_EXPERIMENT as WA_EXPLICIT
+from ibias.store.derived import DerivedParser
 
 
 def _word_association(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prompts.base import Message
+from ibias.prompts.base import Message
 
 
 @dataclass(frozen=True)

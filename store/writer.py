@@ -20,8 +20,8 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from prompts.base import canonical_json
-from store.trial import Trial
+from ibias.prompts.base import canonical_json
+from ibias.store.trial import Trial
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-IBIAS = [sys.executable, "-m", "runner"]
+IBIAS = [sys.executable, "-m", "ibias"]
 
 
 def start_simulator(*args: str, cwd: Path | None = None) -> tuple[subprocess.Popen[str], str]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from runner.config import load_config
-from runner.plan import build_experiments, trials_for
+from ibias.runner.config import load_config
+from ibias.runner.plan import build_experiments, trials_for
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 

@@ -16,7 +16,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from prompts.base import stable_hash
+from ibias.prompts.base import stable_hash
 
 LANGUAGES = ("en", "es")
 IDENTITIES = ("cis_woman", "cis_man", "trans_woman", "trans_man")
@@ -45,7 +45,7 @@ def identity_group(identity: str) -> str:
 
 
 def _read_bytes(name: str) -> bytes:
-    return resources.files("prompts").joinpath("data", "allocation", name).read_bytes()
+    return resources.files("ibias.prompts").joinpath("data", "allocation", name).read_bytes()
 
 
 def _toml(name: str) -> dict[str, Any]:

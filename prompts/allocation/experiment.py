@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prompts.allocation.content import LANGUAGES, Service
-from prompts.allocation.pairing import Pair, count_pairs, draw_pairs, draw_symptoms
-from prompts.allocation.render import render_allocation, render_explicit
-from prompts.allocation.roster import Person, Roster, make_roster
-from prompts.allocation.settings import AllocationSettings, parse_settings
-from prompts.base import Experiment, SettingsError, TrialSpec
+from ibias.prompts.allocation.content import LANGUAGES, Service
+from ibias.prompts.allocation.pairing import Pair, count_pairs, draw_pairs, draw_symptoms
+from ibias.prompts.allocation.render import render_allocation, render_explicit
+from ibias.prompts.allocation.roster import Person, Roster, make_roster
+from ibias.prompts.allocation.settings import AllocationSettings, parse_settings
+from ibias.prompts.base import Experiment, SettingsError, TrialSpec
 
 EXPERIMENT = "allocation"
 EXPLICIT_EXPERIMENT = "allocation_explicit"

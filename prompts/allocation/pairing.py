@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prompts.allocation.content import Service
-from prompts.allocation.roster import Person, Roster
-from prompts.base import rng_for, stable_hash
+from ibias.prompts.allocation.content import Service
+from ibias.prompts.allocation.roster import Person, Roster
+from ibias.prompts.base import rng_for, stable_hash
 
 
 @dataclass(frozen=True)

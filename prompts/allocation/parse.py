@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from prompts.allocation.content import Vocabulary, vocabulary
-from prompts.allocation.text import contains_phrase, normalise, normalise_with_map, phrase_pattern
+from ibias.prompts.allocation.content import Vocabulary, vocabulary
+from ibias.prompts.allocation.text import (
+    contains_phrase,
+    normalise,
+    normalise_with_map,
+    phrase_pattern,
+)
 
 PARSER_VERSION = 2  # 2: withheld answers (content filter, refusal) arrive as None
 

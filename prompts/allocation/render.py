@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prompts.allocation.content import Service, templates
+from ibias.prompts.allocation.content import Service, templates
 
 
 def render_allocation(service: Service, item: Mapping[str, Any]) -> str:

@@ -14,7 +14,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from prompts.allocation.content import (
+from ibias.prompts.allocation.content import (
     IDENTITIES,
     LANGUAGES,
     NAME_GENDER,
@@ -22,7 +22,7 @@ from prompts.allocation.content import (
     identity_group,
     name_pools,
 )
-from prompts.base import rng_for, stable_hash
+from ibias.prompts.base import rng_for, stable_hash
 
 DEFAULT_AGE_BANDS: tuple[tuple[int, int], ...] = ((18, 29), (30, 44), (45, 59), (60, 75))
 

@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prompts.allocation.content import (
+from ibias.prompts.allocation.content import (
     LANGUAGES,
     Service,
     default_service_tables,
     merge_tables,
     service_from_table,
 )
-from prompts.allocation.roster import DEFAULT_AGE_BANDS, max_roster_size
-from prompts.base import SettingsError
+from ibias.prompts.allocation.roster import DEFAULT_AGE_BANDS, max_roster_size
+from ibias.prompts.base import SettingsError
 
 SYMPTOM_CONDITIONS = ("none", "high", "low")
 KEYS = (

@@ -17,14 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from prompts.allocation.content import (
+from ibias.prompts.allocation.content import (
     default_services,
     identity_group,
     simulator_phrases,
     templates,
 )
-from prompts.allocation.text import normalise
-from prompts.base import Message, Persona
+from ibias.prompts.allocation.text import normalise
+from ibias.prompts.base import Message, Persona
 
 
 @dataclass(frozen=True)

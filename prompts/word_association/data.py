@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from prompts.word_association.text import fold, phrase
+from ibias.prompts.word_association.text import fold, phrase
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "word_association"
 WORDS_FILE = DATA_DIR / "words.csv"

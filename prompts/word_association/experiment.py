@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prompts.base import Experiment, TrialSpec, rng_for
-from prompts.word_association.data import Category, render
-from prompts.word_association.settings import Settings, parse_settings
+from ibias.prompts.base import Experiment, TrialSpec, rng_for
+from ibias.prompts.word_association.data import Category, render
+from ibias.prompts.word_association.settings import Settings, parse_settings
 
 EXPERIMENT = "word_association"
 EXPLICIT_EXPERIMENT = "word_association_explicit"

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from prompts.word_association.data import groups
-from prompts.word_association.text import fold, phrase
+from ibias.prompts.word_association.data import groups
+from ibias.prompts.word_association.text import fold, phrase
 
 Form = tuple[str, ...]
 

@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prompts.word_association.data import Vocabulary, vocabulary
-from prompts.word_association.labels import Form, group_name, label_forms
-from prompts.word_association.score import bias_score
-from prompts.word_association.text import flat, is_break, phrase, tokens
+from ibias.prompts.word_association.data import Vocabulary, vocabulary
+from ibias.prompts.word_association.labels import Form, group_name, label_forms
+from ibias.prompts.word_association.score import bias_score
+from ibias.prompts.word_association.text import flat, is_break, phrase, tokens
 
 PARSER_VERSION = 2  # 2: withheld answers (content filter, refusal) arrive as None
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prompts.base import SettingsError
-from prompts.word_association.data import (
+from ibias.prompts.base import SettingsError
+from ibias.prompts.word_association.data import (
     QUALITIES_FILE,
     TEMPLATES_DIR,
     Category,
@@ -41,8 +41,8 @@ from prompts.word_association.data import (
     load_word_sets,
     shipped_word_sets,
 )
-from prompts.word_association.labels import label_forms
-from prompts.word_association.text import fold, phrase
+from ibias.prompts.word_association.labels import label_forms
+from ibias.prompts.word_association.text import fold, phrase
 
 KEYS = (
     "languages",

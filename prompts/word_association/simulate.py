@@ -33,15 +33,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from prompts.base import Message, Persona
-from prompts.word_association.data import (
+from ibias.prompts.base import Message, Persona
+from ibias.prompts.word_association.data import (
     TEMPLATES_DIR,
     DataError,
     load_templates,
     shipped_word_sets,
 )
-from prompts.word_association.labels import Form, family_of
-from prompts.word_association.text import fold, phrase
+from ibias.prompts.word_association.labels import Form, family_of
+from ibias.prompts.word_association.text import fold, phrase
 
 REFERENCE_GROUP = "cisgender"
 TARGET_GROUP = "transgender"

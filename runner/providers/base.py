@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from runner.retries import Classification
+from ibias.runner.retries import Classification
 
 
 @dataclass(frozen=True)

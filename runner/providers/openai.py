@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from runner.providers.base import ProviderError, Reply
-from runner.retries import MalformedResponse, Verdict, classify_exception, classify_http
+from ibias.runner.providers.base import ProviderError, Reply
+from ibias.runner.retries import MalformedResponse, Verdict, classify_exception, classify_http
 
 
 class OpenAIProvider:

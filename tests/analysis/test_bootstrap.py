@@ -24,7 +24,7 @@ import pytest
 from scipy import stats as sps
 from scipy.special import expit, ndtr, ndtri
 
-from analysis.bootstrap import (
+from ibias.analysis.bootstrap import (
     CI,
     Method,
     bootstrap_mean_ci,

@@ -25,9 +25,9 @@ import aiohttp
 import polars as pl
 import pytest
 
-from analysis.analyze import AnalysisResult, analyze
-from analysis.figures import Figure
-from analysis.report import ReportInput, render
+from ibias.analysis.analyze import AnalysisResult, analyze
+from ibias.analysis.figures import Figure
+from ibias.analysis.report import ReportInput, render
 from tests.analysis.conftest import (
     ALLOCATION,
     HOSTILE_ID,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from analysis.stats import (
+from ibias.analysis.stats import (
     binomial_test,
     count_agreeing_pairs,
     holm,

@@ -22,10 +22,10 @@ import pytest
 from polars.testing import assert_frame_equal
 from scipy import stats as sps
 
-from analysis import allocation, word_association
-from analysis.analyze import AnalysisResult, compute_tables, model_order
-from analysis.load import load_store
-from analysis.stats import count_agreeing_pairs
+from ibias.analysis import allocation, word_association
+from ibias.analysis.analyze import AnalysisResult, compute_tables, model_order
+from ibias.analysis.load import load_store
+from ibias.analysis.stats import count_agreeing_pairs
 from tests.analysis.conftest import query
 
 WA_KEYS = ("model_id", "language", "category")

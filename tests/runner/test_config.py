@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runner.config import ConfigError, parse_config
-from runner.run import check_keys
+from ibias.runner.config import ConfigError, parse_config
+from ibias.runner.run import check_keys
 
 PATH = Path("cfg.toml")
 MODEL = '[[models]]\nid = "m"\nprovider = "openai"\nbase_url = "https://api.example.com/v1"\n'

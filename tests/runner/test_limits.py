@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from runner.limits import EndpointLimiter, Permit
+from ibias.runner.limits import EndpointLimiter, Permit
 
 T = TypeVar("T")
 _TICK = 1e-9  # virtual seconds that pass per loop iteration that asks not to wait

@@ -6,9 +6,9 @@ import hashlib
 
 import orjson
 
-from prompts.base import TrialSpec, stable_hash
-from runner.config import load_config
-from runner.plan import build_experiments, merge_specs, trials_for
+from ibias.prompts.base import TrialSpec, stable_hash
+from ibias.runner.config import load_config
+from ibias.runner.plan import build_experiments, merge_specs, trials_for
 from tests.helpers import model_block, write_config
 
 

@@ -7,8 +7,8 @@ import time
 
 from rich.console import Console
 
-from runner.progress import Progress, plain_line, render_table
-from runner.scheduler import ModelStats
+from ibias.runner.progress import Progress, plain_line, render_table
+from ibias.runner.scheduler import ModelStats
 
 
 def stats() -> list[ModelStats]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from runner.config import load_config
-from runner.retries import Backoff
-from runner.run import RunOptions, execute
-from runner.sim_profile import ModelProfile, SimProfile
-from runner.simulator import Simulator
+from ibias.runner.config import load_config
+from ibias.runner.retries import Backoff
+from ibias.runner.run import RunOptions, execute
+from ibias.runner.sim_profile import ModelProfile, SimProfile
+from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
 
 FAST = Backoff(base_s=0.02, cap_s=0.2, max_attempts=12)

@@ -22,16 +22,16 @@ import orjson
 import pytest
 from multidict import CIMultiDict
 
-import prompts.simulated as simulated
-from prompts.base import Persona, SettingsError, rng_for, stable_hash
-from runner.sim_profile import (
+import ibias.prompts.simulated as simulated
+from ibias.prompts.base import Persona, SettingsError, rng_for, stable_hash
+from ibias.runner.sim_profile import (
     FAULT_KINDS,
     ModelProfile,
     SimProfile,
     load_profile,
     model_profile_from_dict,
 )
-from runner.simulator import (
+from ibias.runner.simulator import (
     REFUSAL_TEXT,
     SimStats,
     Simulator,

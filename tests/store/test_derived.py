@@ -6,7 +6,7 @@ from itertools import product
 
 import duckdb
 
-from store.derived import _REPLY_TEXT_SQL, reply_text
+from ibias.store.derived import _REPLY_TEXT_SQL, reply_text
 
 
 def test_python_and_sql_rules_agree_on_every_combination():

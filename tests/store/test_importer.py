@@ -78,7 +78,7 @@ def lines() -> list[dict]:
 
 def ibias(*args):
     return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
+        [sys.executable, "-m", "ibias", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from analysis.bootstrap import grouped_bootstrap_mean_ci
-from runner.config import load_config
-from runner.run import RunOptions, execute
-from store import derived
-from store.db import open_store
+from ibias.analysis.bootstrap import grouped_bootstrap_mean_ci
+from ibias.runner.config import load_config
+from ibias.runner.run import RunOptions, execute
+from ibias.store import derived
+from ibias.store.db import open_store
 
 P = 0.7
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from prompts.allocation.content import (
+from ibias.prompts.allocation.content import (
     LANGUAGES,
     default_services,
     name_pools,
     templates,
     vocabulary,
 )
-from prompts.allocation.text import normalise
+from ibias.prompts.allocation.text import normalise
 
 PAPER_SERVICES = {
     "hiv_testing",

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from prompts.allocation.content import default_services
-from prompts.allocation.experiment import (
+from ibias.prompts.allocation.content import default_services
+from ibias.prompts.allocation.experiment import (
     EXPERIMENT,
     EXPLICIT_EXPERIMENT,
     build,
     roster_rows,
 )
-from prompts.base import SettingsError, canonical_json
+from ibias.prompts.base import SettingsError, canonical_json
 
 HERE = Path(".")
 PAPER = {

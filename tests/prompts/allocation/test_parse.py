@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from prompts.allocation.content import name_pools
-from prompts.allocation.parse import (
+from ibias.prompts.allocation.content import name_pools
+from ibias.prompts.allocation.parse import (
     PARSER_VERSION,
     AllocationResult,
     parse_allocation,

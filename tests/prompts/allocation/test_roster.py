@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from prompts.allocation.content import NAME_GENDER, name_pools
-from prompts.allocation.experiment import roster_rows
-from prompts.allocation.roster import DEFAULT_AGE_BANDS, make_roster, max_roster_size
+from ibias.prompts.allocation.content import NAME_GENDER, name_pools
+from ibias.prompts.allocation.experiment import roster_rows
+from ibias.prompts.allocation.roster import DEFAULT_AGE_BANDS, make_roster, max_roster_size
 
 IDENTITIES = ("cis_woman", "cis_man", "trans_woman", "trans_man")
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from scipy.stats import binomtest
 
-from prompts.allocation.experiment import build
-from prompts.allocation.parse import AllocationResult, parse_allocation, parse_explicit
-from prompts.allocation.simulate import read_allocation, respond, simulate_allocation
-from prompts.base import Persona, TrialSpec, rng_for
+from ibias.prompts.allocation.experiment import build
+from ibias.prompts.allocation.parse import AllocationResult, parse_allocation, parse_explicit
+from ibias.prompts.allocation.simulate import read_allocation, respond, simulate_allocation
+from ibias.prompts.base import Persona, TrialSpec, rng_for
 
 HERE = Path(".")
 GYN = {

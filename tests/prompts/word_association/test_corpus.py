@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from prompts.word_association.parse import parse_explicit, parse_trial
+from ibias.prompts.word_association.parse import parse_explicit, parse_trial
 
 HERE = Path(__file__).parent
 CORPUS = tomllib.loads((HERE / "corpus.toml").read_text(encoding="utf-8"))

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from scipy.stats import chisquare
 
-from prompts.base import TrialSpec, canonical_json
-from prompts.word_association.data import shipped_word_sets
-from prompts.word_association.experiment import (
+from ibias.prompts.base import TrialSpec, canonical_json
+from ibias.prompts.word_association.data import shipped_word_sets
+from ibias.prompts.word_association.experiment import (
     EXPERIMENT,
     EXPLICIT_EXPERIMENT,
     build,
 )
-from prompts.word_association.text import phrase
+from ibias.prompts.word_association.text import phrase
 
 PAPER = {
     "languages": ["en", "es"],

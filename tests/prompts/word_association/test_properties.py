@@ -18,9 +18,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from prompts.word_association.data import shipped_word_sets
-from prompts.word_association.parse import parse_trial
-from prompts.word_association.score import bias_score
+from ibias.prompts.word_association.data import shipped_word_sets
+from ibias.prompts.word_association.parse import parse_trial
+from ibias.prompts.word_association.score import bias_score
 
 CATEGORIES = sorted(shipped_word_sets().values(), key=lambda c: c.slug)
 LABELS = {"en": ("transgender", "cisgender"), "es": ("transgénero", "cisgénero")}

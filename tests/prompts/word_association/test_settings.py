@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from prompts.base import SettingsError
-from prompts.word_association.data import WORDS_FILE, shipped_word_sets
-from prompts.word_association.experiment import build
-from prompts.word_association.parse import parse_explicit, parse_trial
+from ibias.prompts.base import SettingsError
+from ibias.prompts.word_association.data import WORDS_FILE, shipped_word_sets
+from ibias.prompts.word_association.experiment import build
+from ibias.prompts.word_association.parse import parse_explicit, parse_trial
 
 
 def _error(table: dict[str, Any], base: Path = Path(".")) -> SettingsError:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from scipy.stats import binom
 
-from prompts.base import Persona, Responder, TrialSpec, rng_for, stable_hash
-from prompts.word_association.experiment import build
-from prompts.word_association.parse import parse_explicit, parse_trial
-from prompts.word_association.simulate import respond, target_index
+from ibias.prompts.base import Persona, Responder, TrialSpec, rng_for, stable_hash
+from ibias.prompts.word_association.experiment import build
+from ibias.prompts.word_association.parse import parse_explicit, parse_trial
+from ibias.prompts.word_association.simulate import respond, target_index
 
 HERE = Path(__file__).parent
 

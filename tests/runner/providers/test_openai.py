@@ -7,9 +7,9 @@ import json
 import pytest
 from aiohttp import web
 
-from runner.providers.base import ProviderError
-from runner.providers.openai import OpenAIProvider
-from runner.retries import Verdict
+from ibias.runner.providers.base import ProviderError
+from ibias.runner.providers.openai import OpenAIProvider
+from ibias.runner.retries import Verdict
 
 SEEN: list[dict] = []
 
