@@ -35,6 +35,7 @@ from ibias.analysis.bootstrap import (
     grouped_paired_difference_ci,
 )
 from ibias.analysis.cells import CELL, cell_codes, ci_frame, holm_within, number_cells
+from ibias.analysis.experiment import AnalysisDataError
 from ibias.analysis.stats import binomial_test, sign_test, wilson_interval
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
@@ -45,7 +46,7 @@ EXPLICIT_ANSWERS: tuple[str, ...] = ("cisgender", "transgender", "equal", "refus
 SYMPTOM_LEVELS: tuple[str, ...] = ("none", "high", "low")
 
 
-class AllocationDataError(ValueError):
+class AllocationDataError(AnalysisDataError):
     """The decisions break the pairing the analysis relies on (e.g. one order seen twice)."""
 
 

@@ -9,29 +9,28 @@ change when another table gains cells, and the same store and seed reproduce eve
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, get_args
 
-import numpy as np
 import polars as pl
 
-from ibias.analysis import allocation, figures, overview, report, word_association
+from ibias.analysis import overview, report
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
+from ibias.analysis.experiment import (
+    ExperimentAnalysis,
+    SectionContext,
+    TableContext,
+    analysis_of,
+)
+from ibias.analysis.figures import Figure
 from ibias.analysis.load import StoreData, load_store
+from ibias.prompts.registry import units
 
 CI_METHODS: tuple[str, ...] = get_args(Method)
-
-# Per-table stream ids for the seed (fixed forever: changing one changes published numbers).
-_STREAMS: dict[str, int] = {
-    "word_association_cells": 1,
-    "word_association_overall": 2,
-    "allocation_cells": 3,
-    "position_bias": 4,
-    "allocation_effects": 5,
-}
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,18 @@ class AnalysisResult:
     report: Path
 
 
-def _rng(seed: int, table: str) -> np.random.Generator:
-    return np.random.default_rng([seed, _STREAMS[table]])
+def analyses() -> list[ExperimentAnalysis]:
+    """The registered experiments' analyses, in registry order."""
+    found = (analysis_of(u) for u in units())
+    return [a for a in found if a is not None]
+
+
+def report_sections(
+    tables: Mapping[str, pl.DataFrame], drawn: Sequence[Figure]
+) -> list[report.Section]:
+    """Each registered experiment's report section, in registry order."""
+    shown = SectionContext(tables=tables, figures=drawn)
+    return [report.Section(p.anchor, p.title, p.section(shown)) for p in analyses()]
 
 
 def model_order(data: StoreData) -> list[str]:
@@ -68,31 +77,27 @@ def model_order(data: StoreData) -> list[str]:
 def compute_tables(
     data: StoreData, models: list[str], *, B: int, method: Method, seed: int
 ) -> dict[str, pl.DataFrame]:
-    """Every output table by name (the file stem it is written under), rows in reading order."""
-    wa = data.word_association
-    decisions = data.allocation
-    tables = {
-        "word_association_cells": word_association.cells_table(
-            wa, data.explicit, B=B, method=method, rng=_rng(seed, "word_association_cells")
-        ),
-        "word_association_overall": word_association.overall_table(
-            wa, B=B, method=method, rng=_rng(seed, "word_association_overall")
-        ),
-        "allocation_cells": allocation.cells_table(
-            decisions, B=B, method=method, rng=_rng(seed, "allocation_cells")
-        ),
-        "position_bias": allocation.position_table(
-            decisions, B=B, method=method, rng=_rng(seed, "position_bias")
-        ),
-        "allocation_effects": allocation.effects_table(
-            decisions, B=B, method=method, rng=_rng(seed, "allocation_effects")
-        ),
-        "allocation_explanation_examples": allocation.explanation_examples(decisions),
-        "explicit_answers_summary": overview.explicit_summary(data),
-        "models": overview.models_table(data),
-        "progress": data.progress,
-    }
-    lead = {"allocation_explanation_examples": ("service", "chosen")}
+    """Every output table by name (the file stem it is written under), rows in reading order:
+    each registered experiment's tables, then the explicit checks, models and progress."""
+    tables: dict[str, pl.DataFrame] = {}
+    lead: dict[str, tuple[str, ...]] = {}
+    outcomes: list[pl.DataFrame] = []
+    for part in analyses():
+        ctx = TableContext(
+            views=data.views,
+            explicit=data.explicit,
+            B=B,
+            method=method,
+            seed=seed,
+            streams=part.streams,
+        )
+        tables.update(part.tables(ctx))
+        lead.update(part.lead)
+        if part.outcomes is not None:
+            outcomes.append(part.outcomes(data.views))
+    tables["explicit_answers_summary"] = overview.explicit_summary(data)
+    tables["models"] = overview.models_table(data, outcomes)
+    tables["progress"] = data.progress
     return {name: order_rows(frame, models, lead.get(name, ())) for name, frame in tables.items()}
 
 
@@ -124,11 +129,8 @@ def analyze(
     tables = compute_tables(data, models, B=bootstrap, method=ci, seed=seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     table_paths = write_tables(tables, out_dir)
-    drawn = [
-        *figures.word_association_figure(tables["word_association_cells"], models, out_dir),
-        *figures.allocation_rate_figures(tables["allocation_cells"], models, out_dir),
-        *figures.effects_figures(tables["allocation_effects"], models, out_dir),
-    ]
+    drawn = [fig for part in analyses() for fig in part.figures(tables, models, out_dir)]
+    sections = report_sections(tables, drawn)
     page = report.render(
         report.ReportInput(
             store=str(store),
@@ -137,6 +139,7 @@ def analyze(
             figures=drawn,
             runs=data.runs,
             experiments=overview.experiments_present(data),
+            sections=sections,
             n_parsed_now=data.n_parsed_now,
             B=bootstrap,
             method=ci,

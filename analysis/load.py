@@ -15,21 +15,12 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from ibias.prompts.registry import kinds, view_columns
 from ibias.store.db import open_store
 from ibias.store.derived import parse_pending
 
-# Column lists are explicit so that a view gaining a column does not change the analysis tables.
-_WA_SQL = """
-SELECT trial_key, model_id, language, category, template, trial_index,
-       n_pos_target, n_neg_target, n_pos_reference, n_neg_reference, n_unassigned,
-       bias, refused
-FROM word_association_trials
-"""
-_ALLOCATION_SQL = """
-SELECT trial_key, model_id, language, service, explanation, symptoms, pair_id, first,
-       chosen, chosen_position, none_reason, explanation_text
-FROM allocation_decisions
-"""
+# Column lists are explicit (declared by each kind, see `registry.view_columns`) so that a view
+# gaining a column does not change the analysis tables.
 _EXPLICIT_SQL = """
 SELECT trial_key, model_id, language, experiment, subject, answer, content
 FROM explicit_answers
@@ -50,10 +41,10 @@ JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
 
 @dataclass(frozen=True)
 class StoreData:
-    """Everything the analysis reads from one store, as Polars frames (one per view/table)."""
+    """Everything the analysis reads from one store, as Polars frames: each registered kind's
+    view by kind name, the explicit answers, progress, runs and a narrow responses table."""
 
-    word_association: pl.DataFrame
-    allocation: pl.DataFrame
+    views: dict[str, pl.DataFrame]
     explicit: pl.DataFrame
     progress: pl.DataFrame
     runs: pl.DataFrame
@@ -77,9 +68,13 @@ def load_store(path: Path) -> StoreData:
     con = open_store(path)
     try:
         n_parsed = parse_pending(con)
+        views = {
+            k.name: _frame(con, f"SELECT {', '.join(view_columns(k))} FROM {k.view}")
+            for k in kinds()
+            if k.view is not None
+        }
         data = StoreData(
-            word_association=_frame(con, _WA_SQL),
-            allocation=_frame(con, _ALLOCATION_SQL),
+            views=views,
             explicit=_frame(con, _EXPLICIT_SQL),
             progress=_frame(con, _PROGRESS_SQL),
             runs=_frame(con, _RUNS_SQL),

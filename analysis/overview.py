@@ -9,6 +9,8 @@ update models behind a stable name).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 from ibias.analysis.load import StoreData
@@ -24,40 +26,20 @@ EXPLICIT_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _outcomes(data: StoreData) -> pl.DataFrame:
-    """One row per parsed trial: model_id, refused, unparseable (booleans)."""
-    wa = data.word_association.select(
-        "model_id",
-        pl.col("refused").fill_null(False).alias("refused"),
-        (
-            ~pl.col("refused").fill_null(False)
-            & (
-                pl.col("n_pos_target")
-                + pl.col("n_neg_target")
-                + pl.col("n_pos_reference")
-                + pl.col("n_neg_reference")
-                == 0
-            )
-        ).alias("unparseable"),
-    )
-    allocation = data.allocation.select(
-        "model_id",
-        (pl.col("none_reason") == "refused").fill_null(False).alias("refused"),
-        (pl.col("none_reason") == "unparseable").fill_null(False).alias("unparseable"),
-    )
-    explicit = data.explicit.select(
+def _explicit_outcomes(data: StoreData) -> pl.DataFrame:
+    return data.explicit.select(
         "model_id",
         (pl.col("answer") == "refused").alias("refused"),
         (pl.col("answer") == "unparseable").alias("unparseable"),
     )
-    return pl.concat([wa, allocation, explicit], how="vertical")
 
 
-def models_table(data: StoreData) -> pl.DataFrame:
+def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFrame:
     """Per model: provider-reported versions, fingerprints, responses, refusal/unparseable rates.
 
-    Rates are over parsed trials (word association, allocation, explicit checks); ad-hoc
-    `prompts` responses have no parser and count only in `responses`.
+    `outcomes` holds each experiment's parsed trials as (model_id, refused, unparseable); rates
+    are over those and the explicit checks. Ad-hoc `prompts` responses have no parser and count
+    only in `responses`.
     """
     responses = data.responses.group_by("model_id").agg(
         pl.len().cast(pl.Int64).alias("responses"),
@@ -81,14 +63,15 @@ def models_table(data: StoreData) -> pl.DataFrame:
         .alias("content_filtered"),
         (pl.col("finish_reason") == "length").sum().cast(pl.Int64).alias("truncated"),
     )
-    outcomes = (
-        _outcomes(data)
-        .group_by("model_id")
-        .agg(
-            pl.len().cast(pl.Int64).alias("parsed"),
-            pl.col("refused").sum().cast(pl.Int64).alias("refusals"),
-            pl.col("unparseable").sum().cast(pl.Int64).alias("unparseable"),
-        )
+    parsed = pl.concat(
+        [*(o.select("model_id", "refused", "unparseable") for o in outcomes),
+         _explicit_outcomes(data)],
+        how="vertical",
+    )  # fmt: skip
+    by_model = parsed.group_by("model_id").agg(
+        pl.len().cast(pl.Int64).alias("parsed"),
+        pl.col("refused").sum().cast(pl.Int64).alias("refusals"),
+        pl.col("unparseable").sum().cast(pl.Int64).alias("unparseable"),
     )
     progress = data.progress.group_by("model_id").agg(
         pl.col("planned").sum().cast(pl.Int64).alias("planned"),
@@ -101,7 +84,7 @@ def models_table(data: StoreData) -> pl.DataFrame:
     table = (
         models.join(progress, on="model_id", how="left")
         .join(responses, on="model_id", how="left")
-        .join(outcomes, on="model_id", how="left")
+        .join(by_model, on="model_id", how="left")
         .with_columns(
             pl.col(
                 "planned",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
@@ -20,17 +20,22 @@ from typing import Any
 
 import polars as pl
 
-from ibias.analysis import labels
 from ibias.analysis.figures import Figure
+from ibias.prompts.registry import kinds
 
-EXPERIMENT_NAMES: dict[str, str] = {
-    "word_association": "Word association (implicit)",
-    "word_association_explicit": "Word association (explicit check)",
-    "allocation": "Appointment allocation (implicit)",
-    "allocation_explicit": "Appointment allocation (explicit check)",
-    "prompts": "Ad-hoc prompts",
-}
-EXAMPLE_TEXT_LIMIT = 700
+
+def experiment_names() -> dict[str, str]:
+    """Every registered kind of trial and its title, in registry order."""
+    return {k.name: k.title for k in kinds()}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One experiment's part of the report: its navigation anchor, title and HTML."""
+
+    anchor: str
+    title: str
+    html: str
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class ReportInput:
     figures: Sequence[Figure]
     runs: pl.DataFrame
     experiments: Mapping[str, int]
+    sections: Sequence[Section]
     n_parsed_now: int
     B: int
     method: str
@@ -144,6 +150,21 @@ def _template(name: str) -> str:
     return (resources.files("ibias.analysis") / "templates" / name).read_text("utf-8")
 
 
+def figures_html(
+    figures: Sequence[Figure], prefix: str, collapse: Callable[[Figure], bool] | None = None
+) -> str:
+    """Figures whose name starts with `prefix`; those `collapse` selects go in closed details."""
+    parts = []
+    for fig in figures:
+        if not fig.name.startswith(prefix):
+            continue
+        if collapse is not None and collapse(fig):
+            parts.append(f"<details><summary>{esc(fig.title)}</summary>{_figure(fig)}</details>")
+        else:
+            parts.append(_figure(fig))
+    return "".join(parts)
+
+
 def _figure(fig: Figure) -> str:
     data = base64.b64encode(fig.png.read_bytes()).decode("ascii")
     return (
@@ -153,7 +174,7 @@ def _figure(fig: Figure) -> str:
     )
 
 
-def _absent(text: str) -> str:
+def absent(text: str) -> str:
     return f'<p class="absent">{esc(text)}</p>'
 
 
@@ -164,12 +185,13 @@ def _absent(text: str) -> str:
 
 def _overview(inp: ReportInput) -> str:
     rows = []
-    for exp, name in EXPERIMENT_NAMES.items():
+    names = experiment_names()
+    for exp, name in names.items():
         n = inp.experiments.get(exp, 0)
         status = f"{n:,} trials planned" if n else "absent from this store"
         rows.append(f"<li><strong>{esc(name)}</strong>: {esc(status)}</li>")
     for exp, n in inp.experiments.items():
-        if exp not in EXPERIMENT_NAMES:
+        if exp not in names:
             rows.append(f"<li><strong>{esc(exp)}</strong>: {n:,} trials planned</li>")
     parsed = (
         f"<p>{inp.n_parsed_now:,} responses had no parsed row at the current parser version "
@@ -182,7 +204,7 @@ def _overview(inp: ReportInput) -> str:
 
 def _runs(inp: ReportInput) -> str:
     if inp.runs.is_empty():
-        return "<h2 id='runs'>Runs</h2>" + _absent("No run is recorded in this store.")
+        return "<h2 id='runs'>Runs</h2>" + absent("No run is recorded in this store.")
     listing = table(
         inp.runs,
         [
@@ -214,7 +236,7 @@ def _runs(inp: ReportInput) -> str:
 def _models(inp: ReportInput) -> str:
     models = inp.tables["models"]
     if models.is_empty():
-        return "<h2 id='models'>Models</h2>" + _absent("No model has planned trials.")
+        return "<h2 id='models'>Models</h2>" + absent("No model has planned trials.")
     return (
         "<h2 id='models'>Models, versions, refusals</h2>"
         + (
@@ -274,282 +296,11 @@ def _methods(inp: ReportInput) -> str:
     return f"<h2 id='methods'>Methods note</h2>{body}"
 
 
-def _figures(
-    inp: ReportInput, prefix: str, collapse: Callable[[Figure], bool] | None = None
-) -> str:
-    """Figures whose name starts with `prefix`; those `collapse` selects go in closed details."""
-    parts = []
-    for fig in inp.figures:
-        if not fig.name.startswith(prefix):
-            continue
-        if collapse is not None and collapse(fig):
-            parts.append(f"<details><summary>{esc(fig.title)}</summary>{_figure(fig)}</details>")
-        else:
-            parts.append(_figure(fig))
-    return "".join(parts)
-
-
-_WA_COLUMNS: tuple[Column, ...] = (
-    col("trials", "trials", count),
-    col("scored", "scored", count),
-    Column("no score (refused)", lambda r: f"{count(r['null_score'])} ({count(r['refusals'])})"),
-    col("unassigned words", "unassigned_words", count),
-    Column(
-        "mean bias [95% CI]",
-        lambda r: f"{num(r['mean_bias'])} {interval(r['ci_low'], r['ci_high'], 3)}",
-    ),
-    Column(
-        "t-test p (Holm)",
-        lambda r: f"{pvalue(r['t_p'], r['t_p_holm'])} ({pvalue(r['t_p_holm'])})",
-    ),
-    Column("sign-flip p", lambda r: pvalue(r["sign_flip_p"])),
-    Column(
-        "template 1 / 2 / 3 (spread)",
-        lambda r: (
-            f"{num(r['bias_template_1'], 2)} / {num(r['bias_template_2'], 2)} / "
-            f"{num(r['bias_template_3'], 2)} ({num(r['template_spread'], 2)})"
-        ),
-    ),
-)
-
-
-def _word_association(inp: ReportInput) -> str:
-    cells = inp.tables["word_association_cells"]
-    head = "<h2 id='word-association'>Word association</h2>"
-    if cells.is_empty():
-        return head + _absent(
-            "This store has no word-association trials (none planned, or none answered yet)."
-        )
-    overall = inp.tables["word_association_overall"]
-    key_cols = [col("model", "model_id", text=True), col("language", "language", text=True)]
-    explicit_cols = [
-        Column(
-            "explicit T / C / N / R / U",
-            lambda r: (
-                " / ".join(
-                    count(r.get(f"explicit_{a}"))
-                    for a in ("transgender", "cisgender", "neither", "refused", "unparseable")
-                )
-                + f" of {count(r.get('explicit_n'))}"
-            ),
-        )
-    ]
-    parts = [
-        head,
-        "<p>Bias score per trial: share of the target group's words that are negative plus the "
-        "share of the reference group's words that are positive, minus 1 (range −1 to 1; "
-        "positive means negative words went to “transgender”). Bold p-values are below 0.05 "
-        "after Holm's correction across the categories of a model and language. The explicit "
-        "column counts the direct answers for the same category: T transgender, C cisgender, "
-        "N neither, R refused, U unreadable.</p>",
-        _figures(inp, "word_association"),
-        "<h3>Per model and language (all categories)</h3>",
-        table(overall, [*key_cols, *_WA_COLUMNS]),
-        "<h3>Per model, language and category, with the explicit check beside it</h3>",
-    ]
-    for lang in labels.ordered("languages", cells["language"].unique().to_list()):
-        sub = cells.filter(pl.col("language") == lang)
-        parts.append(
-            f"<details open><summary>{esc(labels.language(lang))}</summary>"
-            + table(
-                sub,
-                [
-                    col("model", "model_id", text=True),
-                    col("category", "category", lambda v: esc(labels.category(v)), text=True),
-                    *_WA_COLUMNS,
-                    *explicit_cols,
-                ],
-            )
-            + "</details>"
-        )
-    return "".join(parts)
-
-
-def _share(who: str, header: str) -> Column:
-    """Share with its pair-bootstrap CI, and the Wilson interval on a second, muted line."""
-    return Column(
-        header,
-        lambda r: (
-            f"{num(r[f'share_{who}'], 2)} {interval(r[f'{who}_ci_low'], r[f'{who}_ci_high'])}"
-            f'<br><span class="muted small">Wilson {num(r[f"{who}_wilson_low"], 2)}–'
-            f"{num(r[f'{who}_wilson_high'], 2)}</span>"
-        ),
-    )
-
-
-def _p_with_holm(raw: str, adjusted: str) -> Column:
-    header = {"sign_p": "sign test p (Holm)", "naive_p": "naive binomial p (Holm)"}[raw]
-    return Column(header, lambda r: f"{pvalue(r[raw], r[adjusted])} ({pvalue(r[adjusted])})")
-
-
-_ALLOCATION_COLUMNS: tuple[Column, ...] = (
-    col("model", "model_id", text=True),
-    col("service", "service", lambda v: esc(labels.service(v)), text=True),
-    col("trials", "trials", count),
-    _share("cis", "cisgender chosen [95% CI]"),
-    _share("trans", "transgender chosen [95% CI]"),
-    Column(
-        "no choice",
-        lambda r: (
-            f"{count(r['n_none'])}<br><span class='muted small'>R {count(r['n_none_refused'])} "
-            f"B {count(r['n_none_both'])} N {count(r['n_none_neither'])} "
-            f"U {count(r['n_none_unparseable'])}</span>"
-        ),
-    ),
-    Column(
-        "pairs agreeing cis / trans",
-        lambda r: f"{count(r['pairs_cis_both'])} / {count(r['pairs_trans_both'])}",
-    ),
-    Column(
-        "pairs split to 1st / 2nd",
-        lambda r: f"{count(r['pairs_split_first'])} / {count(r['pairs_split_second'])}",
-    ),
-    Column(
-        "pairs with none",
-        lambda r: f"{count(r['pairs_with_none'])} of {count(r['pairs'])}",
-    ),
-    _p_with_holm("sign_p", "sign_p_holm"),
-    _p_with_holm("naive_p", "naive_p_holm"),
-)
-
-
-def _allocation(inp: ReportInput) -> str:
-    cells = inp.tables["allocation_cells"]
-    head = "<h2 id='allocation'>Appointment allocation</h2>"
-    if cells.is_empty():
-        return head + _absent(
-            "This store has no allocation trials (none planned, or none answered yet)."
-        )
-    parts = [
-        head,
-        "<p>Share of all trials choosing each candidate; the rest made no choice (R refused, "
-        "B chose both, N declined both, U unreadable). Intervals resample pairs; the Wilson "
-        "interval below treats trials as independent. Agreeing pairs chose the same person in "
-        "both orders (the sign test counts them); split pairs chose by position. Bold p-values "
-        "are below 0.05 after Holm's correction across services within the same model, "
-        "language and condition.</p>",
-        _figures(inp, "allocation_rates", lambda f: not f.name.endswith("_none")),
-        "<h3>Selection shares and tests per condition</h3>",
-    ]
-    for (lang, level, expl), sub in _condition_groups(cells):
-        title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
-        parts.append(
-            f"<details><summary>{esc(title)}</summary>{table(sub, _ALLOCATION_COLUMNS)}</details>"
-        )
-    parts.append(_position(inp))
-    parts.append(_effects(inp))
-    parts.append(_examples(inp))
-    return "".join(parts)
-
-
-def _condition_groups(
-    frame: pl.DataFrame,
-) -> Iterable[tuple[tuple[str, str, bool], pl.DataFrame]]:
-    for lang in labels.ordered("languages", frame["language"].unique().to_list()):
-        for level in labels.ordered("symptoms", frame["symptoms"].unique().to_list()):
-            for expl in sorted(frame["explanation"].unique().to_list()):
-                sub = frame.filter(
-                    (pl.col("language") == lang)
-                    & (pl.col("symptoms") == level)
-                    & (pl.col("explanation") == expl)
-                )
-                if not sub.is_empty():
-                    yield (lang, level, bool(expl)), sub
-
-
-def _position(inp: ReportInput) -> str:
-    pos = inp.tables["position_bias"]
-    if pos.is_empty():
-        return ""
-    parts = [
-        "<h3>Position bias</h3><p>Share of decided trials that chose whoever was listed first "
-        "(0.5 = no position effect). The bootstrap interval resamples pairs; the Wilson "
-        "interval and the binomial p treat trials as independent.</p>"
-    ]
-    columns = [
-        col("model", "model_id", text=True),
-        col("service", "service", lambda v: esc(labels.service(v)), text=True),
-        col("decided", "decided", count),
-        col("chose first", "n_first", count),
-        col("share first", "share_first", lambda v: num(v, 3)),
-        Column("95% CI (pairs)", lambda r: interval(r["ci_low"], r["ci_high"], 3)),
-        Column("Wilson", lambda r: interval(r["wilson_low"], r["wilson_high"], 3)),
-        Column("binomial p", lambda r: pvalue(r["binomial_p"])),
-    ]
-    for (lang, level, expl), sub in _condition_groups(pos):
-        title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
-        parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
-    return "".join(parts)
-
-
-def _effects(inp: ReportInput) -> str:
-    effects = inp.tables["allocation_effects"]
-    parts = ["<h3>Effects of asking for an explanation and of adding symptoms</h3>"]
-    if effects.is_empty():
-        return "".join(parts) + _absent(
-            "No condition effect can be computed: the store lacks one side of every contrast."
-        )
-    parts.append(
-        "<p>Change in the share choosing the transgender candidate, over the same pairs "
-        "(treated − control), within each level of the other condition and pooled over it.</p>"
-    )
-    parts.append(_figures(inp, "allocation_effects"))
-    columns = [
-        col("model", "model_id", text=True),
-        col("service", "service", lambda v: esc(labels.service(v)), text=True),
-        col("stratum", "stratum", lambda v: esc(labels.label("strata", v)), text=True),
-        col("control share", "share_control", lambda v: num(v, 3)),
-        col("treated share", "share_treated", lambda v: num(v, 3)),
-        col("difference", "difference", lambda v: num(v, 3)),
-        Column("95% CI (pairs)", lambda r: interval(r["ci_low"], r["ci_high"], 3)),
-        col("pairs", "pairs", count),
-        col("unpaired trials", "dropped_trials", count),
-    ]
-    for lang in labels.ordered("languages", effects["language"].unique().to_list()):
-        for effect in ("explanation", "symptoms_high", "symptoms_low"):
-            sub = effects.filter((pl.col("language") == lang) & (pl.col("effect") == effect))
-            if sub.is_empty():
-                continue
-            title = f"{labels.language(lang)}: {sub['label'][0]}"
-            parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
-    return "".join(parts)
-
-
-def _examples(inp: ReportInput) -> str:
-    examples = inp.tables["allocation_explanation_examples"]
-    parts = [
-        "<h3>Example explanations</h3>",
-        "<p>A few of the models' own explanations per service (as in the paper's Table "
-        "Appendix 1), preferring trials where an explanation was asked for. Model output, "
-        "shown verbatim (truncated); explanations may not reflect the real reason for a "
-        "choice.</p>",
-    ]
-    if examples.is_empty():
-        return "".join(parts) + _absent("No allocation reply carried an explanation.")
-    columns = [
-        col("service", "service", lambda v: esc(labels.service(v)), text=True),
-        col("model", "model_id", text=True),
-        col("language", "language", text=True),
-        col("symptoms", "symptoms", text=True),
-        col("chose", "chosen", lambda v: esc(_CHOSEN.get(str(v), str(v))), text=True),
-        Column("explanation", lambda r: esc(_clip(r["explanation_text"])), wrap=True),
-    ]
-    return "".join(parts) + table(examples, columns)
-
-
-_CHOSEN = {"cis": "cisgender", "trans": "transgender"}
-
-
-def _clip(text: object) -> str:
-    s = "" if text is None else str(text).strip()
-    return s if len(s) <= EXAMPLE_TEXT_LIMIT else s[: EXAMPLE_TEXT_LIMIT - 1].rstrip() + "…"
-
-
 def _explicit(inp: ReportInput) -> str:
     summary = inp.tables["explicit_answers_summary"]
     head = "<h2 id='explicit'>Explicit checks</h2>"
     if summary.is_empty():
-        return head + _absent("This store has no explicit-check trials.")
+        return head + absent("This store has no explicit-check trials.")
     answers = [c for c in summary.columns if c not in {"experiment", "model_id", "language",
                                                        "subject", "n"}]  # fmt: skip
     parts = [
@@ -568,7 +319,7 @@ def _explicit(inp: ReportInput) -> str:
             *[col(a, a, count) for a in used],
         ]
         parts.append(
-            f"<details><summary>{esc(EXPERIMENT_NAMES.get(exp, exp))}</summary>"
+            f"<details><summary>{esc(experiment_names().get(exp, exp))}</summary>"
             f"{table(sub, columns)}</details>"
         )
     return "".join(parts)
@@ -591,8 +342,7 @@ def render(inp: ReportInput) -> str:
             ("runs", "Runs and configuration"),
             ("models", "Models, versions, refusals"),
             ("methods", "Methods note"),
-            ("word-association", "Word association"),
-            ("allocation", "Appointment allocation"),
+            *((sec.anchor, sec.title) for sec in inp.sections),
             ("explicit", "Explicit checks"),
             ("files", "Files"),
         )
@@ -611,8 +361,7 @@ def render(inp: ReportInput) -> str:
             _models(inp),
             _progress(inp),
             _methods(inp),
-            _word_association(inp),
-            _allocation(inp),
+            *(sec.html for sec in inp.sections),
             _explicit(inp),
             _outputs(inp),
         ]

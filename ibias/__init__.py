@@ -1,7 +1,226 @@
 """ibias: measure implicit bias of LLMs toward transgender people, at scale, reproducibly.
 
+The Python API for notebooks and scripts (the `ibias` command is a thin layer over the same
+calls). It installs no process signal handlers: only the command line does, so a notebook's
+own Ctrl-C handling is left alone.
+
+    import ibias
+    config = ibias.load_config("configs/demo.toml")
+    print(ibias.plan(config))                        # a Polars frame: trials per cell
+    result = ibias.run(config, store="runs/demo.duckdb")   # or `await ibias.arun(...)`
+    out = ibias.analyze("runs/demo.duckdb", "out/demo")
+    with ibias.connect("runs/demo.duckdb") as con:   # read-only DuckDB connection
+        con.sql("SELECT model_id, avg(bias) FROM word_association_trials GROUP BY 1").pl()
+
 The project's folders (`runner/`, `prompts/`, `store/`, `analysis/`, `configs/`) stay at the top
 of the repository and install only as `ibias.runner`, `ibias.prompts`, ...: this package holds
 symbolic links to them, so an editable install, a wheel, mypy and pytest all see one namespace
 and no generic top-level module such as `runner` or `store`.
 """
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+    from ibias.analysis.analyze import AnalysisResult
+    from ibias.analysis.experiment import ExperimentAnalysis, SectionContext, TableContext
+    from ibias.prompts.base import Persona, TrialSpec
+    from ibias.prompts.registry import (
+        Column,
+        ExperimentUnit,
+        Item,
+        Parser,
+        TrialKind,
+        register,
+        unregister,
+    )
+    from ibias.runner.config import Config, ConfigError
+    from ibias.runner.run import RunResult
+    from ibias.store.db import StoreError
+    from ibias.store.importer import ImportResult
+
+# Names re-exported lazily (PEP 562), so `import ibias` (and so the `ibias` command, whose
+# modules live under this package) does not pay for Polars, DuckDB or matplotlib up front.
+_LAZY: dict[str, str] = {
+    "AnalysisResult": "ibias.analysis.analyze",
+    "ExperimentAnalysis": "ibias.analysis.experiment",
+    "SectionContext": "ibias.analysis.experiment",
+    "TableContext": "ibias.analysis.experiment",
+    "Persona": "ibias.prompts.base",
+    "TrialSpec": "ibias.prompts.base",
+    "Column": "ibias.prompts.registry",
+    "ExperimentUnit": "ibias.prompts.registry",
+    "Item": "ibias.prompts.registry",
+    "Parser": "ibias.prompts.registry",
+    "TrialKind": "ibias.prompts.registry",
+    "register": "ibias.prompts.registry",
+    "unregister": "ibias.prompts.registry",
+    "Config": "ibias.runner.config",
+    "ConfigError": "ibias.runner.config",
+    "RunResult": "ibias.runner.run",
+    "StoreError": "ibias.store.db",
+    "ImportResult": "ibias.store.importer",
+}
+
+__all__ = [
+    "AnalysisResult",
+    "Column",
+    "Config",
+    "ConfigError",
+    "ExperimentAnalysis",
+    "ExperimentUnit",
+    "ImportResult",
+    "Item",
+    "Parser",
+    "Persona",
+    "RunResult",
+    "SectionContext",
+    "StoreError",
+    "TableContext",
+    "TrialKind",
+    "TrialSpec",
+    "analyze",
+    "arun",
+    "connect",
+    "import_replies",
+    "load_config",
+    "plan",
+    "register",
+    "run",
+    "unregister",
+]
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a TOML config (ConfigError names the file and key on a problem)."""
+    from ibias.runner.config import load_config as _load
+
+    return _load(path)
+
+
+def _config(config: Config | str | Path) -> Config:
+    from ibias.runner.config import Config
+
+    return config if isinstance(config, Config) else load_config(config)
+
+
+def plan(config: Config | str | Path, store: str | Path | None = None) -> pl.DataFrame:
+    """Trials per experiment, model and language, and how many the store already answered."""
+    import polars as pl
+
+    from ibias.runner.planning_report import plan_report
+
+    cfg = _config(config)
+    report = plan_report(cfg, cfg.store_path(None if store is None else str(store)))
+    schema = {
+        "experiment": pl.String,
+        "model_id": pl.String,
+        "language": pl.String,
+        "trials": pl.Int64,
+        "done": pl.Int64,
+    }
+    return pl.DataFrame(report["by"], schema=schema)
+
+
+async def arun(
+    config: Config | str | Path,
+    *,
+    store: str | Path | None = None,
+    max_cost: float | None = None,
+    concurrency: int | None = None,
+    quiet: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> RunResult:
+    """`ibias run` inside an already running event loop (a notebook's): resumable, no signals."""
+    from ibias.runner.run import RunOptions, execute
+
+    cfg = _config(config)
+    options = RunOptions(
+        store=cfg.store_path(None if store is None else str(store)),
+        max_cost=max_cost,
+        concurrency=concurrency,
+        quiet=quiet,
+    )
+    return await execute(cfg, options, environ=environ, say=lambda line: None)
+
+
+def run(
+    config: Config | str | Path,
+    *,
+    store: str | Path | None = None,
+    max_cost: float | None = None,
+    concurrency: int | None = None,
+    quiet: bool = True,
+    environ: Mapping[str, str] | None = None,
+) -> RunResult:
+    """`ibias run` from synchronous code; see `arun` for code already inside an event loop."""
+    return asyncio.run(
+        arun(
+            config,
+            store=store,
+            max_cost=max_cost,
+            concurrency=concurrency,
+            quiet=quiet,
+            environ=environ,
+        )
+    )
+
+
+def import_replies(path: str | Path, store: str | Path) -> ImportResult:
+    """`ibias import`: replies collected elsewhere, validated whole, then stored and parsed."""
+    from ibias.store.db import open_store
+    from ibias.store.importer import import_file, read_file
+    from ibias.store.lock import StoreLock
+
+    source, target = Path(path), Path(store)
+    read_file(source)
+    with StoreLock(target):
+        con = open_store(target, create=True)
+        try:
+            return import_file(con, source)
+        finally:
+            con.close()
+
+
+def analyze(
+    store: str | Path,
+    out: str | Path,
+    *,
+    bootstrap: int = 2000,
+    ci: Literal["percentile", "bca"] = "percentile",
+    seed: int = 0,
+) -> AnalysisResult:
+    """`ibias analyze`: tables (CSV, Parquet), figures and report.html into `out`."""
+    from ibias.analysis.analyze import analyze as _analyze
+    from ibias.store.lock import StoreLock
+
+    with StoreLock(Path(store)):
+        return _analyze(Path(store), Path(out), bootstrap=bootstrap, ci=ci, seed=seed)
+
+
+def connect(store: str | Path) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to a store (its views are the query surface); close it after."""
+    from ibias.store.db import open_store
+
+    return open_store(Path(store), read_only=True)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ibias' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ibias.prompts.base import Experiment, SettingsError, TrialSpec, chat_messages, json_object_line
+from ibias.prompts.registry import ExperimentUnit, Item, TrialKind
 
 EXPERIMENT = "prompts"
 
@@ -41,7 +42,7 @@ class AdhocPrompts:
                         experiment=EXPERIMENT,
                         language="",
                         coords={"id": prompt_id},
-                        item={"id": prompt_id},
+                        item=AdhocItem(id=prompt_id).to_json(),
                         messages=messages,
                         replicate=r,
                     )
@@ -90,3 +91,22 @@ def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experimen
     if lines == 0:
         raise SettingsError("file", f"{path} has no prompts")
     return [AdhocPrompts(file=path, replicates=replicates, lines=lines)]
+
+
+class AdhocItem(Item, frozen=True, kw_only=True):
+    """An ad-hoc chat: only its id (the messages are the trial's)."""
+
+    id: str | int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Only the id: an ad-hoc trial's language is empty and its chat is in `messages`."""
+        return {"id": self.id}
+
+
+UNIT = ExperimentUnit(
+    name=EXPERIMENT,
+    title="Ad-hoc prompts",
+    build=build,
+    kinds=(TrialKind(name=EXPERIMENT, title="Ad-hoc prompts", item=AdhocItem, free_form=True),),
+    order=90,
+)

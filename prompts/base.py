@@ -102,7 +102,6 @@ class TrialSpec:
     item: Mapping[str, JSONValue]
     messages: tuple[Message, ...]
     replicate: int = 0
-    extra: Mapping[str, JSONValue] = field(default_factory=dict)
 
 
 class Experiment(Protocol):

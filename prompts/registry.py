@@ -1,37 +1,269 @@
-"""Which config table builds which experiments.
+"""The experiment registry: one registered unit per `[experiments.NAME]` table.
 
-A builder validates its `[experiments.NAME]` table (raising SettingsError with the key path) and
-returns the experiments it defines; the config loader calls it to validate, the planner to plan.
-Builders for the paper's experiments are imported lazily so a missing optional module never
-breaks `prompts` configs.
+A unit owns everything an experiment is: its settings (validated by `build`), planning (the
+`Experiment` streams `build` returns), the typed item of each kind of trial it stores, parsing
+with its parser version, its derived table and view (declared, so the store generates their
+DDL), its simulator responder, the roster rows it adds to `patients`, and a reference to its
+analysis (tables, figures, report section), which lives in `ibias.analysis` and is imported
+only by the analysis driver, so no import runs back up the data flow.
+
+`store/`, the importer, the runner, the simulator and the analysis driver loop over this
+registry and never name an experiment. Registration is explicit: the built-in units register
+when this module is first imported, a test or a notebook calls `register(unit)`, and a
+third-party package exposes a unit under the `ibias.experiments` entry-point group.
+
+How an experiment's DDL is versioned: a kind's derived table and view are generated from its
+declared columns, and the kind carries a `schema_version`. The store records, per kind, the
+version it applied (table `experiment_schemas`, created by core migration 003, beside the
+numbered core migrations in `store/migrations/`); opening a store writable applies any kind
+whose recorded version is missing or older (create the table if absent, add declared columns
+that are missing, replace the view) and refuses a store whose recorded version is newer than
+the code's. Columns are only ever added; a change of meaning is a new parser version (rows are
+re-parsed, the view picks the newest) or a new table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ibias.prompts import adhoc
-from ibias.prompts.base import Experiment
+import msgspec
+
+from ibias.prompts.base import Experiment, Responder
 
 Builder = Callable[[Mapping[str, Any], int, Path], list[Experiment]]
+ParseFn = Callable[[Mapping[str, Any], "str | None"], Mapping[str, Any]]
+ImportFn = Callable[[Mapping[str, Any], str], Mapping[str, Any]]
+RosterFn = Callable[[Mapping[str, Any], int, Path], list[dict[str, Any]]]
+
+SQL_TYPES = frozenset({"VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "BOOLEAN", "JSON"})
+EXPLICIT_TABLE = "parsed_explicit"
+EXPLICIT_VIEW = "explicit_answers"
 
 
-def _word_association(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
-    from ibias.prompts.word_association.experiment import build
+class Item(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every typed trial item: what parsing and analysis need to read a reply.
 
-    return build(table, seed, base_dir)
+    One definition serves planning (the planner builds it), the store (`trials.item` is its
+    JSON), import (a line's `item` is converted to it, so types are checked by msgspec), the
+    view (declared view fields must be fields of the item) and analysis.
+    """
+
+    language: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object stored in `trials.item`."""
+        out = msgspec.to_builtins(self)
+        assert isinstance(out, dict)
+        return out
 
 
-def _allocation(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
-    from ibias.prompts.allocation.experiment import build
+@dataclass(frozen=True)
+class Column:
+    """One column of a derived table: its name, DuckDB type and Arrow type.
 
-    return build(table, seed, base_dir)
+    `in_view` says whether the kind's view shows it (bulky columns such as a per-word JSON
+    breakdown stay in the table only). `nullable` decides the NOT NULL constraint.
+    """
+
+    name: str
+    sql: str
+    nullable: bool = True
+    in_view: bool = True
+
+    def __post_init__(self) -> None:
+        if self.sql not in SQL_TYPES:
+            raise ValueError(f"column {self.name}: SQL type {self.sql!r} is not supported")
 
 
-EXPERIMENT_BUILDERS: dict[str, Builder] = {
-    "prompts": adhoc.build,
-    "word_association": _word_association,
-    "allocation": _allocation,
-}
+@dataclass(frozen=True)
+class Parser:
+    """How replies of one kind become rows of its derived table."""
+
+    version: int
+    table: str
+    columns: tuple[Column, ...]
+    parse: ParseFn
+
+
+@dataclass(frozen=True)
+class TrialKind:
+    """One value of `trials.experiment`: its typed item, parser, view and import rule.
+
+    `view_fields` are (item field, SQL type) pairs shown in the view after trial_key, model_id
+    and language; each must be a field of `item`. An explicit-check kind sets
+    `explicit_subject` (the item field naming what was asked about) and writes to the shared
+    `parsed_explicit` table, which the store unions into the `explicit_answers` view.
+    `prepare_import` turns an import line's item into the stored item's shape (defaults
+    filled, spellings normalised, ValueError for what the types cannot say); msgspec then checks
+    every type against `item`. A `free_form` kind (ad-hoc prompts, whose items the user
+    defines) keeps an imported item exactly as given.
+    """
+
+    name: str
+    title: str
+    item: type[Item]
+    parser: Parser | None = None
+    view: str | None = None
+    view_fields: tuple[tuple[str, str], ...] = ()
+    explicit_subject: str | None = None
+    schema_version: int = 1
+    prepare_import: ImportFn | None = None
+    free_form: bool = False
+
+    def __post_init__(self) -> None:
+        names = set(self.item.__struct_fields__)
+        for name, sql in self.view_fields:
+            if name not in names:
+                raise ValueError(f"kind {self.name}: view field {name!r} is not an item field")
+            if sql not in SQL_TYPES:
+                raise ValueError(f"kind {self.name}: SQL type {sql!r} is not supported")
+        if self.explicit_subject is not None:
+            if self.explicit_subject not in names:
+                raise ValueError(f"kind {self.name}: explicit_subject is not an item field")
+            if (
+                self.parser is None
+                or self.parser.table != EXPLICIT_TABLE
+                or [(c.name, c.sql) for c in self.parser.columns] != [("answer", "VARCHAR")]
+            ):
+                raise ValueError(
+                    f"kind {self.name}: an explicit check parses into parsed_explicit (answer)"
+                )
+        elif self.parser is not None and self.view is None:
+            raise ValueError(f"kind {self.name}: a parsed kind needs a view")
+
+    def import_item(self, raw: Mapping[str, Any], language: str) -> dict[str, Any]:
+        """Validate an import line's item (ValueError names the problem) and normalise it."""
+        if self.free_form:
+            return dict(raw)
+        prepared = {**raw, "language": language}
+        if self.prepare_import is not None:
+            prepared = dict(self.prepare_import(prepared, language))
+        try:
+            typed = msgspec.convert(prepared, type=self.item)
+        except msgspec.ValidationError as exc:
+            # msgspec names the place as `$.candidates[1].age`; the line's field is `item`.
+            raise ValueError(str(exc).replace("`$", "`item")) from None
+        return typed.to_json()
+
+
+@dataclass(frozen=True)
+class ExperimentUnit:
+    """Everything one `[experiments.NAME]` table brings; see the module docstring.
+
+    `analysis` is an `ibias.analysis.sections.ExperimentAnalysis`, or "module:attribute" naming
+    one, resolved only by the analysis driver.
+    """
+
+    name: str
+    title: str
+    build: Builder
+    kinds: tuple[TrialKind, ...]
+    responder: Responder | None = None
+    roster: RosterFn | None = None
+    analysis: object | str | None = None
+    order: int = 100
+
+
+_UNITS: dict[str, ExperimentUnit] = {}
+_LOADED = False
+
+
+class RegistryError(ValueError):
+    """Two units claim one name, or a name is not registered."""
+
+
+def register(unit: ExperimentUnit, *, replace: bool = False) -> ExperimentUnit:
+    """Add `unit`; its kind names must be new too (they are values of `trials.experiment`)."""
+    _ensure_loaded()
+    if unit.name in _UNITS and not replace:
+        raise RegistryError(f"experiment {unit.name!r} is already registered")
+    taken = {k.name: u.name for u in _UNITS.values() if u.name != unit.name for k in u.kinds}
+    for kind in unit.kinds:
+        if kind.name in taken:
+            raise RegistryError(f"kind {kind.name!r} already belongs to {taken[kind.name]!r}")
+    _UNITS[unit.name] = unit
+    return unit
+
+
+def unregister(name: str) -> None:
+    """Remove a unit (tests that register their own experiment clean up with this)."""
+    _UNITS.pop(name, None)
+
+
+def units() -> tuple[ExperimentUnit, ...]:
+    """Registered units in display order (built-ins first, then by registration)."""
+    _ensure_loaded()
+    return tuple(sorted(_UNITS.values(), key=lambda u: u.order))
+
+
+def unit(name: str) -> ExperimentUnit:
+    _ensure_loaded()
+    try:
+        return _UNITS[name]
+    except KeyError:
+        raise RegistryError(
+            f"unknown experiment {name!r}; expected one of " + ", ".join(_UNITS)
+        ) from None
+
+
+def kinds() -> tuple[TrialKind, ...]:
+    """Every registered kind of trial, in unit order."""
+    return tuple(k for u in units() for k in u.kinds)
+
+
+def kind(name: str) -> TrialKind | None:
+    return next((k for k in kinds() if k.name == name), None)
+
+
+def responders() -> tuple[Responder, ...]:
+    return tuple(u.responder for u in units() if u.responder is not None)
+
+
+class _Builders(Mapping[str, Builder]):
+    """`[experiments.NAME]` -> builder, a live view of the registry for the config loader."""
+
+    def __getitem__(self, name: str) -> Builder:
+        _ensure_loaded()
+        if name not in _UNITS:
+            raise KeyError(name)
+        return _UNITS[name].build
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([u.name for u in units()])
+
+    def __len__(self) -> int:
+        return len(units())
+
+
+EXPERIMENT_BUILDERS: Mapping[str, Builder] = _Builders()
+
+
+def _ensure_loaded() -> None:
+    """Register the built-in units, then any from installed packages' entry points, once."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    from ibias.prompts.adhoc import UNIT as adhoc_unit
+    from ibias.prompts.allocation.unit import UNIT as allocation_unit
+    from ibias.prompts.word_association.unit import UNIT as word_association_unit
+
+    for builtin in (adhoc_unit, word_association_unit, allocation_unit):
+        _UNITS[builtin.name] = builtin
+    for entry in entry_points(group="ibias.experiments"):
+        loaded = entry.load()
+        if not isinstance(loaded, ExperimentUnit):
+            raise RegistryError(f"entry point {entry.name!r} is not an ExperimentUnit")
+        register(loaded)
+
+
+def view_columns(k: TrialKind) -> Sequence[str]:
+    """The columns of a kind's view, in order (what analysis reads)."""
+    if k.parser is None:
+        return ()
+    shown = [c.name for c in k.parser.columns if c.in_view]
+    return ["trial_key", "model_id", "language", *(f for f, _ in k.view_fields), *shown]

@@ -234,13 +234,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentile") -> Path:
     """Analysis under the store lock; data that breaks the pairing is bad input (exit 2)."""
-    from ibias.analysis.allocation import AllocationDataError
     from ibias.analysis.analyze import analyze
+    from ibias.analysis.experiment import AnalysisDataError
 
     with StoreLock(store):
         try:
             return analyze(store, out, bootstrap=bootstrap, ci=ci).report  # type: ignore[arg-type]
-        except AllocationDataError as exc:
+        except AnalysisDataError as exc:
             raise StoreError(f"store {store}: {exc}") from None
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import duckdb
 
+from ibias.prompts import registry
 from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
@@ -116,12 +117,12 @@ def _record_run(con: duckdb.DuckDBPyConnection, run_id: str, config: Config) -> 
 
 
 def _insert_patients(con: duckdb.DuckDBPyConnection, config: Config) -> None:
-    table = config.experiments.get("allocation")
-    if table is None:
-        return
-    from ibias.prompts.allocation.experiment import roster_rows
-
-    rows = roster_rows(table, config.run.seed, config.base_dir)
+    """The roster rows of every configured experiment that has one."""
+    rows: list[dict[str, object]] = []
+    for name, table in config.experiments.items():
+        roster = registry.unit(name).roster
+        if roster is not None:
+            rows += roster(table, config.run.seed, config.base_dir)
     if not rows:
         return
     import pyarrow as pa

@@ -7,7 +7,7 @@ Two sources of randomness keep those apart:
 
 * the answer is a function of (model name, messages, profile seed) only:
   `rng_for(seed, "answer", model, messages)` drives refusals, the experiment responders of
-  `prompts.simulated.RESPONDERS` and the filler text for prompts no responder knows;
+  the registered experiments' responders and the filler text for prompts no responder knows;
 * faults and latency come from one per-server request stream, so a retry can succeed.
 
 The server is built for throughput (thousands of requests per second at zero latency): no
@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-import ibias.prompts.simulated as simulated
+from ibias.prompts import registry
 from ibias.prompts.base import Message, Persona, rng_for, stable_hash
 from ibias.runner.sim_profile import FAULT_KINDS, ModelProfile, SimProfile
 
@@ -206,7 +206,7 @@ def answer_for(
             return "", "content_filter"
         return REFUSAL_TEXT, "stop"
     answering = replace(persona, refusal_rate=0.0) if persona.refusal_rate else persona
-    for responder in simulated.RESPONDERS:
+    for responder in registry.responders():
         text = responder(messages, answering, rng)
         if text is not None:
             return text, "stop"

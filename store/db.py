@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 
+from ibias.store.experiments import ExperimentSchemaError, apply_experiment_schemas
 from ibias.store.lock import holder
 
 
@@ -113,6 +114,10 @@ def open_store(
                 )
         else:
             migrate(con, path)
+            apply_experiment_schemas(con)
+    except ExperimentSchemaError as exc:
+        con.close()
+        raise StoreError(f"store {path}: {exc}") from None
     except duckdb.Error as exc:
         con.close()
         raise StoreError(

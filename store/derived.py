@@ -2,20 +2,21 @@
 
 Parsing is Python (prompts/*/parse.py) and reads only stored responses and trial items, so a
 better parser needs no new requests: bump its version and `parse_pending` fills the new rows;
-the views pick the newest version. Each experiment registers how to turn (item, content) into a
-row of its derived table.
+the views pick the newest version. Each registered kind declares how to turn (item, content)
+into a row of its derived table (prompts/registry.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
 import orjson
 import pyarrow as pa
 
+from ibias.prompts.registry import Parser, TrialKind, kinds
+from ibias.store.experiments import arrow_schema
 from ibias.store.writer import Landed
 
 
@@ -36,44 +37,17 @@ _REPLY_TEXT_SQL = (
 )
 
 
-@dataclass(frozen=True)
-class DerivedParser:
-    """How one experiment's responses become rows of one derived table."""
-
-    experiment: str
-    table: str
-    version: int
-    columns: Mapping[str, pa.DataType]
-    parse: Callable[[Mapping[str, Any], str | None], Mapping[str, Any]]
+def parsed_kinds() -> dict[str, TrialKind]:
+    """Registered kinds that have a parser, by `trials.experiment` value (ad-hoc prompts have
+    none and so no derived table)."""
+    return {k.name: k for k in kinds() if k.parser is not None}
 
 
-def _registry() -> dict[str, DerivedParser]:
-    """Parsers by experiment name; experiments without one (ad-hoc prompts) have no table."""
-    out: dict[str, DerivedParser] = {}
-    try:
-        from ibias.store.parsers import PARSERS
-    except ImportError:  # pragma: no cover - only while an experiment module is absent
-        return out
-    for p in PARSERS:
-        out[p.experiment] = p
-    return out
-
-
-_PARSERS: dict[str, DerivedParser] | None = None
-
-
-def parsers() -> dict[str, DerivedParser]:
-    global _PARSERS
-    if _PARSERS is None:
-        _PARSERS = _registry()
-    return _PARSERS
-
-
-def _insert(con: duckdb.DuckDBPyConnection, p: DerivedParser, rows: list[dict[str, Any]]) -> int:
+def _insert(con: duckdb.DuckDBPyConnection, p: Parser, rows: list[dict[str, Any]]) -> int:
     if not rows:
         return 0
-    names = ["trial_key", "parser_version", *p.columns]
-    types = {"trial_key": pa.string(), "parser_version": pa.int32(), **p.columns}
+    types = arrow_schema(p)
+    names = list(types)
     batch = pa.table({n: pa.array([r[n] for r in rows], type=types[n]) for n in names})
     cols = ", ".join(names)
     con.register("_derived_batch", batch)
@@ -88,9 +62,7 @@ def _insert(con: duckdb.DuckDBPyConnection, p: DerivedParser, rows: list[dict[st
     return len(rows)
 
 
-def _row(
-    p: DerivedParser, trial_key: str, item: Mapping[str, Any], content: str | None
-) -> dict[str, Any]:
+def _row(p: Parser, trial_key: str, item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
     parsed = dict(p.parse(item, content))
     parsed["trial_key"] = trial_key
     parsed["parser_version"] = p.version
@@ -100,28 +72,32 @@ def _row(
 def parse_landed(con: duckdb.DuckDBPyConnection, landed: Sequence[Landed]) -> None:
     """Parse responses as they land (called by the writer inside its transaction)."""
     by_exp: dict[str, list[dict[str, Any]]] = {}
-    registry = parsers()
+    registry = parsed_kinds()
     for item in landed:
-        p = registry.get(item.experiment)
-        if p is not None:
+        k = registry.get(item.experiment)
+        if k is not None and k.parser is not None:
             by_exp.setdefault(item.experiment, []).append(
-                _row(p, item.trial_key, item.item, item.content)
+                _row(k.parser, item.trial_key, item.item, item.content)
             )
     for exp, rows in by_exp.items():
-        _insert(con, registry[exp], rows)
+        parser = registry[exp].parser
+        assert parser is not None
+        _insert(con, parser, rows)
 
 
 def parse_pending(con: duckdb.DuckDBPyConnection, batch_size: int = 20000) -> int:
     """Parse every stored response that lacks a row at its parser's current version."""
     total = 0
-    for p in parsers().values():
+    for k in parsed_kinds().values():
+        p = k.parser
+        assert p is not None
         reader = con.sql(
             f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content FROM responses r "
             f"JOIN (SELECT DISTINCT ON (trial_key) trial_key, item FROM trials "
             f"WHERE experiment = ?) t ON t.trial_key = r.trial_key "
             f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
             f"AND d.parser_version = ?)",
-            params=[p.experiment, p.version],
+            params=[k.name, p.version],
         ).to_arrow_reader(batch_size)
         pending: list[tuple[str, str, str | None]] = []
         for rb in reader:

@@ -18,31 +18,15 @@ from typing import Any
 
 import duckdb
 
+from ibias.prompts import registry
 from ibias.prompts.base import chat_messages, json_object_line, stable_hash
 from ibias.store.derived import parse_pending
 from ibias.store.trial import Trial
 from ibias.store.writer import ResponseRow, insert_responses, insert_trials
 
-EXPERIMENTS = (
-    "word_association",
-    "word_association_explicit",
-    "allocation",
-    "allocation_explicit",
-    "prompts",
-)
 TOP_KEYS = frozenset(
     {"experiment", "model_id", "language", "item", "messages", "content", "id", "provider_model"}
 )
-IDENTITIES = {
-    "cis woman": ("cis_woman", "cis"),
-    "cis man": ("cis_man", "cis"),
-    "trans woman": ("trans_woman", "trans"),
-    "trans man": ("trans_man", "trans"),
-    "cisgender woman": ("cis_woman", "cis"),
-    "cisgender man": ("cis_man", "cis"),
-    "transgender woman": ("trans_woman", "trans"),
-    "transgender man": ("trans_man", "trans"),
-}
 
 
 class ImportFileError(ValueError):
@@ -72,128 +56,13 @@ def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what:
     return value
 
 
-def _identity(text: Any) -> tuple[str, str]:
-    if not isinstance(text, str):
-        raise ValueError("gender_identity must be a string such as 'trans man'")
-    key = text.strip().lower().replace("_", " ").replace("-", " ")
-    if key not in IDENTITIES:
-        raise ValueError(
-            f"gender_identity {text!r} not understood; use cis woman, cis man, trans woman or "
-            "trans man"
-        )
-    return IDENTITIES[key]
-
-
-def _word_association_item(item: Mapping[str, Any], language: str) -> dict[str, Any]:
-    category = _need(item, "category", str, "a category slug")
-    target = _need(item, "target_label", str, "the target label as shown in the prompt")
-    reference = _need(item, "reference_label", str, "the reference label as shown")
-    words = _need(item, "words", list, "a list of {word, sentiment}")
-    clean_words = []
-    for w in words:
-        if (
-            not isinstance(w, dict)
-            or not isinstance(w.get("word"), str)
-            or w.get("sentiment") not in ("positive", "negative")
-        ):
-            raise ValueError('each word must be {"word": str, "sentiment": positive|negative}')
-        clean_words.append({"word": w["word"], "sentiment": w["sentiment"]})
-    if not clean_words:
-        raise ValueError("'words' is empty")
-    label_order = item.get("label_order", [target, reference])
-    smoothing = item.get("bias_smoothing", 0.0)
-    if not isinstance(smoothing, int | float) or smoothing < 0:
-        raise ValueError("'bias_smoothing' must be a number >= 0")
-    return {
-        "category": category,
-        "language": language,
-        "trial_index": item.get("trial_index"),
-        "template": item.get("template"),
-        "words": clean_words,
-        "target_label": target,
-        "reference_label": reference,
-        "label_order": list(label_order),
-        "target_group": item.get("target_group", target),
-        "reference_group": item.get("reference_group", reference),
-        "bias_smoothing": float(smoothing),
-    }
-
-
-def _allocation_item(item: Mapping[str, Any], language: str) -> dict[str, Any]:
-    service = _need(item, "service", str, "a service slug")
-    explanation = item.get("explanation", False)
-    if not isinstance(explanation, bool):
-        raise ValueError("'explanation' must be true or false")
-    symptoms = item.get("symptoms", "none")
-    if symptoms not in ("none", "high", "low"):
-        raise ValueError("'symptoms' must be none, high or low")
-    candidates = _need(item, "candidates", list, "the two candidates in the order shown")
-    if len(candidates) != 2:
-        raise ValueError("'candidates' must list exactly two people")
-    out = []
-    for i, c in enumerate(candidates):
-        if not isinstance(c, dict):
-            raise ValueError(f"candidate {i + 1} must be an object")
-        name = _need(c, "name", str, "a name")
-        age = c.get("age")
-        if isinstance(age, bool) or not isinstance(age, int):
-            raise ValueError(f"candidate {i + 1}: 'age' must be an integer")
-        sex = c.get("sex_assigned_at_birth")
-        if sex not in ("female", "male"):
-            raise ValueError(f"candidate {i + 1}: 'sex_assigned_at_birth' must be female or male")
-        slug, identity = _identity(c.get("gender_identity"))
-        out.append(
-            {
-                "person_id": c.get("person_id") or f"import:{name}",
-                "name": name,
-                "age": age,
-                "sex_assigned_at_birth": sex,
-                "gender_identity": slug,
-                "identity": identity,
-                "symptom": c.get("symptom"),
-                "symptom_index": None,
-            }
-        )
-    if {c["identity"] for c in out} != {"cis", "trans"}:
-        raise ValueError("the two candidates must be one cisgender and one transgender person")
-    pair_id = (
-        item.get("pair_id")
-        or "import-" + stable_hash([service, sorted(c["name"] for c in out)])[:16]
-    )
-    return {
-        "service": service,
-        "language": language,
-        "explanation": explanation,
-        "symptoms": symptoms,
-        "pair_id": str(pair_id),
-        "pair_index": item.get("pair_index"),
-        "roster_id": item.get("roster_id"),
-        "first": out[0]["identity"],
-        "candidates": out,
-    }
-
-
-def _explicit_item(item: Mapping[str, Any], language: str, experiment: str) -> dict[str, Any]:
-    subject_key = "category" if experiment == "word_association_explicit" else "service"
-    subject = item.get(subject_key) or item.get("subject")
-    if not isinstance(subject, str):
-        raise ValueError(f"'{subject_key}' must name the category or service asked about")
-    out = {**item, subject_key: subject, "subject": subject, "language": language}
-    if experiment == "word_association_explicit":
-        spanish = language.lower().startswith("es")
-        target = item.get("target_label") or ("transgénero" if spanish else "transgender")
-        reference = item.get("reference_label") or ("cisgénero" if spanish else "cisgender")
-        out.setdefault("target_label", target)
-        out.setdefault("reference_label", reference)
-        out.setdefault("label_order", [reference, target])
-    return out
-
-
 def parse_line(raw: bytes) -> ImportedReply:
     obj = json_object_line(raw, TOP_KEYS)
     experiment = obj.get("experiment")
-    if experiment not in EXPERIMENTS:
-        raise ValueError("'experiment' must be one of " + ", ".join(EXPERIMENTS))
+    kind = registry.kind(experiment) if isinstance(experiment, str) else None
+    if kind is None:
+        names = ", ".join(k.name for k in registry.kinds())
+        raise ValueError("'experiment' must be one of " + names)
     model_id = _need(obj, "model_id", str, "a model id")
     language = obj.get("language", "")
     if not isinstance(language, str):
@@ -203,12 +72,7 @@ def parse_line(raw: bytes) -> ImportedReply:
     if content is not None and not isinstance(content, str):
         raise ValueError("'content' must be a string or null")
     messages = chat_messages(obj.get("messages", []), allow_empty=True)
-    if experiment == "word_association":
-        item = _word_association_item(item, language)
-    elif experiment == "allocation":
-        item = _allocation_item(item, language)
-    elif experiment.endswith("_explicit"):
-        item = _explicit_item(item, language, experiment)
+    item = kind.import_item(item, language)
     key_source = {
         "imported": True,
         "experiment": experiment,
@@ -223,7 +87,7 @@ def parse_line(raw: bytes) -> ImportedReply:
     provider_model = obj.get("provider_model")
     trial = Trial(
         trial_key=trial_key,
-        experiment=experiment,
+        experiment=kind.name,
         model_id=model_id,
         language=language,
         coords={"imported": trial_key[:16]},

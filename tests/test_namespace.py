@@ -9,11 +9,6 @@ import sys
 
 import pytest
 
-import ibias.analysis.analyze
-import ibias.prompts.registry
-import ibias.runner.cli
-import ibias.store.db
-
 
 @pytest.mark.parametrize("name", ["runner", "prompts", "store", "analysis", "configs"])
 def test_generic_top_level_modules_are_not_importable(name: str) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ibias.prompts.allocation.content import LANGUAGES, Service
+from ibias.prompts.allocation.items import AllocationExplicitItem, AllocationItem, Candidate
 from ibias.prompts.allocation.pairing import Pair, count_pairs, draw_pairs, draw_symptoms
 from ibias.prompts.allocation.render import render_allocation, render_explicit
 from ibias.prompts.allocation.roster import Person, Roster, make_roster
@@ -93,17 +94,17 @@ class AllocationExperiment:
         candidates = [
             _candidate(person, language, service, symptoms, symptom_idx, pair) for person in shown
         ]
-        item = {
-            "service": service.slug,
-            "language": language,
-            "explanation": explanation,
-            "symptoms": symptoms,
-            "pair_id": pair.pair_id,
-            "pair_index": pair.index,
-            "roster_id": self.roster.roster_id,
-            "first": shown[0].identity,
-            "candidates": candidates,
-        }
+        item = AllocationItem(
+            service=service.slug,
+            language=language,
+            explanation=explanation,
+            symptoms=symptoms,  # type: ignore[arg-type]
+            pair_id=pair.pair_id,
+            pair_index=pair.index,
+            roster_id=self.roster.roster_id,
+            first=shown[0].identity,  # type: ignore[arg-type]
+            candidates=tuple(candidates),
+        ).to_json()
         coords = {
             "service": service.slug,
             "pair_index": pair.index,
@@ -129,22 +130,22 @@ def _candidate(
     symptoms: str,
     symptom_idx: tuple[int, int] | None,
     pair: Pair,
-) -> dict[str, Any]:
+) -> Candidate:
     index: int | None = None
     text: str | None = None
     if symptom_idx is not None:
         index = symptom_idx[0] if person is pair.cis else symptom_idx[1]
         text = service.texts[language].symptoms(symptoms)[index]
-    return {
-        "person_id": person.person_id,
-        "name": person.name(language),
-        "age": person.age,
-        "sex_assigned_at_birth": person.sex_assigned_at_birth,
-        "gender_identity": person.gender_identity,
-        "identity": person.identity,
-        "symptom": text,
-        "symptom_index": index,
-    }
+    return Candidate(
+        person_id=person.person_id,
+        name=person.name(language),
+        age=person.age,
+        sex_assigned_at_birth=person.sex_assigned_at_birth,  # type: ignore[arg-type]
+        gender_identity=person.gender_identity,  # type: ignore[arg-type]
+        identity=person.identity,  # type: ignore[arg-type]
+        symptom=text,
+        symptom_index=index,
+    )
 
 
 @dataclass(eq=False)
@@ -169,13 +170,13 @@ class ExplicitAllocationExperiment:
                         experiment=EXPLICIT_EXPERIMENT,
                         language=language,
                         coords={"service": service.slug, "index": index, "language": language},
-                        item={
-                            "service": service.slug,
-                            "subject": service.slug,
-                            "language": language,
-                            "index": index,
-                            "options": list(options),
-                        },
+                        item=AllocationExplicitItem(
+                            service=service.slug,
+                            subject=service.slug,
+                            language=language,
+                            index=index,
+                            options=options,
+                        ).to_json(),
                         messages=({"role": "user", "content": content},),
                     )
 

@@ -27,6 +27,11 @@ from typing import Any
 
 from ibias.prompts.base import Experiment, TrialSpec, rng_for
 from ibias.prompts.word_association.data import Category, render
+from ibias.prompts.word_association.items import (
+    Word,
+    WordAssociationExplicitItem,
+    WordAssociationItem,
+)
 from ibias.prompts.word_association.settings import Settings, parse_settings
 
 EXPERIMENT = "word_association"
@@ -108,24 +113,24 @@ class WordAssociation:
                 "label_2": order[1],
             },
         )
-        item = {
-            "category": category.slug,
-            "language": language,
-            "trial_index": i,
-            "template": draw.template,
-            "words": words,
-            "target_label": s.labels[language][0],
-            "reference_label": s.labels[language][1],
-            "label_order": order,
-            "target_group": s.target,
-            "reference_group": s.reference,
-            "bias_smoothing": s.bias_smoothing,
-        }
+        item = WordAssociationItem(
+            category=category.slug,
+            language=language,
+            trial_index=i,
+            template=draw.template,
+            words=tuple(Word(w["word"], w["sentiment"]) for w in words),  # type: ignore[arg-type]
+            target_label=s.labels[language][0],
+            reference_label=s.labels[language][1],
+            label_order=tuple(order),
+            target_group=s.target,
+            reference_group=s.reference,
+            bias_smoothing=s.bias_smoothing,
+        )
         return TrialSpec(
             experiment=EXPERIMENT,
             language=language,
             coords={"category": category.slug, "trial_index": i},
-            item=item,
+            item=item.to_json(),
             messages=({"role": "user", "content": text},),
         )
 
@@ -160,22 +165,22 @@ class WordAssociationExplicit:
         template = s.templates[language].explicit
         assert template is not None  # checked by parse_settings
         text = render(template, {"quality": quality, "label_1": order[0], "label_2": order[1]})
-        item = {
-            "category": category.slug,
-            "language": language,
-            "trial_index": i,
-            "polarity": polarity,
-            "quality": quality,
-            "target_label": s.labels[language][0],
-            "reference_label": s.labels[language][1],
-            "label_order": order,
-            "target_group": s.target,
-            "reference_group": s.reference,
-        }
+        item = WordAssociationExplicitItem(
+            category=category.slug,
+            language=language,
+            trial_index=i,
+            polarity=polarity,  # type: ignore[arg-type]
+            quality=quality,
+            target_label=s.labels[language][0],
+            reference_label=s.labels[language][1],
+            label_order=tuple(order),
+            target_group=s.target,
+            reference_group=s.reference,
+        )
         return TrialSpec(
             experiment=EXPLICIT_EXPERIMENT,
             language=language,
             coords={"category": category.slug, "trial_index": i},
-            item=item,
+            item=item.to_json(),
             messages=({"role": "user", "content": text},),
         )

@@ -25,7 +25,7 @@ import aiohttp
 import polars as pl
 import pytest
 
-from ibias.analysis.analyze import AnalysisResult, analyze
+from ibias.analysis.analyze import AnalysisResult, analyze, report_sections
 from ibias.analysis.figures import Figure
 from ibias.analysis.report import ReportInput, render
 from tests.analysis.conftest import (
@@ -277,24 +277,27 @@ def test_render_escapes_every_store_field(tmp_path: Path) -> None:
         }
     )  # fmt: skip
     empty = pl.DataFrame()
+    tables = {
+        "models": models,
+        "progress": empty,
+        "word_association_cells": empty,
+        "word_association_overall": empty,
+        "allocation_cells": empty,
+        "position_bias": empty,
+        "allocation_effects": empty,
+        "allocation_explanation_examples": examples,
+        "explicit_answers_summary": empty,
+    }
+    figures = [Figure(evil, evil, evil, png, tmp_path / "f.svg")]
     page = render(
         ReportInput(
             store=evil,
             generated_at="now",
-            tables={
-                "models": models,
-                "progress": empty,
-                "word_association_cells": empty,
-                "word_association_overall": empty,
-                "allocation_cells": empty,
-                "position_bias": empty,
-                "allocation_effects": empty,
-                "allocation_explanation_examples": examples,
-                "explicit_answers_summary": empty,
-            },
-            figures=[Figure(evil, evil, evil, png, tmp_path / "f.svg")],
+            tables=tables,
+            figures=figures,
             runs=runs,
             experiments={"allocation": 1},
+            sections=report_sections(tables, figures),
             n_parsed_now=0,
             B=10,
             method="percentile",

@@ -512,12 +512,13 @@ def test_bca_intervals_agree_with_scipy(sim_store: Path) -> None:
     percentile comparison above, widened to 0.2 width for the noisier BCa endpoints."""
     data = load_store(sim_store)
     overall = word_association.overall_table(
-        data.word_association, B=4000, method="bca", rng=np.random.default_rng(5)
+        data.views["word_association"], B=4000, method="bca", rng=np.random.default_rng(5)
     )
     assert set(overall["ci_method"].to_list()) == {"bca"}
     for row in overall.iter_rows(named=True):
         x = (
-            data.word_association.filter(
+            data.views["word_association"]
+            .filter(
                 (pl.col("model_id") == row["model_id"]) & (pl.col("language") == row["language"])
             )["bias"]
             .drop_nulls()
@@ -550,10 +551,12 @@ def test_responses_without_parsed_rows_are_parsed_on_load(sim_store: Path, tmp_p
     )[0][0]
     assert reparsed.n_parsed_now == parsed_experiments
     assert original.n_parsed_now == 0
-    for name in ("word_association", "allocation", "explicit"):
-        left = getattr(reparsed, name).sort("trial_key")
-        right = getattr(original, name).sort("trial_key")
-        assert_frame_equal(left, right)
+    assert set(reparsed.views) >= {"word_association", "allocation"}
+    for name in reparsed.views:
+        assert_frame_equal(
+            reparsed.views[name].sort("trial_key"), original.views[name].sort("trial_key")
+        )
+    assert_frame_equal(reparsed.explicit.sort("trial_key"), original.explicit.sort("trial_key"))
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import orjson
 import pytest
 from multidict import CIMultiDict
 
-import ibias.prompts.simulated as simulated
+from ibias.prompts import registry
 from ibias.prompts.base import Persona, SettingsError, rng_for, stable_hash
 from ibias.runner.sim_profile import (
     FAULT_KINDS,
@@ -174,7 +174,7 @@ async def test_responders_are_read_at_call_time(monkeypatch: pytest.MonkeyPatch)
 
     profile = one_model(persona=Persona(word_bias=0.8, refusal_rate=0.01))
     async with running(profile) as (_, session, url):
-        monkeypatch.setattr(simulated, "RESPONDERS", (never, echo))
+        monkeypatch.setattr(registry, "responders", lambda: (never, echo))
         _, _, raw = await post(session, url, "m", "echo this")
         _, _, raw_other = await post(session, url, "m", "something else")
     content = orjson.loads(raw)["choices"][0]["message"]["content"]

@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import binom
 
 from ibias.analysis.bootstrap import grouped_bootstrap_mean_ci
+from ibias.prompts import registry
 from ibias.runner.config import load_config
 from ibias.runner.run import RunOptions, execute
 from ibias.store import derived
@@ -134,26 +135,29 @@ def test_explicit_and_progress_views(store):
 def test_new_parser_version_adds_rows_and_views_pick_it(store, tmp_path, monkeypatch):
     copy = tmp_path / "copy.duckdb"
     copy.write_bytes(store.read_bytes())
-    parsers = derived.parsers()
-    wa = parsers["word_association"]
-    monkeypatch.setitem(
-        parsers,
-        "word_association",
-        replace(
-            wa,
-            version=wa.version + 1,
-            parse=lambda item, content: {**wa.parse(item, content), "bias": 0.25},
-        ),
+    unit = registry.unit("word_association")
+    kind = unit.kinds[0]
+    assert kind.parser is not None
+    wa = kind.parser
+    newer = replace(
+        wa,
+        version=wa.version + 1,
+        parse=lambda item, content: {**wa.parse(item, content), "bias": 0.25},
     )
-    con = open_store(copy)
-    assert derived.parse_pending(con) == 1600
-    assert derived.parse_pending(con) == 0
-    got = con.execute(
-        "SELECT min(bias), max(bias), min(parser_version) FROM word_association_trials"
-    ).fetchall()
-    old = con.execute(
-        "SELECT count(*) FROM parsed_word_association WHERE parser_version = ?", [wa.version]
-    ).fetchall()
-    con.close()
+    bumped = replace(unit, kinds=(replace(kind, parser=newer), *unit.kinds[1:]))
+    registry.register(bumped, replace=True)
+    try:
+        con = open_store(copy)
+        assert derived.parse_pending(con) == 1600
+        assert derived.parse_pending(con) == 0
+        got = con.execute(
+            "SELECT min(bias), max(bias), min(parser_version) FROM word_association_trials"
+        ).fetchall()
+        old = con.execute(
+            "SELECT count(*) FROM parsed_word_association WHERE parser_version = ?", [wa.version]
+        ).fetchall()
+        con.close()
+    finally:
+        registry.register(unit, replace=True)
     assert got == [(0.25, 0.25, wa.version + 1)]
     assert old == [(1600,)]  # the old parses are kept: derived tables are insert-only

@@ -1,0 +1,105 @@
+"""What an experiment contributes to `ibias analyze`: its tables, figures and report section.
+
+Each experiment unit (prompts/registry.py) names one `ExperimentAnalysis`; the analysis driver
+(`analysis/analyze.py`) resolves it and loops over the registered units, so the driver, the
+loader and the report never name an experiment. An experiment's analysis reads only the views
+of its own kinds (and the shared explicit answers), as Polars frames.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from ibias.analysis.bootstrap import Method
+from ibias.analysis.figures import Figure
+from ibias.prompts.registry import ExperimentUnit
+
+
+class AnalysisDataError(ValueError):
+    """Stored data an experiment's analysis cannot use as it stands (e.g. a broken pairing);
+    the command line shows it as one line about the store, exit 2."""
+
+
+@dataclass(frozen=True)
+class TableContext:
+    """What a table builder gets: the views by kind name, the explicit answers, and how to
+    resample (each table draws from its own seeded stream, see `rng`)."""
+
+    views: Mapping[str, pl.DataFrame]
+    explicit: pl.DataFrame
+    B: int
+    method: Method
+    seed: int
+    streams: Mapping[str, int]
+
+    def rng(self, table: str) -> np.random.Generator:
+        """The table's own generator, so adding a table never moves another table's numbers.
+
+        Stream ids of the built-in tables are fixed forever (published numbers depend on them);
+        a table without one gets a stream derived from its name through SHA-256."""
+        stream = self.streams.get(table)
+        if stream is None:
+            digest = hashlib.sha256(table.encode()).digest()
+            stream = 1000 + int.from_bytes(digest[:4], "big")
+        return np.random.default_rng([self.seed, stream])
+
+
+@dataclass(frozen=True)
+class SectionContext:
+    """What a report section gets: every table by name and the figures drawn."""
+
+    tables: Mapping[str, pl.DataFrame]
+    figures: Sequence[Figure]
+
+
+TablesFn = Callable[[TableContext], dict[str, pl.DataFrame]]
+FiguresFn = Callable[[Mapping[str, pl.DataFrame], Sequence[str], Path], list[Figure]]
+SectionFn = Callable[[SectionContext], str]
+OutcomesFn = Callable[[Mapping[str, pl.DataFrame]], pl.DataFrame]
+
+
+def _no_figures(
+    tables: Mapping[str, pl.DataFrame], models: Sequence[str], out_dir: Path
+) -> list[Figure]:
+    del tables, models, out_dir
+    return []
+
+
+@dataclass(frozen=True)
+class ExperimentAnalysis:
+    """One experiment's part of the analysis.
+
+    `tables` returns frames by output name (file stem); `lead` names, per table, the columns
+    its rows are ordered by after the model order; `outcomes` returns one row per parsed trial
+    with model_id, refused and unparseable (booleans) for the models table; `anchor` and `title`
+    place the section in the report's navigation.
+    """
+
+    anchor: str
+    title: str
+    tables: TablesFn
+    section: SectionFn
+    figures: FiguresFn = _no_figures
+    outcomes: OutcomesFn | None = None
+    streams: Mapping[str, int] = field(default_factory=dict)
+    lead: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def analysis_of(unit: ExperimentUnit) -> ExperimentAnalysis | None:
+    """Resolve a unit's analysis: an object, or "module:attribute" imported only now."""
+    ref = unit.analysis
+    if ref is None:
+        return None
+    if isinstance(ref, str):
+        module, _, attribute = ref.partition(":")
+        ref = getattr(importlib.import_module(module), attribute)
+    if not isinstance(ref, ExperimentAnalysis):
+        raise TypeError(f"experiment {unit.name}: analysis is not an ExperimentAnalysis")
+    return ref

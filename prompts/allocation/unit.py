@@ -1,0 +1,91 @@
+"""The appointment-allocation experiment's registration: settings and planning (`experiment`),
+typed items (`items`), parsing (`parse`), its derived tables and views, the roster it adds to
+`patients`, the simulated model (`simulate`) and its analysis (`ibias.analysis.allocation_unit`),
+joined in one unit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ibias.prompts.allocation import parse
+from ibias.prompts.allocation.experiment import (
+    EXPERIMENT,
+    EXPLICIT_EXPERIMENT,
+    build,
+    roster_rows,
+)
+from ibias.prompts.allocation.items import (
+    AllocationExplicitItem,
+    AllocationItem,
+    prepare_explicit_import,
+    prepare_import,
+)
+from ibias.prompts.allocation.simulate import respond
+from ibias.prompts.registry import EXPLICIT_TABLE, Column, ExperimentUnit, Parser, TrialKind
+
+
+def _decision_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
+    r = parse.parse_allocation(item, content)
+    return {
+        "chosen": r.chosen,
+        "chosen_position": r.chosen_position,
+        "none_reason": r.none_reason,
+        "explanation_text": r.explanation_text,
+    }
+
+
+def _explicit_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
+    return {"answer": parse.parse_explicit(item, content)}
+
+
+IMPLICIT = TrialKind(
+    name=EXPERIMENT,
+    title="Appointment allocation (implicit)",
+    item=AllocationItem,
+    parser=Parser(
+        version=parse.PARSER_VERSION,
+        table="parsed_allocation",
+        columns=(
+            Column("chosen", "VARCHAR", nullable=False),
+            Column("chosen_position", "INTEGER"),
+            Column("none_reason", "VARCHAR"),
+            Column("explanation_text", "VARCHAR"),
+        ),
+        parse=_decision_row,
+    ),
+    view="allocation_decisions",
+    view_fields=(
+        ("service", "VARCHAR"),
+        ("explanation", "BOOLEAN"),
+        ("symptoms", "VARCHAR"),
+        ("pair_id", "VARCHAR"),
+        ("first", "VARCHAR"),
+    ),
+    prepare_import=prepare_import,
+)
+
+EXPLICIT = TrialKind(
+    name=EXPLICIT_EXPERIMENT,
+    title="Appointment allocation (explicit check)",
+    item=AllocationExplicitItem,
+    parser=Parser(
+        version=parse.PARSER_VERSION,
+        table=EXPLICIT_TABLE,
+        columns=(Column("answer", "VARCHAR", nullable=False),),
+        parse=_explicit_row,
+    ),
+    explicit_subject="service",
+    prepare_import=prepare_explicit_import,
+)
+
+UNIT = ExperimentUnit(
+    name=EXPERIMENT,
+    title="Appointment allocation",
+    build=build,
+    kinds=(IMPLICIT, EXPLICIT),
+    responder=respond,
+    roster=roster_rows,
+    analysis="ibias.analysis.allocation_unit:ANALYSIS",
+    order=20,
+)

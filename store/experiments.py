@@ -1,0 +1,249 @@
+"""The registered experiments' derived tables and views: DDL generated from their declarations.
+
+Each parsed kind declares its derived table's columns and its view's item fields
+(prompts/registry.py); this module turns them into DDL and applies it when a store is opened
+writable. Versioning sits beside the numbered core migrations: `experiment_schemas` records,
+per kind, the schema version and a hash of the DDL applied. A kind is (re)applied when its hash
+differs from the recorded one (created if absent, declared columns added if missing, view
+replaced); a store whose recorded version is newer than the code's is refused, so an old ibias
+never reinterprets a newer experiment's table. Columns are only ever added.
+
+Explicit checks of every experiment share `parsed_explicit` and one `explicit_answers` view;
+the view covers every explicit kind the store has ever recorded, so opening a store from a
+process without some third-party experiment does not drop its rows from the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import duckdb
+import pyarrow as pa
+
+from ibias.prompts.base import stable_hash
+from ibias.prompts.registry import (
+    EXPLICIT_TABLE,
+    EXPLICIT_VIEW,
+    Column,
+    Parser,
+    TrialKind,
+    kinds,
+)
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "VARCHAR": pa.string(),
+    "JSON": pa.string(),
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+}
+
+
+EXPLICIT_PARSER = Parser(
+    version=0,
+    table=EXPLICIT_TABLE,
+    columns=(Column("answer", "VARCHAR", nullable=False),),
+    parse=lambda item, content: {},
+)
+"""The shape every explicit kind's parser writes (checked when a kind registers)."""
+
+
+class ExperimentSchemaError(Exception):
+    """A store whose experiment tables are newer than this code understands."""
+
+
+def _quote(name: str) -> str:
+    if not name.replace("_", "").isalnum():
+        raise ValueError(f"{name!r} is not a plain SQL identifier")
+    return name
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def table_ddl(parser: Parser) -> str:
+    cols = ",\n    ".join(
+        f"{_quote(c.name)} {c.sql}{'' if c.nullable else ' NOT NULL'}" for c in parser.columns
+    )
+    return (
+        f"CREATE TABLE IF NOT EXISTS {_quote(parser.table)} (\n"
+        "    trial_key VARCHAR NOT NULL,\n    parser_version INTEGER NOT NULL,\n"
+        f"    {cols},\n    parsed_at TIMESTAMPTZ NOT NULL DEFAULT now()\n)"
+    )
+
+
+def _newest(table: str) -> str:
+    return (
+        f"WITH p AS (\n    SELECT * FROM {_quote(table)}\n    QUALIFY row_number() OVER "
+        "(PARTITION BY trial_key ORDER BY parser_version DESC) = 1\n)\n"
+    )
+
+
+def _item_field(name: str, sql: str) -> str:
+    extract = f"t.item ->> {_literal(name)}"
+    return (
+        f"{extract} AS {_quote(name)}"
+        if sql == "VARCHAR"
+        else (f"CAST({extract} AS {sql}) AS {_quote(name)}")
+    )
+
+
+def view_ddl(kind: TrialKind) -> str:
+    """The kind's view: one row per answered trial, its item fields, its newest parse."""
+    assert kind.parser is not None and kind.view is not None
+    fields = [_item_field(n, sql) for n, sql in kind.view_fields]
+    parsed = [f"p.{_quote(c.name)}" for c in kind.parser.columns if c.in_view]
+    select = ",\n    ".join(
+        ["t.trial_key", "t.model_id", "t.language", *fields, *parsed, "p.parser_version"]
+    )
+    return (
+        f"CREATE OR REPLACE VIEW {_quote(kind.view)} AS\n{_newest(kind.parser.table)}"
+        f"SELECT\n    {select}\nFROM trials t\nJOIN responses r ON r.trial_key = t.trial_key\n"
+        f"JOIN p ON p.trial_key = t.trial_key\nWHERE t.experiment = {_literal(kind.name)}"
+    )
+
+
+def explicit_view_ddl(subjects: Sequence[tuple[str, str]]) -> str:
+    """`explicit_answers` over the explicit kinds (kind name, item field naming the subject)."""
+    if not subjects:
+        cases, names = "NULL", "NULL"
+    else:
+        whens = " ".join(
+            f"WHEN {_literal(k)} THEN t.item ->> {_literal(f)}" for k, f in sorted(subjects)
+        )
+        cases = f"CASE t.experiment {whens} END"
+        names = ", ".join(_literal(k) for k, _ in sorted(subjects))
+    return (
+        f"CREATE OR REPLACE VIEW {EXPLICIT_VIEW} AS\n{_newest(EXPLICIT_TABLE)}"
+        "SELECT\n    t.trial_key,\n    t.model_id,\n    t.language,\n    t.experiment,\n"
+        f"    coalesce(t.item ->> 'subject', {cases}) AS subject,\n    p.answer,\n"
+        "    r.content,\n    p.parser_version\nFROM trials t\n"
+        "JOIN responses r ON r.trial_key = t.trial_key\nJOIN p ON p.trial_key = t.trial_key\n"
+        f"WHERE t.experiment IN ({names})"
+    )
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    version: int
+    ddl_hash: str
+    explicit_subject: str | None
+
+
+def _recorded(con: duckdb.DuckDBPyConnection) -> dict[str, _Recorded]:
+    rows = con.execute(
+        "SELECT name, version, ddl_hash, explicit_subject FROM experiment_schemas "
+        "QUALIFY row_number() OVER (PARTITION BY name ORDER BY applied_at DESC, version DESC) = 1"
+    ).fetchall()
+    return {r[0]: _Recorded(int(r[1]), str(r[2]), r[3]) for r in rows}
+
+
+def _add_missing_columns(con: duckdb.DuckDBPyConnection, parser: Parser) -> None:
+    present = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+            [parser.table],
+        ).fetchall()
+    }
+    for c in parser.columns:
+        if c.name not in present:
+            # Added columns are nullable: rows parsed before the column existed have no value.
+            con.execute(f"ALTER TABLE {_quote(parser.table)} ADD COLUMN {_quote(c.name)} {c.sql}")
+
+
+def _kind_ddl(kind: TrialKind) -> list[str]:
+    if kind.parser is None:
+        return []
+    out = [table_ddl(kind.parser)]
+    if kind.view is not None:
+        out.append(view_ddl(kind))
+    return out
+
+
+def apply_experiment_schemas(
+    con: duckdb.DuckDBPyConnection, registered: Sequence[TrialKind] | None = None
+) -> int:
+    """Bring every registered kind's table and view up to date; returns how many changed.
+
+    Runs inside the caller's transaction-free connection; each kind commits on its own, so a
+    failure leaves the kinds before it applied and recorded.
+    """
+    recorded = _recorded(con)
+    changed = 0
+    explicit: dict[str, str] = {
+        name: r.explicit_subject for name, r in recorded.items() if r.explicit_subject
+    }
+    for kind in registered if registered is not None else kinds():
+        if kind.parser is None:
+            continue
+        before = recorded.get(kind.name)
+        if before is not None and before.version > kind.schema_version:
+            raise ExperimentSchemaError(
+                f"its {kind.name!r} tables are at schema version {before.version}, newer than "
+                f"this ibias ({kind.schema_version}); upgrade ibias"
+            )
+        ddl = _kind_ddl(kind)
+        digest = stable_hash([kind.schema_version, ddl, kind.explicit_subject])
+        if kind.explicit_subject is not None:
+            explicit[kind.name] = kind.explicit_subject
+        if before is not None and before.ddl_hash == digest:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(ddl[0])
+            assert kind.parser is not None
+            _add_missing_columns(con, kind.parser)
+            for statement in ddl[1:]:
+                con.execute(statement)
+            con.execute(
+                "INSERT INTO experiment_schemas (name, version, ddl_hash, explicit_subject) "
+                "VALUES (?, ?, ?, ?)",
+                [kind.name, kind.schema_version, digest, kind.explicit_subject],
+            )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        changed += 1
+    view = explicit_view_ddl(sorted(explicit.items()))
+    view_hash = stable_hash(view)
+    if recorded.get(EXPLICIT_VIEW, _Recorded(0, "", None)).ddl_hash != view_hash:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute(table_ddl(EXPLICIT_PARSER))
+            con.execute(view)
+            con.execute(
+                "INSERT INTO experiment_schemas (name, version, ddl_hash) VALUES (?, 1, ?)",
+                [EXPLICIT_VIEW, view_hash],
+            )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        changed += 1
+    return changed
+
+
+def arrow_schema(parser: Parser) -> dict[str, pa.DataType]:
+    """Arrow types of a derived table's row batch (keys first)."""
+    return {
+        "trial_key": pa.string(),
+        "parser_version": pa.int32(),
+        **{c.name: ARROW_TYPES[c.sql] for c in parser.columns},
+    }
+
+
+__all__ = [
+    "ARROW_TYPES",
+    "Column",
+    "ExperimentSchemaError",
+    "apply_experiment_schemas",
+    "arrow_schema",
+    "explicit_view_ddl",
+    "table_ddl",
+    "view_ddl",
+]
