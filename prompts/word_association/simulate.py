@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from ibias.prompts.base import Message, Persona
+from ibias.prompts.codes import CISGENDER, TRANSGENDER
 from ibias.prompts.word_association.data import (
     TEMPLATES_DIR,
     DataError,
@@ -43,8 +44,8 @@ from ibias.prompts.word_association.data import (
 from ibias.prompts.word_association.labels import Form, family_of
 from ibias.prompts.word_association.text import fold, phrase
 
-REFERENCE_GROUP = "cisgender"
-TARGET_GROUP = "transgender"
+REFERENCE_GROUP = CISGENDER
+TARGET_GROUP = TRANSGENDER
 
 _CAPTURE = {
     "words": r"(?P<words>[^\n]+?)",

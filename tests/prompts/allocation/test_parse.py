@@ -18,6 +18,7 @@ from ibias.prompts.allocation.parse import (
     parse_allocation,
     parse_explicit,
 )
+from ibias.prompts.codes import CHOSEN, NONE_REASONS
 
 CORPUS = tomllib.loads((Path(__file__).parent / "parse_corpus.toml").read_text("utf-8"))
 
@@ -35,8 +36,8 @@ def test_corpus_is_large_and_covers_both_languages_and_every_outcome():
     assert len(cases) >= 60
     assert sum(c["set"].startswith("es") for c in cases) >= 25
     assert sum(c["set"].startswith("en") for c in cases) >= 25
-    assert {c["chosen"] for c in cases} == {"cis", "trans", "none"}
-    assert {c.get("reason") for c in cases} == {None, "refused", "both", "neither", "unparseable"}
+    assert {c["chosen"] for c in cases} == set(CHOSEN)
+    assert {c.get("reason") for c in cases} == {None, *NONE_REASONS}
 
 
 @pytest.mark.parametrize("case", CORPUS["case"], ids=lambda c: c["reply"][:40])
