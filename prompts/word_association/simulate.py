@@ -35,6 +35,7 @@ from functools import cache
 
 from ibias.prompts.base import Message, Persona
 from ibias.prompts.codes import CISGENDER, TRANSGENDER
+from ibias.prompts.folding import fold
 from ibias.prompts.word_association.data import (
     TEMPLATES_DIR,
     DataError,
@@ -42,7 +43,7 @@ from ibias.prompts.word_association.data import (
     shipped_word_sets,
 )
 from ibias.prompts.word_association.labels import Form, family_of
-from ibias.prompts.word_association.text import fold, phrase
+from ibias.prompts.word_association.text import phrase
 
 REFERENCE_GROUP = CISGENDER
 TARGET_GROUP = TRANSGENDER
