@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ibias.prompts import codes
+from ibias.prompts.allocation.content import vocabulary
 from ibias.prompts.allocation.parse import parse_allocation
 from ibias.prompts.allocation.parse import parse_explicit as allocation_explicit
 from ibias.prompts.word_association.parse import parse_explicit as wa_explicit
@@ -53,6 +54,13 @@ def test_allocation_parser_stores_only_these_values() -> None:
             assert result.none_reason is None
     answers = {allocation_explicit({}, case["reply"]) for case in corpus["explicit"]}
     assert answers <= set(codes.ALLOCATION_EXPLICIT_ANSWERS)
+
+
+def test_allocation_answer_phrases_are_filed_under_these_answers() -> None:
+    """The parser returns the class names of vocabulary.toml's answer tables as the answer."""
+    vocab = vocabulary()
+    for table in (vocab.explicit_answers, vocab.explicit_short_answers):
+        assert set(table) == {codes.CISGENDER, codes.TRANSGENDER, codes.EQUAL}
 
 
 def test_word_association_parser_stores_only_these_values() -> None:
