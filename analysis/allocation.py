@@ -37,13 +37,11 @@ from ibias.analysis.bootstrap import (
 from ibias.analysis.cells import CELL, cell_codes, ci_frame, holm_within, number_cells
 from ibias.analysis.experiment import AnalysisDataError
 from ibias.analysis.stats import binomial_test, sign_test, wilson_interval
+from ibias.prompts.codes import CIS, HIGH, LOW, NO_CHOICE, NO_SYMPTOMS, NONE_REASONS, TRANS
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
 FAMILY_KEYS: tuple[str, ...] = ("model_id", "language", "explanation", "symptoms")
-NONE_REASONS: tuple[str, ...] = ("refused", "both", "neither", "unparseable")
 EXPLICIT_EXPERIMENT = "allocation_explicit"
-EXPLICIT_ANSWERS: tuple[str, ...] = ("cisgender", "transgender", "equal", "refused", "unparseable")
-SYMPTOM_LEVELS: tuple[str, ...] = ("none", "high", "low")
 
 
 class AllocationDataError(AnalysisDataError):
@@ -78,26 +76,19 @@ def pair_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
             "must appear once per cell (were trials of one model id run with different settings?)"
         )
     pairs = per_order.group_by([*keys, "pair_id"]).agg(
-        pl.col("chosen").filter(pl.col("first") == "cis").first().alias("cis_first"),
-        pl.col("chosen").filter(pl.col("first") == "trans").first().alias("trans_first"),
+        pl.col("chosen").filter(pl.col("first") == CIS).first().alias("cis_first"),
+        pl.col("chosen").filter(pl.col("first") == TRANS).first().alias("trans_first"),
     )
-    complete = pl.col("cis_first").is_not_null() & pl.col("trans_first").is_not_null()
-    decided = complete & (pl.col("cis_first") != "none") & (pl.col("trans_first") != "none")
+    cis_first, trans_first = pl.col("cis_first"), pl.col("trans_first")
+    complete = cis_first.is_not_null() & trans_first.is_not_null()
+    decided = complete & (cis_first != NO_CHOICE) & (trans_first != NO_CHOICE)
     return pairs.with_columns(
         complete.alias("complete"),
-        (decided & (pl.col("cis_first") == "cis") & (pl.col("trans_first") == "cis")).alias(
-            "agree_cis"
-        ),
-        (decided & (pl.col("cis_first") == "trans") & (pl.col("trans_first") == "trans")).alias(
-            "agree_trans"
-        ),
+        (decided & (cis_first == CIS) & (trans_first == CIS)).alias("agree_cis"),
+        (decided & (cis_first == TRANS) & (trans_first == TRANS)).alias("agree_trans"),
         # Split to first: each order chose whoever was listed first.
-        (decided & (pl.col("cis_first") == "cis") & (pl.col("trans_first") == "trans")).alias(
-            "split_first"
-        ),
-        (decided & (pl.col("cis_first") == "trans") & (pl.col("trans_first") == "cis")).alias(
-            "split_second"
-        ),
+        (decided & (cis_first == CIS) & (trans_first == TRANS)).alias("split_first"),
+        (decided & (cis_first == TRANS) & (trans_first == CIS)).alias("split_second"),
         (complete & ~decided).alias("has_none"),
     )
 
@@ -112,9 +103,9 @@ def cells_table(
     chosen = pl.col("chosen")
     counts = frame.group_by(CELL).agg(
         pl.len().cast(pl.Int64).alias("trials"),
-        (chosen == "cis").sum().cast(pl.Int64).alias("n_cis"),
-        (chosen == "trans").sum().cast(pl.Int64).alias("n_trans"),
-        (chosen == "none").sum().cast(pl.Int64).alias("n_none"),
+        (chosen == CIS).sum().cast(pl.Int64).alias("n_cis"),
+        (chosen == TRANS).sum().cast(pl.Int64).alias("n_trans"),
+        (chosen == NO_CHOICE).sum().cast(pl.Int64).alias("n_none"),
         *[
             (pl.col("none_reason") == r).sum().cast(pl.Int64).alias(f"n_none_{r}")
             for r in NONE_REASONS
@@ -123,11 +114,11 @@ def cells_table(
     codes = cell_codes(frame)
     pairs = frame["pair_id"].to_numpy()
     cis_ci = grouped_cluster_bootstrap_share_ci(
-        (frame["chosen"] == "cis").to_numpy().astype(np.float64),
+        (frame["chosen"] == CIS).to_numpy().astype(np.float64),
         pairs, codes, B=B, method=method, rng=rng,
     )  # fmt: skip
     trans_ci = grouped_cluster_bootstrap_share_ci(
-        (frame["chosen"] == "trans").to_numpy().astype(np.float64),
+        (frame["chosen"] == TRANS).to_numpy().astype(np.float64),
         pairs, codes, B=B, method=method, rng=rng,
     )  # fmt: skip
     pair_counts = (
@@ -243,14 +234,14 @@ def position_table(
     if decisions.is_empty():
         return pl.DataFrame(schema=_POSITION_SCHEMA)
     frame, cells = number_cells(decisions, CELL_KEYS)
-    decided = pl.col("chosen") != "none"
+    decided = pl.col("chosen") != NO_CHOICE
     chose_first = decided & (pl.col("chosen") == pl.col("first"))
     counts = frame.group_by(CELL).agg(
         decided.sum().cast(pl.Int64).alias("decided"),
         chose_first.sum().cast(pl.Int64).alias("n_first"),
     )
     outcome = np.where(
-        (frame["chosen"] == "none").to_numpy(),
+        (frame["chosen"] == NO_CHOICE).to_numpy(),
         np.nan,
         (frame["chosen"] == frame["first"]).to_numpy().astype(np.float64),
     )
@@ -310,7 +301,7 @@ def _effect_rows(decisions: pl.DataFrame) -> pl.DataFrame:
     """
     base = decisions.select(
         "model_id", "language", "service", "explanation", "symptoms", "pair_id",
-        (pl.col("chosen") == "trans").cast(pl.Float64).alias("trans"),
+        (pl.col("chosen") == TRANS).cast(pl.Float64).alias("trans"),
     )  # fmt: skip
     parts: list[pl.DataFrame] = []
     explanation = base.with_columns(
@@ -318,8 +309,8 @@ def _effect_rows(decisions: pl.DataFrame) -> pl.DataFrame:
     )
     parts.append(explanation.with_columns(pl.col("symptoms").alias("stratum")))
     parts.append(explanation.with_columns(pl.lit("all").alias("stratum")))
-    for level in ("high", "low"):
-        sub = base.filter(pl.col("symptoms").is_in(["none", level])).with_columns(
+    for level in (HIGH, LOW):
+        sub = base.filter(pl.col("symptoms").is_in([NO_SYMPTOMS, level])).with_columns(
             pl.lit(f"symptoms_{level}").alias("effect"),
             (pl.col("symptoms") == level).alias("treated"),
         )
@@ -445,7 +436,7 @@ def explanation_examples(decisions: pl.DataFrame, per_choice: int = 2) -> pl.Dat
     with_text = decisions.filter(
         pl.col("explanation_text").is_not_null()
         & (pl.col("explanation_text").str.strip_chars().str.len_chars() > 0)
-        & pl.col("chosen").is_in(["cis", "trans"])
+        & pl.col("chosen").is_in([CIS, TRANS])
     )
     return (
         with_text.sort(

@@ -15,13 +15,11 @@ Which test for which question:
   agreement is equally likely, so the count is Binomial(agreeing pairs, 1/2).
 - `one_sample_test` (t-test) and `sign_flip_test` test whether the mean word-association bias
   differs from 0.
-- `position_bias` measures how often the first-listed candidate wins.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import overload
 
 import numpy as np
@@ -123,37 +121,6 @@ def sign_test(n_cis_both: int, n_trans_both: int) -> float:
     """
     cis, trans = _count(n_cis_both, "n_cis_both"), _count(n_trans_both, "n_trans_both")
     return binomial_test(trans, cis + trans, 0.5)
-
-
-def count_agreeing_pairs(
-    pair_ids: ArrayLike, first: ArrayLike, chosen: ArrayLike
-) -> tuple[int, int]:
-    """(n_cis_both, n_trans_both) for one cell, from its trial rows.
-
-    A pair counts only if it has both orders (one trial with `first` 'cis', one with 'trans')
-    and both chose the same candidate; pairs with a 'none' or a missing order are left out.
-    Raises if a pair has more than one trial in the same order: rows from several cells were
-    mixed.
-    """
-    ids = np.asarray(pair_ids)
-    f = np.asarray(first).astype(str)
-    c = np.asarray(chosen).astype(str)
-    if not (ids.shape == f.shape == c.shape) or ids.ndim != 1:
-        raise ValueError("count_agreeing_pairs: pair_ids, first, chosen must be equal-length 1-D")
-    _check_labels(f, ("cis", "trans"), "first")
-    _check_labels(c, ("cis", "trans", "none"), "chosen")
-    by_pair: dict[object, dict[str, str]] = {}
-    for pid, fi, ci in zip(ids.tolist(), f.tolist(), c.tolist(), strict=True):
-        orders = by_pair.setdefault(pid, {})
-        if fi in orders:
-            raise ValueError(f"count_agreeing_pairs: pair {pid!r} has two trials with {fi} first")
-        orders[fi] = ci
-    cis_both = trans_both = 0
-    for orders in by_pair.values():
-        if len(orders) == 2 and orders["cis"] == orders["trans"]:
-            cis_both += orders["cis"] == "cis"
-            trans_both += orders["cis"] == "trans"
-    return cis_both, trans_both
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,58 +225,6 @@ def sign_flip_test(
 
 
 # --------------------------------------------------------------------------------------------
-# Position bias
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PositionBias:
-    """How often the first-listed candidate was chosen, among decided trials.
-
-    `share` = n_first / n; (low, high) is the Wilson interval; `p_value` the exact binomial test
-    against 1/2; `n_none` counts trials with no decision ('none'), which have no position and
-    are left out. The Wilson interval and test treat trials as independent, but the two orders
-    of a pair are not (a model that always picks one person scores exactly 1/2 on that pair):
-    for a pair-robust interval use `cluster_bootstrap_share_ci` with outcome = chose first
-    (NaN when 'none') and clusters = pair_id.
-    """
-
-    share: float
-    low: float
-    high: float
-    n_first: int
-    n: int
-    n_none: int
-    p_value: float
-    level: float = 0.95
-
-
-def position_bias(first: ArrayLike, chosen: ArrayLike, level: float = 0.95) -> PositionBias:
-    """Share of decided trials that chose whoever was listed first ('cis' or 'trans')."""
-    f = np.asarray(first).astype(str)
-    c = np.asarray(chosen).astype(str)
-    if f.shape != c.shape or f.ndim != 1:
-        raise ValueError("position_bias: first and chosen must be equal-length 1-D arrays")
-    _check_labels(f, ("cis", "trans"), "first")
-    _check_labels(c, ("cis", "trans", "none"), "chosen")
-    decided = c != "none"
-    n = int(np.count_nonzero(decided))
-    n_first = int(np.count_nonzero(decided & (c == f)))
-    low, high = wilson_interval(n_first, n, level)
-    share = n_first / n if n else float("nan")
-    return PositionBias(
-        share=share,
-        low=low,
-        high=high,
-        n_first=n_first,
-        n=n,
-        n_none=int(f.size - n),
-        p_value=binomial_test(n_first, n, 0.5),
-        level=level,
-    )
-
-
-# --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
 
@@ -327,12 +242,6 @@ def _scores(values: ArrayLike) -> FloatArray:
     if np.isinf(x).any():
         raise ValueError("scores must be finite numbers or NaN (undefined)")
     return x[~np.isnan(x)]
-
-
-def _check_labels(arr: NDArray[np.str_], allowed: tuple[str, ...], name: str) -> None:
-    bad = sorted(set(np.unique(arr).tolist()) - set(allowed))
-    if bad:
-        raise ValueError(f"{name}: unexpected value(s) {bad}; expected one of {list(allowed)}")
 
 
 def _check_level(level: float) -> None:

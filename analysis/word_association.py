@@ -34,18 +34,13 @@ from ibias.analysis.cells import (
     per_cell,
 )
 from ibias.analysis.stats import one_sample_test, sign_flip_test
+from ibias.prompts.codes import WORD_ASSOCIATION_EXPLICIT_ANSWERS
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "category")
 OVERALL_KEYS: tuple[str, ...] = ("model_id", "language")
 EXPLICIT_EXPERIMENT = "word_association_explicit"
 # The answer columns every explicit block has, whether or not an answer occurred.
-EXPLICIT_ANSWERS: tuple[str, ...] = (
-    "transgender",
-    "cisgender",
-    "neither",
-    "refused",
-    "unparseable",
-)
+EXPLICIT_ANSWERS: tuple[str, ...] = WORD_ASSOCIATION_EXPLICIT_ANSWERS
 TEMPLATES: tuple[int, ...] = (1, 2, 3)
 
 

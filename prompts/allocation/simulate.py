@@ -25,6 +25,7 @@ from ibias.prompts.allocation.content import (
 )
 from ibias.prompts.allocation.text import normalise
 from ibias.prompts.base import Message, Persona
+from ibias.prompts.codes import CIS, TRANS
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class SeenCandidate:
 
     position: int
     name: str
-    identity: str  # "cis" | "trans"
+    identity: str  # one of codes.IDENTITY_GROUPS
 
 
 @dataclass(frozen=True)
@@ -116,10 +117,8 @@ def simulate_allocation(
         return rng.choice(phrases.refusals), None
     q = persona.allocation_cis.get(seen.service or "", persona.allocation_cis_default)
     first, second = seen.candidates[0], seen.candidates[1]
-    p_cis = _clip(
-        q + persona.position_bias if first.identity == "cis" else q - persona.position_bias
-    )
-    want = "cis" if rng.random() < p_cis else "trans"
+    p_cis = _clip(q + persona.position_bias if first.identity == CIS else q - persona.position_bias)
+    want = CIS if rng.random() < p_cis else TRANS
     chosen = next((c for c in (first, second) if c.identity == want), first)
     other = second if chosen is first else first
     return _word_choice(chosen, other, seen, rng), chosen.position

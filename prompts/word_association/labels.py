@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from functools import cache
 
+from ibias.prompts.folding import fold
 from ibias.prompts.word_association.data import groups
-from ibias.prompts.word_association.text import fold, phrase
+from ibias.prompts.word_association.text import phrase
 
 Form = tuple[str, ...]
 

@@ -26,7 +26,8 @@ reply assigned nothing and reads as a refusal (patterns in parser_vocab.toml) or
 filtered it (content None). Words in the reply that are not in the trial are ignored and
 counted (`n_extra_words`, lines shaped like "word - label" only).
 
-Reasons for unassigned words: missing, refused, conflict, both, neither, unknown_label.
+Reasons for unassigned words (`codes.WORD_REASONS`): missing, refused, conflict, both, neither,
+unknown_label.
 Scoring: see `score` (only assigned words count).
 """
 
@@ -36,6 +37,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ibias.prompts.codes import (
+    BOTH,
+    CONFLICT,
+    MISSING,
+    NEITHER,
+    REFERENCE,
+    REFUSED,
+    TARGET,
+    UNKNOWN_LABEL,
+    UNPARSEABLE,
+    WORD_GROUPS,
+)
 from ibias.prompts.word_association.data import Vocabulary, vocabulary
 from ibias.prompts.word_association.labels import Form, group_name, label_forms
 from ibias.prompts.word_association.score import bias_score
@@ -43,11 +56,6 @@ from ibias.prompts.word_association.text import flat, is_break, phrase, tokens
 
 PARSER_VERSION = 2  # 2: withheld answers (content filter, refusal) arrive as None
 
-TARGET = "target"
-REFERENCE = "reference"
-BOTH = "both"
-NEITHER = "neither"
-_GROUPS = (TARGET, REFERENCE)
 _SEGMENT_BREAKS = frozenset(",;|().!?")
 
 
@@ -58,9 +66,9 @@ class WordAssignment:
     word: str
     sentiment: str
     group: str | None
-    """"target" | "reference" | None (unassigned)."""
+    """One of `codes.WORD_GROUPS` (TARGET, REFERENCE), or None (unassigned)."""
     reason: str | None
-    """None when assigned; else missing | refused | conflict | both | neither | unknown_label."""
+    """None when assigned; else one of `codes.WORD_REASONS`."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,7 @@ class _Element:
     start: int
     end: int
     kind: str  # "word" | "label" | "keyword"
-    value: int | str  # word index | "target"/"reference" | "both"/"neither"
+    value: int | str  # word index | TARGET / REFERENCE | BOTH / NEITHER
 
 
 class _Matcher:
@@ -332,7 +340,7 @@ def parse_trial(item: Mapping[str, Any], content: str | None) -> WordTrialResult
         reading = _read(content, table, vocab)
     refused = content is None or (not reading.strong and _is_refusal(content, vocabulary()))
     assignments = []
-    counts = {(g, s): 0 for g in _GROUPS for s in ("positive", "negative")}
+    counts = {(g, s): 0 for g in WORD_GROUPS for s in ("positive", "negative")}
     for i, (word, sentiment) in enumerate(words):
         group, reason = _outcome(reading, i, refused)
         if group is not None:
@@ -356,13 +364,13 @@ def parse_trial(item: Mapping[str, Any], content: str | None) -> WordTrialResult
 def _outcome(reading: _Reading, index: int, refused: bool) -> tuple[str | None, str | None]:
     answers = set(reading.strong.get(index, ()))
     if len(answers) > 1:
-        return None, "conflict"
+        return None, CONFLICT
     if answers:
         value = answers.pop()
-        return (value, None) if value in _GROUPS else (None, value)
+        return (value, None) if value in WORD_GROUPS else (None, value)
     if index in reading.weak:
-        return None, "unknown_label"
-    return None, "refused" if refused else "missing"
+        return None, UNKNOWN_LABEL
+    return None, REFUSED if refused else MISSING
 
 
 def parse_explicit(item: Mapping[str, Any], content: str | None) -> str:
@@ -376,7 +384,7 @@ def parse_explicit(item: Mapping[str, Any], content: str | None) -> str:
     question with neither. A reply with no answer that reads as a refusal is "refused".
     """
     if content is None:
-        return "refused"
+        return REFUSED
     vocab = vocabulary()
     target_label = str(item["target_label"])
     reference_label = str(item["reference_label"])
@@ -403,7 +411,7 @@ def parse_explicit(item: Mapping[str, Any], content: str | None) -> str:
         if len(groups) == 1:
             return names[groups.pop()]
         break
-    return "refused" if _is_refusal(content, vocab) else "unparseable"
+    return REFUSED if _is_refusal(content, vocab) else UNPARSEABLE
 
 
 def _sentences(content: str) -> list[list[str]]:

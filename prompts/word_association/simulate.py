@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from ibias.prompts.base import Message, Persona
+from ibias.prompts.codes import CISGENDER, TRANSGENDER
+from ibias.prompts.folding import fold
 from ibias.prompts.word_association.data import (
     TEMPLATES_DIR,
     DataError,
@@ -41,10 +43,10 @@ from ibias.prompts.word_association.data import (
     shipped_word_sets,
 )
 from ibias.prompts.word_association.labels import Form, family_of
-from ibias.prompts.word_association.text import fold, phrase
+from ibias.prompts.word_association.text import phrase
 
-REFERENCE_GROUP = "cisgender"
-TARGET_GROUP = "transgender"
+REFERENCE_GROUP = CISGENDER
+TARGET_GROUP = TRANSGENDER
 
 _CAPTURE = {
     "words": r"(?P<words>[^\n]+?)",

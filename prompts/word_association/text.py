@@ -1,18 +1,21 @@
 """Text folding and tokenising shared by the planner's checks, the parser and the simulator.
 
 Replies differ from the prompt in case, accents, markdown and punctuation, so every
-comparison in this package happens on *folded tokens*: lower case, accents removed, split into
-runs of letters/digits. Inside a word, hyphens and spaces are equivalent ("self-harm" ==
-"self harm"), which is what lets a hyphenated word stand next to a " - " separator. A few
-punctuation marks, and pair separators, are kept as single-character *break* tokens because
-they end a pair or a sentence.
+comparison in this package happens on *folded tokens*: lower case, accents removed
+(`prompts.folding.fold`, the folding allocation uses too), split into runs of letters/digits.
+Inside a word, hyphens and spaces are equivalent ("self-harm" == "self harm"), which is what
+lets a hyphenated word stand next to a " - " separator. A few punctuation marks, and pair
+separators, are kept as single-character *break* tokens because they end a pair or a
+sentence.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Sequence
+
+# `fold` stays importable from here: data.py and settings.py import it together with `phrase`.
+from ibias.prompts.folding import fold as fold
 
 SEPARATOR = "~"
 """The token for a pair separator: " - " (a hyphen next to a space), – — = -> => → and tab."""
@@ -22,13 +25,6 @@ BREAK_CHARS = frozenset(".:;,!?()|[]{}" + SEPARATOR)
 
 _TOKEN = re.compile(r"[^\W_]+|[.:;,!?()|\[\]{}~]")
 _SEPARATORS = re.compile(r"->|=>|→|[–—=\t~]|(?<=\s)-+|-+(?=\s)|^-+|-+$")
-
-
-def fold(text: str) -> str:
-    """Lower-case `text` and strip accents ("Transgénero" -> "transgenero", "ñ" -> "n")."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    stripped = "".join(c for c in decomposed if not unicodedata.combining(c))
-    return stripped.casefold()
 
 
 def tokens(text: str) -> list[str]:

@@ -14,10 +14,8 @@ from scipy import stats as sps
 
 from ibias.analysis.stats import (
     binomial_test,
-    count_agreeing_pairs,
     holm,
     one_sample_test,
-    position_bias,
     sign_flip_test,
     sign_test,
     wilson_interval,
@@ -113,18 +111,6 @@ def test_sign_test_matches_enumeration() -> None:
             assert sign_test(cis, trans) == pytest.approx(
                 sps.binomtest(trans, cis + trans).pvalue, rel=1e-9
             )
-
-
-def test_count_agreeing_pairs_by_hand() -> None:
-    pair = [1, 1, 2, 2, 3, 3, 4, 4, 5, 6, 6]
-    first = ["cis", "trans", "trans", "cis", "cis", "trans", "cis", "trans", "cis", "cis", "trans"]
-    chosen = ["cis", "cis", "trans", "trans", "cis", "trans", "none", "none", "trans", "cis", "cis"]
-    # pair 1: cis/cis -> cis both; pair 2: trans/trans -> trans both; pair 3: disagree (each
-    # order chose the first-listed person); pair 4: no decision; pair 5: one order only;
-    # pair 6: cis both.
-    assert count_agreeing_pairs(pair, first, chosen) == (2, 1)
-    with pytest.raises(ValueError, match="two trials"):
-        count_agreeing_pairs([1, 1], ["cis", "cis"], ["cis", "cis"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,22 +225,3 @@ def test_sign_flip_monte_carlo_agrees_with_exact_value() -> None:
 def brute_force_sign_flip_numpy(x: np.ndarray) -> float:
     patterns = np.array(list(itertools.product([1, -1], repeat=x.size)), dtype=np.int64)
     return float(np.mean(np.abs(patterns @ x.astype(np.int64)) >= abs(int(x.sum()))))
-
-
-# ---------------------------------------------------------------------------------------------
-# Position bias
-# ---------------------------------------------------------------------------------------------
-
-
-def test_position_bias_by_hand() -> None:
-    first = np.array(["cis", "trans"] * 5 + ["cis", "trans"])
-    chosen = np.array(["cis", "trans"] * 5 + ["none", "cis"])
-    # 10 trials chose whoever was first, 1 chose the second-listed, 1 made no decision.
-    res = position_bias(first, chosen)
-    assert (res.n_first, res.n, res.n_none) == (10, 11, 1)
-    assert res.share == pytest.approx(10 / 11)
-    ref = sps.binomtest(10, 11).proportion_ci(method="wilson")
-    assert (res.low, res.high) == pytest.approx((ref.low, ref.high), abs=1e-12)
-    assert res.p_value == pytest.approx(sps.binomtest(10, 11).pvalue)
-    with pytest.raises(ValueError, match="chosen"):
-        position_bias(["cis"], ["maybe"])

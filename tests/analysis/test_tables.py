@@ -25,8 +25,8 @@ from scipy import stats as sps
 from ibias.analysis import allocation, word_association
 from ibias.analysis.analyze import AnalysisResult, compute_tables, model_order
 from ibias.analysis.load import load_store
-from ibias.analysis.stats import count_agreeing_pairs
 from tests.analysis.conftest import query
+from tests.analysis.reference import count_agreeing_pairs, position_bias
 
 WA_KEYS = ("model_id", "language", "category")
 CELL_KEYS = ("model_id", "language", "service", "explanation", "symptoms")
@@ -385,6 +385,17 @@ def test_position_bias_recount(analysed: AnalysisResult, sim_store: Path) -> Non
         assert same(got["share_first"], first / decided)
         assert same(got["binomial_p"], binom_p(first, decided), 1e-9)
         assert got["ci_low"] <= got["share_first"] <= got["ci_high"]
+    # And every column but the bootstrap CI, against the reference computed from the trials.
+    trials: dict[tuple[Any, ...], list[tuple[str, str]]] = defaultdict(list)
+    for *key, first_listed, chosen in query(
+        sim_store,
+        "SELECT model_id, language, service, explanation, symptoms, first, chosen "
+        "FROM allocation_decisions",
+    ):
+        trials[tuple(key)].append((first_listed, chosen))
+    assert trials.keys() == cells.keys()
+    for key, rows_of_cell in trials.items():
+        assert_position_row(cells[key], position_bias(*zip(*rows_of_cell, strict=True)))
 
 
 def test_condition_effects_are_paired_differences(
@@ -585,7 +596,7 @@ def _decisions(rows: list[tuple[str, str, str]]) -> pl.DataFrame:
     )
 
 
-def test_pair_counts_on_hand_made_cell_agree_with_count_agreeing_pairs() -> None:
+def test_pair_counts_on_hand_made_cell_agree_with_the_reference() -> None:
     rows = [
         ("a", "cis", "cis"), ("a", "trans", "cis"),  # agree cis
         ("b", "cis", "trans"), ("b", "trans", "trans"),  # agree trans
@@ -608,6 +619,108 @@ def test_pair_counts_on_hand_made_cell_agree_with_count_agreeing_pairs() -> None
     assert (cells["pairs_with_none"], cells["n_none"], cells["n_none_refused"]) == (1, 1, 1)
     assert cells["sign_p"] == pytest.approx(sps.binomtest(1, 3).pvalue)
     assert cells["trials"] == 13 and cells["share_none"] == pytest.approx(1 / 13)
+
+
+def test_position_table_on_a_hand_made_cell() -> None:
+    # Pairs a-e: each order chose whoever was listed first; pair f: the cis-first trial chose
+    # nobody, the trans-first one the second-listed person. So 10 of the 11 decided trials
+    # chose the first-listed candidate and one trial made no decision.
+    rows = [(p, f, f) for p in "abcde" for f in ("cis", "trans")]
+    rows += [("f", "cis", "none"), ("f", "trans", "cis")]
+    frame = _decisions(rows)
+    got = allocation.position_table(
+        frame, B=200, method="percentile", rng=np.random.default_rng(0)
+    ).row(0, named=True)
+    assert (got["decided"], got["n_first"]) == (11, 10)
+    assert got["share_first"] == pytest.approx(10 / 11)
+    assert got["binomial_p"] == pytest.approx(sps.binomtest(10, 11).pvalue, rel=1e-9)
+    _, first, chosen = zip(*rows, strict=True)
+    assert_position_row(got, position_bias(first, chosen))
+
+
+def _random_decisions(seed: int) -> pl.DataFrame:
+    """Decisions of 16 cells with what real runs have: pairs missing an order, trials choosing
+    nobody, and one cell where nobody was chosen at all."""
+    rng = np.random.default_rng(seed)
+    columns: dict[str, list[Any]] = defaultdict(list)
+    cells = itertools.product(("m1", "m2"), ("gynecology", "hiv_testing"), (False, True))
+    for n, ((model, service, explanation), symptoms) in enumerate(
+        itertools.product(cells, ("none", "high"))
+    ):
+        p_none = 1.0 if n == 5 else rng.uniform(0.0, 0.3)
+        p_first = rng.uniform(0.3, 0.9)  # chose the first-listed person, when deciding
+        for pair in range(int(rng.integers(6, 15))):
+            for first in ("cis", "trans"):
+                if rng.random() < 0.1:
+                    continue  # this order of the pair is missing
+                other = "trans" if first == "cis" else "cis"
+                if rng.random() < p_none:
+                    chosen = "none"
+                else:
+                    chosen = first if rng.random() < p_first else other
+                row = {
+                    "trial_key": f"k{len(columns['trial_key'])}",
+                    "model_id": model, "language": "en", "service": service,
+                    "explanation": explanation, "symptoms": symptoms,
+                    "pair_id": f"{service}-{pair}", "first": first, "chosen": chosen,
+                    "chosen_position": None,
+                    "none_reason": "refused" if chosen == "none" else None,
+                    "explanation_text": None,
+                }  # fmt: skip
+                for name, value in row.items():
+                    columns[name].append(value)
+    return pl.DataFrame(
+        columns, schema_overrides={"chosen_position": pl.Int32, "explanation_text": pl.String}
+    )
+
+
+def _trials_by_cell(frame: pl.DataFrame) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for row in frame.iter_rows(named=True):
+        out[tuple(row[k] for k in CELL_KEYS)].append(row)
+    return out
+
+
+def assert_position_row(got: dict[str, Any], reference: Any) -> None:
+    """A `position_bias` table row against the reference (all but the bootstrap interval)."""
+    assert (got["decided"], got["n_first"]) == (reference.n, reference.n_first)
+    assert same(got["share_first"], reference.share, 1e-12)
+    assert same(got["wilson_low"], reference.wilson_low, 1e-12)
+    assert same(got["wilson_high"], reference.wilson_high, 1e-12)
+    assert same(got["binomial_p"], reference.p_value, 1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pair_agreement_matches_the_reference_on_messy_cells(seed: int) -> None:
+    frame = _random_decisions(seed)
+    table_ = allocation.cells_table(frame, B=50, method="percentile", rng=np.random.default_rng(0))
+    cells = by_key(table_, CELL_KEYS)
+    trials = _trials_by_cell(frame)
+    assert cells.keys() == trials.keys() and len(cells) == 16
+    for key, rows in trials.items():
+        cis_both, trans_both = count_agreeing_pairs(
+            [r["pair_id"] for r in rows], [r["first"] for r in rows], [r["chosen"] for r in rows]
+        )
+        got = cells[key]
+        assert (got["pairs_cis_both"], got["pairs_trans_both"]) == (cis_both, trans_both)
+        assert same(got["sign_p"], binom_p(trans_both, cis_both + trans_both), 1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_position_table_matches_the_reference_on_messy_cells(seed: int) -> None:
+    frame = _random_decisions(seed)
+    table_ = allocation.position_table(
+        frame, B=50, method="percentile", rng=np.random.default_rng(0)
+    )
+    cells = by_key(table_, CELL_KEYS)
+    trials = _trials_by_cell(frame)
+    assert cells.keys() == trials.keys() and len(cells) == 16
+    undecided = 0
+    for key, rows in trials.items():
+        reference = position_bias([r["first"] for r in rows], [r["chosen"] for r in rows])
+        assert_position_row(cells[key], reference)
+        undecided += reference.n == 0
+    assert undecided == 1  # the cell where nobody was chosen: no share, no test
 
 
 def test_a_pair_seen_twice_in_the_same_order_is_an_error() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ibias.prompts.codes import WORD_GROUPS, WORD_REASONS
 from ibias.prompts.word_association.parse import parse_explicit, parse_trial
 
 HERE = Path(__file__).parent
@@ -20,8 +21,7 @@ CORPUS = tomllib.loads((HERE / "corpus.toml").read_text(encoding="utf-8"))
 ITEMS = tomllib.loads((HERE / "corpus_items.toml").read_text(encoding="utf-8"))
 CASES = CORPUS["case"]
 EXPLICIT = CORPUS["explicit"]
-OUTCOMES = {"target", "reference", "missing", "refused", "conflict", "both", "neither"}
-OUTCOMES |= {"unknown_label"}
+OUTCOMES = {*WORD_GROUPS, *WORD_REASONS}
 
 
 def _expected(case: dict[str, Any]) -> dict[str, str]:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from scipy.stats import binom
 
-from ibias.prompts.base import Persona, Responder, TrialSpec, rng_for, stable_hash
+from ibias.prompts.base import Persona, TrialSpec, rng_for, stable_hash
+from ibias.prompts.simulated import RESPONDERS
 from ibias.prompts.word_association.experiment import build
 from ibias.prompts.word_association.parse import parse_explicit, parse_trial
 from ibias.prompts.word_association.simulate import respond, target_index
@@ -30,9 +31,16 @@ def _plan(trials: int, **extra: object) -> tuple[list[TrialSpec], list[TrialSpec
     return list(implicit.specs()), [s for e in explicit for s in e.specs()]
 
 
-def test_is_a_responder() -> None:
-    responder: Responder = respond  # checked by mypy against the protocol
-    assert callable(responder)
+def test_the_simulator_answers_every_planned_prompt_with_this_responder() -> None:
+    """The simulator asks its responders in turn and sends the first answer: a word-association
+    prompt, implicit or explicit, must be answered here and by no other responder, or a
+    simulated run would parse another task's reply."""
+    implicit, explicit = _plan(2)
+    persona = Persona(word_bias=0.5)
+    assert respond in RESPONDERS
+    for spec in implicit + explicit:
+        answered = [r(spec.messages, persona, _rng(spec)) is not None for r in RESPONDERS]
+        assert answered == [r is respond for r in RESPONDERS], spec.item
 
 
 def test_foreign_prompts_get_none() -> None:
