@@ -23,6 +23,7 @@ from ibias.analysis.report import (
     pvalue,
     table,
 )
+from ibias.prompts import codes
 
 KIND = "allocation"
 EXAMPLE_TEXT_LIMIT = 700
@@ -57,8 +58,8 @@ def _figures(
 def _outcomes(views: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return views[KIND].select(
         "model_id",
-        (pl.col("none_reason") == "refused").fill_null(False).alias("refused"),
-        (pl.col("none_reason") == "unparseable").fill_null(False).alias("unparseable"),
+        (pl.col("none_reason") == codes.REFUSED).fill_null(False).alias("refused"),
+        (pl.col("none_reason") == codes.UNPARSEABLE).fill_null(False).alias("unparseable"),
     )
 
 
@@ -234,7 +235,7 @@ def _examples(inp: SectionContext) -> str:
     return "".join(parts) + table(examples, columns)
 
 
-_CHOSEN = {"cis": "cisgender", "trans": "transgender"}
+_CHOSEN = {codes.CIS: codes.CISGENDER, codes.TRANS: codes.TRANSGENDER}
 
 
 def _clip(text: object) -> str:

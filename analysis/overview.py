@@ -14,23 +14,26 @@ from collections.abc import Sequence
 import polars as pl
 
 from ibias.analysis.load import StoreData
+from ibias.prompts import codes
 
 # Answer columns of the explicit summary, in display order (WA and allocation vocabularies).
-EXPLICIT_COLUMNS: tuple[str, ...] = (
-    "transgender",
-    "cisgender",
-    "neither",
-    "equal",
-    "refused",
-    "unparseable",
+EXPLICIT_COLUMNS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [
+            *codes.WORD_ASSOCIATION_EXPLICIT_ANSWERS[:3],
+            codes.EQUAL,
+            codes.REFUSED,
+            codes.UNPARSEABLE,
+        ]
+    )
 )
 
 
 def _explicit_outcomes(data: StoreData) -> pl.DataFrame:
     return data.explicit.select(
         "model_id",
-        (pl.col("answer") == "refused").alias("refused"),
-        (pl.col("answer") == "unparseable").alias("unparseable"),
+        (pl.col("answer") == codes.REFUSED).alias("refused"),
+        (pl.col("answer") == codes.UNPARSEABLE).alias("unparseable"),
     )
 
 

@@ -23,6 +23,7 @@ from ibias.analysis.report import (
     pvalue,
     table,
 )
+from ibias.prompts import codes
 
 KIND = "word_association"
 
@@ -101,8 +102,7 @@ def _word_association(inp: SectionContext) -> str:
             "explicit T / C / N / R / U",
             lambda r: (
                 " / ".join(
-                    count(r.get(f"explicit_{a}"))
-                    for a in ("transgender", "cisgender", "neither", "refused", "unparseable")
+                    count(r.get(f"explicit_{a}")) for a in codes.WORD_ASSOCIATION_EXPLICIT_ANSWERS
                 )
                 + f" of {count(r.get('explicit_n'))}"
             ),

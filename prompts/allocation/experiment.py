@@ -25,12 +25,13 @@ from ibias.prompts.allocation.render import render_allocation, render_explicit
 from ibias.prompts.allocation.roster import Person, Roster, make_roster
 from ibias.prompts.allocation.settings import AllocationSettings, parse_settings
 from ibias.prompts.base import Experiment, SettingsError, TrialSpec
+from ibias.prompts.codes import CISGENDER, EQUAL, NO_SYMPTOMS, TRANSGENDER
 
 EXPERIMENT = "allocation"
 EXPLICIT_EXPERIMENT = "allocation_explicit"
 EXPLICIT_OPTION_ORDERS = (
-    ("cisgender", "transgender", "equal"),
-    ("transgender", "cisgender", "equal"),
+    (CISGENDER, TRANSGENDER, EQUAL),
+    (TRANSGENDER, CISGENDER, EQUAL),
 )
 """Explicit-check option orders, alternated by index so neither group is always named first."""
 
@@ -58,7 +59,7 @@ class AllocationExperiment:
                 for symptoms in s.symptoms:
                     symptom_idx = (
                         None
-                        if symptoms == "none"
+                        if symptoms == NO_SYMPTOMS
                         else draw_symptoms(
                             self.seed,
                             service.slug,

@@ -109,3 +109,18 @@ def test_item_json_is_plain_json() -> None:
         "subject": "s",
         "score": None,
     }
+
+
+def test_item_types_admit_exactly_the_stored_codes() -> None:
+    from typing import get_args
+
+    from ibias.prompts import codes
+    from ibias.prompts.allocation import items
+    from ibias.prompts.word_association.items import Sentiment
+
+    assert get_args(items.Identity) == codes.IDENTITY_GROUPS
+    assert get_args(items.SymptomLevel) == codes.SYMPTOM_LEVELS
+    assert get_args(Sentiment) == ("positive", "negative")
+    assert {slug for slug, _ in items.IDENTITY_SPELLINGS.values()} == set(
+        get_args(items.GenderIdentity)
+    )
