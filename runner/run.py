@@ -27,12 +27,11 @@ from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.plan import Trial, build_experiments, trials_for
 from ibias.runner.progress import Progress
-from ibias.runner.providers.base import Provider
-from ibias.runner.providers.openai import OpenAIProvider
+from ibias.runner.providers.base import ProviderContext
+from ibias.runner.providers.registry import ProviderFactory, create_provider
+from ibias.runner.providers.simulator import LoopbackSimulator
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
-from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
-from ibias.runner.simulator import Simulator
 from ibias.runner.status import snapshot, status_path, write_status
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
@@ -176,13 +175,22 @@ async def execute(
     options: RunOptions,
     environ: Mapping[str, str] | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    *,
+    provider_factory: ProviderFactory | None = None,
 ) -> RunResult:
+    """Plan `config` into the store and request every trial without a response.
+
+    `provider_factory` builds each model's provider (default: the registry, by the config's
+    `provider`); tests pass one to run in-process providers.
+    """
     keys = check_keys(config, os.environ if environ is None else environ)
     store = options.store
     lock = StoreLock(store)
     lock.acquire()
     try:
-        return await _execute_locked(config, options, keys, say)
+        return await _execute_locked(
+            config, options, keys, say, provider_factory or create_provider
+        )
     finally:
         lock.release()
 
@@ -192,6 +200,7 @@ async def _execute_locked(
     options: RunOptions,
     keys: dict[str, str | None],
     say: Callable[[str], None],
+    factory: ProviderFactory,
 ) -> RunResult:
     con = open_store(options.store, create=True)
     # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
@@ -210,27 +219,10 @@ async def _execute_locked(
         stats = plan_into_store(con, run_id, experiments, config.models, done)
         write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
         return await _schedule(
-            config, options, keys, say, con, run_id, started_at, stats, done, experiments
+            config, options, keys, say, con, run_id, started_at, stats, done, experiments, factory
         )
     finally:
         con.close()
-
-
-async def _start_simulator(config: Config) -> tuple[Simulator | None, str | None]:
-    """One in-process simulator for all `simulator` models, on loopback like any endpoint."""
-    sims = [m for m in config.models if m.provider == "simulator"]
-    if not sims:
-        return None, None
-
-    default = model_profile_from_dict({})
-    profile = SimProfile(
-        seed=config.run.seed,
-        default=default,
-        models={m.model: model_profile_from_dict(m.sim) for m in sims},
-    )
-    sim = Simulator(profile)
-    url = await sim.start("127.0.0.1", 0)
-    return sim, url
 
 
 async def _schedule(
@@ -244,27 +236,21 @@ async def _schedule(
     stats: dict[str, ModelStats],
     done: set[str],
     experiments: list[Experiment],
+    factory: ProviderFactory,
 ) -> RunResult:
-    sim, sim_url = await _start_simulator(config)
+    # Started only if a `simulator` provider asks for its URL (never with injected providers).
+    sim = LoopbackSimulator.for_models(config.run.seed, config.models)
+    context = ProviderContext(simulator=sim)
     runtimes: list[ModelRuntime] = []
     for m in config.models:
-        concurrency = options.concurrency or m.max_concurrency
-        base_url = sim_url if m.provider == "simulator" else m.base_url
-        assert base_url is not None
-        provider: Provider = OpenAIProvider(
-            base_url=base_url,
-            model=m.model,
-            api_key=keys[m.id],
-            timeout_s=m.timeout_s,
-            max_connections=concurrency,
-        )
+        cfg = m if options.concurrency is None else _with_concurrency(m, options.concurrency)
+        provider = factory(cfg, keys[m.id], context)
         await provider.start()
-        cfg = m if options.concurrency is None else _with_concurrency(m, concurrency)
         runtimes.append(
             ModelRuntime(
                 config=cfg,
                 provider=provider,
-                limiter=EndpointLimiter(rpm=m.rpm, tpm=m.tpm, max_concurrency=concurrency),
+                limiter=EndpointLimiter(rpm=m.rpm, tpm=m.tpm, max_concurrency=cfg.max_concurrency),
                 stats=stats[m.id],
             )
         )
@@ -308,8 +294,7 @@ async def _schedule(
         await writer.close()
         for rt in runtimes:
             await rt.provider.close()
-        if sim is not None:
-            await sim.stop()
+        await sim.stop()
         progress.stop()
     state = "interrupted" if scheduler.stop_reason == "interrupted" else "finished"
     write_status(status_file, snapshot(run_id, state, started_at, stats.values()))

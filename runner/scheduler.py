@@ -13,7 +13,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,8 +21,8 @@ from typing import Any
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.plan import Trial
-from ibias.runner.providers.base import Provider, ProviderError, Reply
-from ibias.runner.retries import Backoff, Classification, Verdict, classify_exception
+from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
+from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.store.derived import reply_text
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer, raw_json
 
@@ -66,16 +66,6 @@ def estimate_tokens(trial: Trial, max_tokens: int) -> int:
     """
     chars = sum(len(m.get("content", "")) + 8 for m in trial.messages)
     return math.ceil(chars / 4) + max_tokens
-
-
-def _int_header(headers: dict[str, str] | object, name: str) -> int | None:
-    if not isinstance(headers, dict):
-        return None
-    value = headers.get(name)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 class Scheduler:
@@ -170,6 +160,7 @@ class Scheduler:
 
     async def _process(self, rt: ModelRuntime, trial: Trial) -> None:
         cfg = rt.config
+        sampling = Sampling.from_params(trial.params)
         est = estimate_tokens(trial, cfg.max_tokens)
         est_cost = cfg.cost(est - cfg.max_tokens, cfg.max_tokens)
         attempt = 0
@@ -192,14 +183,14 @@ class Scheduler:
             reply: Reply | None = None
             error: ProviderError | None = None
             try:
-                reply = await rt.provider.complete(trial.messages, trial.params)
+                reply = await rt.provider.complete(trial.messages, sampling)
             except ProviderError as exc:
                 error = exc
             except asyncio.CancelledError:
                 rt.limiter.release(permit, None)
                 raise
             except Exception as exc:  # a provider bug must not kill the run: retry, recorded
-                error = ProviderError(classify_exception(exc))
+                error = ProviderError(rt.provider.classify_exception(exc))
             finally:
                 self._in_flight -= 1
                 self._reserved_cost -= est_cost
@@ -236,18 +227,18 @@ class Scheduler:
 
     # ------------------------------------------------------------------ recording
 
-    def _learn_limits(self, rt: ModelRuntime, headers: object) -> None:
-        """With no rpm/tpm configured, adopt the limits the provider announces."""
+    def _learn_limits(self, rt: ModelRuntime, headers: Mapping[str, str]) -> None:
+        """With no rpm/tpm configured, adopt the limits the provider announces (asked of the
+        provider, which knows its own headers), once."""
         if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
             return
-        rpm = _int_header(headers, "x-ratelimit-limit-requests")
-        tpm = _int_header(headers, "x-ratelimit-limit-tokens")
-        if rpm is None and tpm is None:
+        limits = rt.provider.limits_from_headers(headers)
+        if limits is None or limits.empty:
             return
         rt.learnt_limits = True
         rt.limiter.set_limits(
-            rpm=rt.config.rpm if rt.config.rpm is not None else rpm,
-            tpm=rt.config.tpm if rt.config.tpm is not None else tpm,
+            rpm=rt.config.rpm if rt.config.rpm is not None else limits.rpm,
+            tpm=rt.config.tpm if rt.config.tpm is not None else limits.tpm,
         )
 
     def _fatal(self, rt: ModelRuntime, cls: Classification) -> None:
