@@ -119,6 +119,53 @@ def test_sigint_sigterm_and_sighup_stop_cleanly_with_130_and_flush(tmp_path, sim
     assert stored == served  # nothing answered was lost: in-flight finished and were flushed
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_signal_during_planning_exits_130_with_one_line_and_a_consistent_store(tmp_path, sig):
+    # 8 models x 1,000 prompts x 100 replicates = 800,000 trials: planning takes seconds, and
+    # the signal is sent as soon as the status file shows planning under way.
+    total = 800_000
+    cfg = write_config(
+        tmp_path,
+        [model_block(f"s{i}", provider="simulator") for i in range(8)],
+        n_prompts=1000,
+        replicates=100,
+    )
+    store = tmp_path / "store.duckdb"
+    proc = subprocess.Popen(
+        [*IBIAS, "run", str(cfg), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_status(
+            store, lambda data: data["state"] == "planning" and data["models"], proc=proc
+        )
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"interrupted by {sig.name} while planning: ")
+    assert lines[0].endswith(" planned trials are stored; run again to resume")
+    # the store opens, holds the run and whole batches of trials, nothing else
+    planned = count(store, "SELECT count(*) FROM trials")
+    assert 0 < planned < total and planned % 5000 == 0
+    assert count(store, "SELECT count(DISTINCT trial_key) FROM trials") == planned
+    assert count(store, "SELECT count(*) FROM runs") == 1
+    assert count(store, "SELECT count(*) FROM responses") == 0
+    assert f"{planned:,} planned trials" in lines[0]
+    status = ibias("status", "--store", str(store), "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["running"] is False and report["planned"] == planned
+    assert report["last_status"]["state"] == "interrupted"
+
+
 def test_second_run_on_same_store_exits_2_naming_holder(tmp_path, simulator):
     cfg, store, proc = background_run(
         tmp_path, simulator, 500, "--quiet", max_concurrency=2, rpm=600
