@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
+import anyio
 import orjson
 
 from ibias.prompts.base import SettingsError
@@ -23,7 +25,18 @@ from ibias.store.db import StoreError
 from ibias.store.importer import ImportFileError
 from ibias.store.lock import StoreBusyError, StoreLock
 
+if TYPE_CHECKING:
+    from ibias.runner.stop import Stop
+
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+#: Signals that stop a run gracefully. SIGHUP too: a closed terminal or ssh session should
+#: leave a consistent, resumable store, exactly like SIGTERM. (SIGHUP only where it exists.)
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+_T = TypeVar("_T")
 
 
 class UsageError(Exception):
@@ -162,20 +175,60 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise UsageError(f"unknown command {args.command!r}")
 
 
+def _with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
+    """Run `job` on an event loop whose stop signals are received before any of its work.
+
+    The receiver is open before `job` loads or plans anything, so a signal at any point becomes
+    a `Stop` request (never a KeyboardInterrupt traceback or a death by SIGTERM) and the job
+    ends the way an interrupted run ends. Only the command line does this: the Python API
+    leaves the process's signal handling alone. The receiver closes when `job` returns, so
+    whatever follows (the demo's analysis) has the default handlers back.
+    """
+    from ibias.runner.stop import Stop
+
+    async def main() -> _T:
+        stop = Stop()
+        outcome: list[_T] = []  # empty until job returns
+        error: Exception | None = None
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+            async with anyio.create_task_group() as tg:
+
+                async def relay() -> None:
+                    async for signum in signals:
+                        stop.request(f"interrupted by {signal.Signals(signum).name}")
+
+                tg.start_soon(relay)
+                # Errors are carried out of the task group so they stay themselves (one line
+                # in main()) rather than an ExceptionGroup.
+                try:
+                    outcome.append(await job(stop))
+                except Exception as exc:
+                    error = exc
+                tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
+        return outcome[0]
+
+    return anyio.run(main)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from ibias.runner.run import RunOptions, execute
 
-    config = load_config(args.config)
-    options = RunOptions(
-        store=config.store_path(args.store),
-        max_cost=args.max_cost,
-        concurrency=args.concurrency,
-        quiet=args.quiet,
-    )
-    result = asyncio.run(execute(config, options))
-    for line in result.lines:
-        print(line, file=sys.stderr)
-    return result.exit_code
+    async def job(stop: Stop) -> int:
+        config = load_config(args.config)
+        options = RunOptions(
+            store=config.store_path(args.store),
+            max_cost=args.max_cost,
+            concurrency=args.concurrency,
+            quiet=args.quiet,
+        )
+        result = await execute(config, options, stop=stop)
+        for line in result.lines:
+            print(line, file=sys.stderr)
+        return result.exit_code
+
+    return _with_stop_signals(job)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -262,7 +315,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config = load_config(DEMO_CONFIG)
     store = out / "demo.duckdb"
-    result = asyncio.run(execute(config, RunOptions(store=store)))
+    result = _with_stop_signals(lambda stop: execute(config, RunOptions(store=store), stop=stop))
     for line in result.lines:
         print(line, file=sys.stderr)
     if result.exit_code not in (EXIT_OK, EXIT_FAILED):

@@ -3,14 +3,16 @@
 Order matters for crash safety: the run row and every planned trial are committed before the
 first request, so the store always knows the whole plan; responses then land through the single
 writer. Resume is the default: trials with a stored response are skipped.
+
+The run's lifetime is one anyio task group (writer, status ticker, scheduler). It installs no
+signal handlers: a caller stops it through a `Stop` (the CLI requests it on SIGINT, SIGTERM and
+SIGHUP; the Python API and tests call `Stop.request()`), and providers come from a
+`ProviderFactory` (by default the registry), so tests can inject in-process providers.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -20,6 +22,8 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import duckdb
 
 from ibias.prompts import registry
@@ -28,13 +32,13 @@ from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.plan import Trial, build_experiments, trials_for
 from ibias.runner.progress import Progress
-from ibias.runner.providers.base import Provider
-from ibias.runner.providers.openai import OpenAIProvider
+from ibias.runner.providers.base import ProviderContext
+from ibias.runner.providers.registry import ProviderFactory, create_provider
+from ibias.runner.providers.simulator import LoopbackSimulator
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
-from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
-from ibias.runner.simulator import Simulator
 from ibias.runner.status import snapshot, status_path, write_status
+from ibias.runner.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
 from ibias.store.lock import StoreLock
@@ -140,16 +144,45 @@ def _insert_patients(con: duckdb.DuckDBPyConnection, config: Config) -> None:
         con.unregister("_patients")
 
 
-def plan_into_store(
+class PlanningInterrupted(Exception):
+    """A stop was requested while planning; the batches committed so far stay in the store."""
+
+    def __init__(self, planned: int, stats: dict[str, ModelStats]) -> None:
+        super().__init__(f"interrupted while planning after {planned:,} trials")
+        self.planned = planned
+        self.stats = stats
+
+
+async def plan_into_store(
     con: duckdb.DuckDBPyConnection,
     run_id: str,
     experiments: list[Experiment],
     models: tuple[ModelConfig, ...],
     done: set[str],
+    *,
+    stop: Stop | None = None,
+    on_batch: Callable[[dict[str, ModelStats]], None] | None = None,
 ) -> dict[str, ModelStats]:
-    """Insert every planned trial (streaming, in batches) and count totals per model."""
+    """Insert every planned trial (streaming, in batches) and count totals per model.
+
+    Each batch is inserted in a worker thread, so the loop stays free to receive a stop while
+    DuckDB works, and the stop is checked between batches: planning a large grid can take a
+    while, and an interrupt must not wait for it nor cut a batch in half.
+    """
     stats = {m.id: ModelStats(model_id=m.id) for m in models}
     batch: list[Trial] = []
+    planned = 0
+
+    async def insert() -> None:
+        nonlocal batch, planned
+        await anyio.to_thread.run_sync(insert_trials, con, run_id, batch)
+        planned += len(batch)
+        batch = []
+        if on_batch is not None:
+            on_batch(stats)
+        if stop is not None and stop.requested:
+            raise PlanningInterrupted(planned, stats)
+
     # Each batch commits on its own: one transaction over a million trials would hold them all
     # in memory, and a half-planned store is harmless (inserts skip keys already there).
     for trial in trials_for(experiments, models):
@@ -159,9 +192,8 @@ def plan_into_store(
             s.done_before += 1
         batch.append(trial)
         if len(batch) >= TRIAL_BATCH:
-            insert_trials(con, run_id, batch)
-            batch = []
-    insert_trials(con, run_id, batch)
+            await insert()
+    await insert()
     return stats
 
 
@@ -177,15 +209,50 @@ async def execute(
     options: RunOptions,
     environ: Mapping[str, str] | None = None,
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    *,
+    provider_factory: ProviderFactory | None = None,
+    stop: Stop | None = None,
 ) -> RunResult:
+    """Plan `config` into the store and request every trial without a response.
+
+    `provider_factory` builds each model's provider (default: the registry, by the config's
+    `provider`); `stop` lets the caller interrupt the run (planning or scheduling) and get exit
+    code 130 with everything done so far stored. No signal handler is installed here.
+    """
     keys = check_keys(config, os.environ if environ is None else environ)
     store = options.store
     lock = StoreLock(store)
     lock.acquire()
     try:
-        return await _execute_locked(config, options, keys, say)
+        return await _execute_locked(
+            config,
+            options,
+            keys,
+            say,
+            provider_factory or create_provider,
+            stop or Stop(),
+        )
+    except BaseExceptionGroup as group:
+        first = _first_error(group)
+        # One error reads as itself (the CLI names it in one line); several keep the whole
+        # group as the cause, for IBIAS_DEBUG tracebacks.
+        raise first from (None if _count_errors(group) == 1 else group)
     finally:
         lock.release()
+
+
+def _first_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first error inside (nested) task-group wrappers."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+def _count_errors(error: BaseException) -> int:
+    if isinstance(error, BaseExceptionGroup):
+        return sum(_count_errors(e) for e in error.exceptions)
+    return 1
 
 
 async def _execute_locked(
@@ -193,6 +260,8 @@ async def _execute_locked(
     options: RunOptions,
     keys: dict[str, str | None],
     say: Callable[[str], None],
+    factory: ProviderFactory,
+    stop: Stop,
 ) -> RunResult:
     con = open_store(options.store, create=True)
     # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
@@ -201,37 +270,52 @@ async def _execute_locked(
     run_id = uuid.uuid4().hex
     started_at = datetime.now(UTC)
     status_file = status_path(options.store)
+
+    def status(state: str, stats: Mapping[str, ModelStats]) -> None:
+        write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
+
     try:
         experiments = build_experiments(config)
         _record_run(con, run_id, config)
         _insert_patients(con, config)
         done = done_keys(con, [m.id for m in config.models])
-        # Planning runs on the loop's thread on purpose: nothing else runs yet, and a Ctrl-C
-        # here raises KeyboardInterrupt straight through the transaction's rollback.
-        stats = plan_into_store(con, run_id, experiments, config.models, done)
-        write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
+        status("planning", {})
+        try:
+            stats = await plan_into_store(
+                con,
+                run_id,
+                experiments,
+                config.models,
+                done,
+                stop=stop,
+                on_batch=lambda partial: status("planning", partial),
+            )
+        except PlanningInterrupted as exc:
+            status("interrupted", exc.stats)
+            return RunResult(
+                EXIT_INTERRUPTED,
+                (
+                    f"{stop.reason} while planning: {exc.planned:,} planned trials are stored; "
+                    "run again to resume",
+                ),
+            )
+        status("running", stats)
         return await _schedule(
-            config, options, keys, say, con, run_id, started_at, stats, done, experiments
+            config,
+            options,
+            keys,
+            say,
+            con,
+            run_id,
+            started_at,
+            stats,
+            done,
+            experiments,
+            factory,
+            stop,
         )
     finally:
         con.close()
-
-
-async def _start_simulator(config: Config) -> tuple[Simulator | None, str | None]:
-    """One in-process simulator for all `simulator` models, on loopback like any endpoint."""
-    sims = [m for m in config.models if m.provider == "simulator"]
-    if not sims:
-        return None, None
-
-    default = model_profile_from_dict({})
-    profile = SimProfile(
-        seed=config.run.seed,
-        default=default,
-        models={m.model: model_profile_from_dict(m.sim) for m in sims},
-    )
-    sim = Simulator(profile)
-    url = await sim.start("127.0.0.1", 0)
-    return sim, url
 
 
 async def _schedule(
@@ -245,74 +329,66 @@ async def _schedule(
     stats: dict[str, ModelStats],
     done: set[str],
     experiments: list[Experiment],
+    factory: ProviderFactory,
+    stop: Stop,
 ) -> RunResult:
-    sim, sim_url = await _start_simulator(config)
+    # Started only if a `simulator` provider asks for its URL (never with injected providers).
+    sim = LoopbackSimulator.for_models(config.run.seed, config.models)
+    context = ProviderContext(simulator=sim)
     runtimes: list[ModelRuntime] = []
-    for m in config.models:
-        concurrency = options.concurrency or m.max_concurrency
-        base_url = sim_url if m.provider == "simulator" else m.base_url
-        assert base_url is not None
-        provider: Provider = OpenAIProvider(
-            base_url=base_url,
-            model=m.model,
-            api_key=keys[m.id],
-            timeout_s=m.timeout_s,
-            max_connections=concurrency,
-        )
-        await provider.start()
-        cfg = m if options.concurrency is None else _with_concurrency(m, concurrency)
-        runtimes.append(
-            ModelRuntime(
-                config=cfg,
-                provider=provider,
-                limiter=EndpointLimiter(rpm=m.rpm, tpm=m.tpm, max_concurrency=concurrency),
-                stats=stats[m.id],
-            )
-        )
     writer = Writer(con, on_landed=parse_landed)
-    writer.start()
-    scheduler = Scheduler(
-        run_id=run_id,
-        runtimes=runtimes,
-        writer=writer,
-        backoff=options.backoff,
-        max_cost=options.max_cost,
-        grace_s=options.grace_s,
-        on_fatal=say,
-    )
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, scheduler.request_stop, "interrupted")
-    progress = Progress([rt.stats for rt in runtimes], quiet=options.quiet)
-    progress.start()
+    progress = Progress([stats[m.id] for m in config.models], quiet=options.quiet)
     status_file = status_path(options.store)
-
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            progress.tick()
-            write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
-
-    ticker = asyncio.create_task(tick())
-
-    def source(rt: ModelRuntime) -> Iterator[Trial]:
-        return (t for t in trials_for(experiments, [rt.config]) if t.trial_key not in done)
-
     try:
-        await scheduler.run(source)
+        for m in config.models:
+            cfg = m if options.concurrency is None else _with_concurrency(m, options.concurrency)
+            provider = factory(cfg, keys[m.id], context)
+            runtimes.append(
+                ModelRuntime(
+                    config=cfg,
+                    provider=provider,
+                    limiter=EndpointLimiter(
+                        rpm=m.rpm, tpm=m.tpm, max_concurrency=cfg.max_concurrency
+                    ),
+                    stats=stats[m.id],
+                )
+            )
+            await provider.start()
+        scheduler = Scheduler(
+            run_id=run_id,
+            runtimes=runtimes,
+            writer=writer,
+            backoff=options.backoff,
+            max_cost=options.max_cost,
+            grace_s=options.grace_s,
+            on_fatal=say,
+        )
+
+        async def tick() -> None:
+            while True:
+                await anyio.sleep(1.0)
+                progress.tick()
+                write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
+
+        def source(rt: ModelRuntime) -> Iterator[Trial]:
+            return (t for t in trials_for(experiments, [rt.config]) if t.trial_key not in done)
+
+        progress.start()
+        # The run's lifetime: the writer and the ticker live exactly as long as the scheduler.
+        async with anyio.create_task_group() as run:
+            run.start_soon(writer.run)
+            run.start_soon(tick)
+            await scheduler.run(source, stop)
+            await writer.close()
+            run.cancel_scope.cancel()
     finally:
-        ticker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await writer.close()
-        for rt in runtimes:
-            await rt.provider.close()
-        if sim is not None:
+        with anyio.CancelScope(shield=True):
+            await writer.close()  # after an error too: what was answered is kept
+            for rt in runtimes:
+                await rt.provider.close()
             await sim.stop()
         progress.stop()
-    state = "interrupted" if scheduler.stop_reason == "interrupted" else "finished"
+    state = "interrupted" if scheduler.interrupted else "finished"
     write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
     return _result(scheduler, list(stats.values()))
 
@@ -336,8 +412,8 @@ def _result(scheduler: Scheduler, stats: list[ModelStats]) -> RunResult:
             lines.append(f"model {s.model_id} stopped ({s.fatal}); {left:,} trials not done")
     if failed:
         lines.append(f"{failed:,} trials failed after all retries (see the attempts table)")
-    if scheduler.stop_reason == "interrupted":
-        lines.append("interrupted: results so far are stored; run again to resume")
+    if scheduler.interrupted:
+        lines.append(f"{scheduler.stop_reason}: results so far are stored; run again to resume")
         return RunResult(EXIT_INTERRUPTED, tuple(lines))
     if scheduler.stop_reason:
         lines.append(f"stopped: {scheduler.stop_reason}")

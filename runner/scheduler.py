@@ -1,28 +1,36 @@
 """Sends trials to models through each endpoint's limits, retrying what can be retried.
 
-Each model has its own bounded queue, feeder and worker pool, so a slow or rate-limited
+Each model has its own bounded stream, feeder and worker pool, so a slow or rate-limited
 provider never holds back the others, and each model walks the same interleaved plan order, so
 whatever point a run is interrupted at, every model's finished trials form a balanced prefix of
-the design. Memory is bounded by the queues, not by the size of the grid.
+the design. Memory is bounded by the streams, not by the size of the grid.
+
+Structured with anyio: all feeders and workers live in one task group, whose cancel scope is
+the stop's grace period. A stop (a `Stop` from outside, a budget) ends scheduling at once:
+feeders stop, every worker that is waiting rather than requesting (rate limiter, backoff, an
+empty stream) is cancelled through its own cancel scope, and the work scope gets a deadline
+`grace_s` ahead, so requests already in flight may finish and be recorded but never hold the
+run longer than that. The scopes are per worker, not per wait, so the hot path costs nothing.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.plan import Trial
-from ibias.runner.providers.base import Provider, ProviderError, Reply
-from ibias.runner.retries import Backoff, Classification, Verdict, classify_exception
+from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
+from ibias.runner.retries import Backoff, Classification, Verdict
+from ibias.runner.stop import Stop
 from ibias.store.derived import reply_text
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer, raw_json
 
@@ -50,12 +58,21 @@ class ModelStats:
 
 @dataclass
 class ModelRuntime:
+    """One model's provider, limiter and counters for the length of a run."""
+
     config: ModelConfig
     provider: Provider
     limiter: EndpointLimiter
     stats: ModelStats
-    queue: asyncio.Queue[Trial | None] = field(default_factory=lambda: asyncio.Queue(1))
     learnt_limits: bool = False
+
+
+@dataclass(eq=False)
+class _Worker:
+    """A worker's cancel scope, and whether it is in a request (which a stop lets finish)."""
+
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    in_request: bool = False
 
 
 def estimate_tokens(trial: Trial, max_tokens: int) -> int:
@@ -66,16 +83,6 @@ def estimate_tokens(trial: Trial, max_tokens: int) -> int:
     """
     chars = sum(len(m.get("content", "")) + 8 for m in trial.messages)
     return math.ceil(chars / 4) + max_tokens
-
-
-def _int_header(headers: dict[str, str] | object, name: str) -> int | None:
-    if not isinstance(headers, dict):
-        return None
-    value = headers.get(name)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 class Scheduler:
@@ -102,17 +109,38 @@ class Scheduler:
         self.grace_s = grace_s
         self.on_fatal = on_fatal
         self.rng = rng or random.Random()
-        self.stop_event = asyncio.Event()
         self.stop_reason: str | None = None
+        #: True when the first stop came from outside (a `Stop`): the run was interrupted.
+        self.interrupted = False
+        self._stopping = False
+        self._work_scope: anyio.CancelScope | None = None
+        self._workers: set[_Worker] = set()
         self._in_flight = 0
         self._reserved_cost = 0.0
 
     # ------------------------------------------------------------------ control
 
     def request_stop(self, reason: str) -> None:
+        """Stop scheduling; in-flight requests get `grace_s` to finish. Idempotent; the
+        first reason is the one reported."""
         if self.stop_reason is None:
             self.stop_reason = reason
-        self.stop_event.set()
+        if self._stopping:
+            return
+        self._stopping = True
+        for worker in self._workers:
+            if not worker.in_request:
+                worker.scope.cancel()
+        self._start_grace()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def _start_grace(self) -> None:
+        if self._work_scope is not None:
+            deadline = anyio.current_time() + self.grace_s
+            self._work_scope.deadline = min(self._work_scope.deadline, deadline)
 
     @property
     def spent(self) -> float:
@@ -120,68 +148,100 @@ class Scheduler:
 
     # ------------------------------------------------------------------ running
 
-    async def run(self, source: Callable[[ModelRuntime], Iterator[Trial]]) -> None:
-        tasks: list[asyncio.Task[None]] = []
-        for rt in self.runtimes:
-            n_workers = rt.config.max_concurrency
-            rt.queue = asyncio.Queue(maxsize=max(2 * n_workers, 16))
-            tasks.append(asyncio.create_task(self._feed(rt, source(rt), n_workers)))
-            tasks.extend(asyncio.create_task(self._work(rt)) for _ in range(n_workers))
-        waiter: asyncio.Future[Any] = asyncio.create_task(self.stop_event.wait())
-        everything: asyncio.Future[Any] = asyncio.gather(*tasks)
-        await asyncio.wait([waiter, everything], return_when=asyncio.FIRST_COMPLETED)
-        if not everything.done():
-            await self._drain(tasks)
-        waiter.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await everything
-        for rt in self.runtimes:
-            rt.stats.finished = True
+    async def run(
+        self, source: Callable[[ModelRuntime], Iterator[Trial]], stop: Stop | None = None
+    ) -> None:
+        """Schedule every model's trials from `source` until done or stopped (by `stop`, by
+        `request_stop`, or by the budget)."""
+        try:
+            async with anyio.create_task_group() as outer:
+                if stop is not None:
+                    outer.start_soon(self._relay, stop)
+                async with anyio.create_task_group() as work:
+                    self._work_scope = work.cancel_scope
+                    if self._stopping:
+                        self._start_grace()
+                    for rt in self.runtimes:
+                        n_workers = rt.config.max_concurrency
+                        send, receive = anyio.create_memory_object_stream[Trial](
+                            max(2 * n_workers, 16)
+                        )
+                        work.start_soon(self._feed, rt, source(rt), send)
+                        for _ in range(n_workers):
+                            work.start_soon(self._work, rt, receive.clone())
+                        receive.close()
+                outer.cancel_scope.cancel()  # the work is over: stop listening for a stop
+        finally:
+            self._work_scope = None
+            for rt in self.runtimes:
+                rt.stats.finished = True
 
-    async def _drain(self, tasks: list[asyncio.Task[None]]) -> None:
-        """After a stop: let in-flight requests finish for a while, then cancel the rest."""
-        deadline = time.monotonic() + self.grace_s
-        while self._in_flight > 0 and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async def _relay(self, stop: Stop) -> None:
+        await stop.wait()
+        if self.stop_reason is None:
+            self.interrupted = True
+        self.request_stop(stop.reason or "interrupted")
 
-    async def _feed(self, rt: ModelRuntime, trials: Iterator[Trial], n_workers: int) -> None:
-        # No try/finally: when cancelled (after a stop's grace period) the workers are
-        # cancelled too, and waiting to hand them end markers would block forever.
-        for i, trial in enumerate(trials):
-            if self.stop_event.is_set() or rt.stats.fatal:
-                break
-            await rt.queue.put(trial)
-            if i % 256 == 255:
-                await asyncio.sleep(0)  # planning is CPU work: let requests through
-        for _ in range(n_workers):
-            await rt.queue.put(None)
+    async def _feed(
+        self, rt: ModelRuntime, trials: Iterator[Trial], send: MemoryObjectSendStream[Trial]
+    ) -> None:
+        async with send:  # closing it ends the workers' streams
+            for i, trial in enumerate(trials):
+                if self._stopping or rt.stats.fatal:
+                    break
+                try:
+                    # The no-wait path skips a checkpoint (a loop iteration) per trial; the feeder
+                    # still yields below and whenever the stream is full.
+                    send.send_nowait(trial)
+                except anyio.WouldBlock:
+                    try:
+                        await send.send(trial)
+                    except anyio.BrokenResourceError:  # every worker has gone (a stop)
+                        break
+                except anyio.BrokenResourceError:
+                    break
+                if i % 256 == 255:
+                    await anyio.sleep(0)  # planning is CPU work: let requests through
 
-    async def _work(self, rt: ModelRuntime) -> None:
-        while True:
-            trial = await rt.queue.get()
-            if trial is None:
-                return
-            if rt.stats.fatal or self.stop_event.is_set():
-                continue
-            await self._process(rt, trial)
+    async def _work(self, rt: ModelRuntime, receive: MemoryObjectReceiveStream[Trial]) -> None:
+        worker = _Worker()
+        self._workers.add(worker)
+        try:
+            async with receive:
+                with worker.scope:
+                    if self._stopping:
+                        worker.scope.cancel()
+                    while True:
+                        try:  # no-wait first: the next await (limiter, request) yields anyway
+                            trial = receive.receive_nowait()
+                        except anyio.WouldBlock:
+                            try:
+                                trial = await receive.receive()
+                            except anyio.EndOfStream:
+                                return
+                        except anyio.EndOfStream:
+                            return
+                        if rt.stats.fatal or self._stopping:
+                            continue  # drain, so the feeder is never stuck on a full stream
+                        await self._process(rt, trial, worker)
+        finally:
+            self._workers.discard(worker)
 
-    async def _process(self, rt: ModelRuntime, trial: Trial) -> None:
+    async def _process(self, rt: ModelRuntime, trial: Trial, worker: _Worker) -> None:
         cfg = rt.config
+        sampling = Sampling.from_params(trial.params)
         est = estimate_tokens(trial, cfg.max_tokens)
         est_cost = cfg.cost(est - cfg.max_tokens, cfg.max_tokens)
         attempt = 0
         while True:
             attempt += 1
-            if self.stop_event.is_set() or rt.stats.fatal:
+            if self._stopping or rt.stats.fatal:
                 return
             if self.max_cost is not None and self.spent + self._reserved_cost >= self.max_cost:
                 self.request_stop(f"budget of ${self.max_cost:.2f} reached")
                 return
-            permit = await rt.limiter.acquire(est)
-            if self.stop_event.is_set() or rt.stats.fatal:
+            permit = await rt.limiter.acquire(est)  # a stop cancels this wait (worker scope)
+            if self._stopping or rt.stats.fatal:
                 rt.limiter.release(permit, 0)
                 return
             started = datetime.now(UTC)
@@ -191,16 +251,18 @@ class Scheduler:
             rt.stats.requests += 1
             reply: Reply | None = None
             error: ProviderError | None = None
+            worker.in_request = True  # from here a stop lets it finish, within the grace period
             try:
-                reply = await rt.provider.complete(trial.messages, trial.params)
+                reply = await rt.provider.complete(trial.messages, sampling)
             except ProviderError as exc:
                 error = exc
-            except asyncio.CancelledError:
+            except anyio.get_cancelled_exc_class():
                 rt.limiter.release(permit, None)
                 raise
             except Exception as exc:  # a provider bug must not kill the run: retry, recorded
-                error = ProviderError(classify_exception(exc))
+                error = ProviderError(rt.provider.classify_exception(exc))
             finally:
+                worker.in_request = False
                 self._in_flight -= 1
                 self._reserved_cost -= est_cost
             latency_ms = (time.perf_counter() - t0) * 1000
@@ -230,24 +292,24 @@ class Scheduler:
                 return
             self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "retry")
             rt.stats.retries += 1
-            delay = self.backoff.delay(attempt, cls.delay_hint_s, self.rng)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.stop_event.wait(), timeout=delay)
+            if self._stopping:  # came while this request was in flight: no backoff to sit out
+                return
+            await anyio.sleep(self.backoff.delay(attempt, cls.delay_hint_s, self.rng))
 
     # ------------------------------------------------------------------ recording
 
-    def _learn_limits(self, rt: ModelRuntime, headers: object) -> None:
-        """With no rpm/tpm configured, adopt the limits the provider announces."""
+    def _learn_limits(self, rt: ModelRuntime, headers: Mapping[str, str]) -> None:
+        """With no rpm/tpm configured, adopt the limits the provider announces (asked of the
+        provider, which knows its own headers), once."""
         if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
             return
-        rpm = _int_header(headers, "x-ratelimit-limit-requests")
-        tpm = _int_header(headers, "x-ratelimit-limit-tokens")
-        if rpm is None and tpm is None:
+        limits = rt.provider.limits_from_headers(headers)
+        if limits is None or limits.empty:
             return
         rt.learnt_limits = True
         rt.limiter.set_limits(
-            rpm=rt.config.rpm if rt.config.rpm is not None else rpm,
-            tpm=rt.config.tpm if rt.config.tpm is not None else tpm,
+            rpm=rt.config.rpm if rt.config.rpm is not None else limits.rpm,
+            tpm=rt.config.tpm if rt.config.tpm is not None else limits.tpm,
         )
 
     def _fatal(self, rt: ModelRuntime, cls: Classification) -> None:

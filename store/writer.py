@@ -1,21 +1,22 @@
 """The single writer: the only code that inserts into the store during a run.
 
-Rows are buffered in memory and flushed as Arrow batches at least every `interval` seconds, on
-one dedicated thread that owns the DuckDB connection, so the event loop never blocks on disk and
-a `kill -9` loses at most the last second of results. Responses are inserted with an anti-join
+Rows are buffered in memory and flushed as Arrow batches at least every `interval` seconds, in
+a worker thread (anyio's thread helper, one flush at a time), so the event loop never blocks on
+disk and a `kill -9` loses at most the last second of results. A flush that has started always
+finishes, even when the run is cancelled: anyio waits for the thread instead of abandoning it,
+so a transaction is never left half-done. Responses are inserted with an anti-join
 on trial_key, so a trial can never end with two response rows.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import duckdb
 import orjson
 import pyarrow as pa
@@ -195,10 +196,12 @@ OnLanded = Callable[[duckdb.DuckDBPyConnection, Sequence[Landed]], None]
 
 
 class Writer:
-    """Buffers attempts and responses and flushes them on its own thread.
+    """Buffers attempts and responses and flushes them in a worker thread.
 
-    `on_landed` (e.g. the derived-table parsers) runs on the writer thread right after each
-    flush, inside the same transaction, so parsed rows never refer to missing responses.
+    Run `run()` as a task of the run's task group and `close()` at the end (also after an
+    error: it writes what is still buffered). `on_landed` (e.g. the derived-table parsers) runs
+    on the writer thread right after each flush, inside the same transaction, so parsed rows
+    never refer to missing responses.
     """
 
     def __init__(
@@ -216,13 +219,11 @@ class Writer:
         self._attempts: list[AttemptRow] = []
         self._responses: list[ResponseRow] = []
         self._landed: list[Landed] = []
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ibias-writer")
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        # anyio primitives are made in run(), inside the loop (a Writer may be built outside).
+        self._wake: anyio.Event | None = None
+        self._stopped: anyio.Event | None = None
+        self._one_at_a_time: anyio.CapacityLimiter | None = None
         self._closing = False
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="ibias-writer")
 
     def add_attempt(self, row: AttemptRow) -> None:
         self._attempts.append(row)
@@ -235,15 +236,21 @@ class Writer:
         self._maybe_wake()
 
     def _maybe_wake(self) -> None:
-        if len(self._attempts) + len(self._responses) >= self.max_rows:
+        if self._wake is not None and len(self._attempts) + len(self._responses) >= self.max_rows:
             self._wake.set()
 
-    async def _loop(self) -> None:
-        while not self._closing:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
-            self._wake.clear()
-            await self.flush()
+    async def run(self) -> None:
+        """Flush at least every `interval` seconds (sooner when `max_rows` are buffered) until
+        `close()`."""
+        self._stopped = anyio.Event()
+        try:
+            while not self._closing:
+                self._wake = anyio.Event()
+                with anyio.move_on_after(self.interval):
+                    await self._wake.wait()
+                await self.flush()
+        finally:
+            self._stopped.set()
 
     async def flush(self) -> None:
         attempts, self._attempts = self._attempts, []
@@ -251,8 +258,11 @@ class Writer:
         landed, self._landed = self._landed, []
         if not attempts and not responses:
             return
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._write, attempts, responses, landed)
+        if self._one_at_a_time is None:
+            self._one_at_a_time = anyio.CapacityLimiter(1)
+        await anyio.to_thread.run_sync(
+            self._write, attempts, responses, landed, limiter=self._one_at_a_time
+        )
 
     def _write(
         self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
@@ -270,14 +280,15 @@ class Writer:
             raise
 
     async def close(self) -> None:
-        """Stop the loop and write everything still buffered."""
-        self._closing = True
-        self._wake.set()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self.flush()
-        self._executor.shutdown(wait=True)
+        """Stop the flush loop and write everything still buffered. Idempotent; shielded from
+        cancellation, because it is what keeps a stopped run's results."""
+        with anyio.CancelScope(shield=True):
+            self._closing = True
+            if self._wake is not None:
+                self._wake.set()
+            if self._stopped is not None:
+                await self._stopped.wait()
+            await self.flush()
 
 
 def raw_json(body: Any) -> str | None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +101,35 @@ def write_config(
     path = folder / "config.toml"
     path.write_text(text)
     return path
+
+
+def wait_for_status(
+    store: Path,
+    ready: Callable[[dict[str, Any]], bool],
+    *,
+    proc: subprocess.Popen[str] | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Poll the status file beside `store` (written by a running `ibias run`) until `ready`
+    holds for its contents; fails if `proc` exits first or nothing happens within `timeout`.
+
+    Signal and interruption tests wait on this observable state instead of a fixed sleep.
+    """
+    status = store.with_name(store.name + ".status.json")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"ibias exited with {proc.returncode} before the awaited state")
+        try:
+            data = json.loads(status.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            data = None
+        if isinstance(data, dict) and ready(data):
+            return data
+        time.sleep(0.02)
+    raise AssertionError(f"status file {status} never reached the awaited state")
+
+
+def models_done(data: dict[str, Any]) -> int:
+    """Trials done so far over all models, from a status-file snapshot."""
+    return sum(int(m.get("done", 0)) for m in data.get("models", []))

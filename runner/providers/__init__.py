@@ -1,1 +1,4 @@
-"""runner/providers."""
+"""Providers: one registered class per API (see base.py for the contract, registry.py for the
+lookup). Importing the package registers the built-in providers."""
+
+from ibias.runner.providers import openai, simulator  # noqa: F401  (registration)

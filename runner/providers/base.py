@@ -1,16 +1,37 @@
-"""The one provider interface: a single method that calls a model.
+"""What every provider is: one class with one async call, its own error classification, its own
+reading of rate-limit headers and its own names for the sampling parameters.
 
-Failures are raised as `ProviderError` carrying the retry classification (runner/retries.py),
-so the scheduler never needs to know a provider's dialect of errors.
+Why one class per provider: the scheduler must not know any provider's dialect. It hands a
+provider the chat and the *neutral* sampling parameters stored in the trial (and hashed into its
+key), and gets back a `Reply` or a `ProviderError` carrying the retry classification; after each
+attempt it asks the provider what limits the response headers announce. Adding a provider is
+then one registered class (runner/providers/registry.py), and a test can hand the run an
+in-process provider with no HTTP at all.
+
+Failures are raised as `ProviderError` carrying the retry classification (runner/retries.py).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol, Self
 
+from ibias.prompts.base import Message
+from ibias.runner import retries
+from ibias.runner.config import ModelConfig
 from ibias.runner.retries import Classification
+
+__all__ = [
+    "Limits",
+    "Provider",
+    "ProviderContext",
+    "ProviderError",
+    "Reply",
+    "Sampling",
+    "SimulatorEndpoint",
+]
 
 
 @dataclass(frozen=True)
@@ -44,13 +65,120 @@ class ProviderError(Exception):
         self.headers: Mapping[str, str] = headers or {}
 
 
-class Provider(Protocol):
-    """One endpoint's client. `complete` is the only way ibias talks to a model."""
+@dataclass(frozen=True)
+class Limits:
+    """Rate limits a provider announced, in the terms the endpoint limiter uses.
 
-    async def start(self) -> None: ...
+    `None` means "not announced" (a provider may announce only one of the two). Providers
+    spell these differently (OpenAI's `x-ratelimit-limit-requests`, Anthropic's
+    `anthropic-ratelimit-requests-limit`, ...); each provider class turns its own headers into
+    this one value so the scheduler never reads a provider's headers itself.
+    """
 
-    async def close(self) -> None: ...
+    rpm: int | None = None
+    tpm: int | None = None
 
-    async def complete(
-        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any]
-    ) -> Reply: ...
+    def __post_init__(self) -> None:
+        for name in ("rpm", "tpm"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
+                raise ValueError(f"Limits.{name} must be a positive integer or None")
+
+    @property
+    def empty(self) -> bool:
+        return self.rpm is None and self.tpm is None
+
+
+_SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "seed"})
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The neutral sampling parameters of a trial: what the trial key hashes.
+
+    They stay neutral on purpose: the trial key of a store made today hashes exactly
+    `{"temperature", "max_tokens"[, "seed"]}`, so a provider that calls them differently
+    (`max_output_tokens`, `generationConfig.temperature`, ...) maps them when it builds its
+    request, never in the plan.
+    """
+
+    temperature: float
+    max_tokens: int
+    seed: int | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Sampling:
+        """Read a trial's stored `params`; an unknown key is an error rather than silently
+        not sent, because it is part of the trial key and so of what the trial promised."""
+        unknown = sorted(set(params) - _SAMPLING_KEYS)
+        if unknown:
+            raise ValueError(f"unknown sampling parameter {unknown[0]!r} in trial params")
+        seed = params.get("seed")
+        return cls(
+            temperature=float(params["temperature"]),
+            max_tokens=int(params["max_tokens"]),
+            seed=None if seed is None else int(seed),
+        )
+
+
+class SimulatorEndpoint(Protocol):
+    """The run's in-process simulator, started on first use (see providers/simulator.py)."""
+
+    async def url(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ProviderContext:
+    """What a provider may need from the run beyond its model's config and key.
+
+    Kept separate from `ModelConfig` because these are things of the run, not of the config:
+    the loopback simulator shared by all `simulator` models (started only if one of them is
+    actually used, so an injected provider never starts a server).
+    """
+
+    simulator: SimulatorEndpoint | None = None
+
+
+class Provider(ABC):
+    """One endpoint's client. `complete` is the only way ibias talks to a model.
+
+    A provider class is registered under its `name` (runner/providers/registry.py) and built
+    by `from_config`. The scheduler calls, per attempt: `complete`; on an exception escaping
+    `complete` that is not a `ProviderError`, `classify_exception`; and after every attempt,
+    `limits_from_headers` with the response headers (when the config sets no rpm/tpm).
+    """
+
+    #: The registry name (the config's `provider`); set by the `@provider` decorator.
+    name: ClassVar[str] = ""
+
+    @classmethod
+    def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
+        """Build the provider for one configured model (what the default factory calls).
+
+        `model.max_concurrency` already includes any `--concurrency` override.
+        """
+        raise NotImplementedError(
+            f"{cls.__name__} cannot be built from a config; pass it through a provider factory"
+        )
+
+    async def start(self) -> None:  # noqa: B027  (optional hook: most providers need none)
+        """Open connections (called once before the first `complete`)."""
+
+    async def close(self) -> None:  # noqa: B027  (optional hook)
+        """Release connections (called once at the end of the run, also after errors)."""
+
+    @abstractmethod
+    async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
+        """One request. Returns the reply or raises `ProviderError` with its classification;
+        maps the neutral `sampling` to the provider's own request fields."""
+
+    def classify_exception(self, exc: BaseException) -> Classification:
+        """Classify an exception that escaped `complete` (timeouts, dropped connections,
+        malformed bodies, a bug). The default is the common policy of runner/retries.py."""
+        return retries.classify_exception(exc)
+
+    def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
+        """The rate limits these response headers announce, or None. Default: none."""
+        return None

@@ -9,16 +9,71 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 import orjson
 
-from ibias.runner.providers.base import ProviderError, Reply
-from ibias.runner.retries import MalformedResponse, Verdict, classify_exception, classify_http
+from ibias.prompts.base import Message
+from ibias.runner.config import ModelConfig
+from ibias.runner.providers.base import (
+    Limits,
+    Provider,
+    ProviderContext,
+    ProviderError,
+    Reply,
+    Sampling,
+)
+from ibias.runner.providers.registry import provider
+from ibias.runner.retries import (
+    Classification,
+    MalformedResponse,
+    Verdict,
+    classify_exception,
+    classify_http,
+)
+
+__all__ = ["OpenAIProvider", "openai_limits", "openai_sampling", "parse_chat_completion"]
 
 
-class OpenAIProvider:
+def openai_sampling(sampling: Sampling) -> dict[str, Any]:
+    """The neutral parameters under OpenAI's names, in the order requests always had them.
+
+    `max_tokens` rather than `max_completion_tokens`: every compatible server the README lists
+    accepts it, and the request bodies stay byte-identical to those of earlier runs.
+    """
+    fields: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "max_tokens": sampling.max_tokens,
+    }
+    if sampling.seed is not None:
+        fields["seed"] = sampling.seed
+    return fields
+
+
+def openai_limits(headers: Mapping[str, str]) -> Limits | None:
+    """`x-ratelimit-limit-requests` / `-tokens` (per minute, as OpenAI, Groq and the simulator
+    send them); None when neither is there or readable."""
+    lower = {str(k).lower(): str(v) for k, v in headers.items()}
+    rpm = _positive_int(lower.get("x-ratelimit-limit-requests"))
+    tpm = _positive_int(lower.get("x-ratelimit-limit-tokens"))
+    if rpm is None and tpm is None:
+        return None
+    return Limits(rpm=rpm, tpm=tpm)
+
+
+def _positive_int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+@provider("openai")
+class OpenAIProvider(Provider):
     """`Provider` for POST {base_url}/chat/completions."""
 
     def __init__(
@@ -30,15 +85,31 @@ class OpenAIProvider:
         timeout_s: float,
         max_connections: int,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.url = self._chat_url(base_url)
         self.model = model
         self._api_key = api_key
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
+    @staticmethod
+    def _chat_url(base_url: str) -> str:
+        return base_url.rstrip("/") + "/chat/completions"
+
+    @classmethod
+    def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
+        if model.base_url is None:
+            raise ValueError(f"model {model.id!r}: the openai provider needs a base_url")
+        return cls(
+            base_url=model.base_url,
+            model=model.model,
+            api_key=api_key,
+            timeout_s=model.timeout_s,
+            max_connections=model.max_concurrency,
+        )
+
     def __repr__(self) -> str:  # never show the key, even in a debugger or a log of objects
-        return f"OpenAIProvider(url={self.url!r}, model={self.model!r})"
+        return f"{type(self).__name__}(url={self.url!r}, model={self.model!r})"
 
     async def start(self) -> None:
         headers = {"Content-Type": "application/json"}
@@ -56,26 +127,42 @@ class OpenAIProvider:
             await self._session.close()
             self._session = None
 
-    async def complete(
-        self, messages: Sequence[Mapping[str, str]], params: Mapping[str, Any]
-    ) -> Reply:
+    async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
         if self._session is None:
             raise RuntimeError("provider not started")
-        payload: dict[str, Any] = {"model": self.model, "messages": list(messages), **params}
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            **openai_sampling(sampling),
+        }
         try:
             async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
                 body = await resp.read()
                 status = resp.status
                 headers = {k.lower(): v for k, v in resp.headers.items()}
         except Exception as exc:  # timeouts, dropped connections, truncated bodies
-            raise ProviderError(classify_exception(exc)) from None
-        verdict = classify_http(status, headers, body, now=time.time())
+            raise ProviderError(self.classify_exception(exc)) from None
+        verdict = self.classify_response(status, headers, body)
         if verdict.verdict is not Verdict.OK:
             raise ProviderError(verdict, status=status, headers=headers)
         try:
             return parse_chat_completion(body, status, headers)
         except MalformedResponse as exc:
-            raise ProviderError(classify_exception(exc), status=status, headers=headers) from None
+            raise ProviderError(
+                self.classify_exception(exc), status=status, headers=headers
+            ) from None
+
+    def classify_response(
+        self, status: int, headers: Mapping[str, str], body: bytes
+    ) -> Classification:
+        """OpenAI's dialect of statuses and error bodies: runner/retries.py's table."""
+        return classify_http(status, headers, body, now=time.time())
+
+    def classify_exception(self, exc: BaseException) -> Classification:
+        return classify_exception(exc)
+
+    def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
+        return openai_limits(headers)
 
 
 def parse_chat_completion(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import duckdb
@@ -16,9 +15,11 @@ import pytest
 from tests.helpers import (
     IBIAS,
     model_block,
+    models_done,
     sim_stats,
     start_simulator,
     stop_simulator,
+    wait_for_status,
     write_config,
 )
 
@@ -79,16 +80,7 @@ def test_kill_9_then_resume_loses_only_in_flight_and_last_second(tmp_path, simul
     cfg, store, proc = background_run(
         tmp_path, simulator, 1500, "--quiet", max_concurrency=concurrency, rpm=rpm
     )
-    status = store.with_name(store.name + ".status.json")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if status.exists():
-            data = json.loads(status.read_text() or "{}")
-            if data.get("models") and data["models"][0]["done"] >= 300:
-                break
-        time.sleep(0.05)
-    else:
-        pytest.fail("run made no progress")
+    wait_for_status(store, lambda data: models_done(data) >= 300, proc=proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     served_before = sim_stats(simulator)["served"]
@@ -107,18 +99,71 @@ def test_kill_9_then_resume_loses_only_in_flight_and_last_second(tmp_path, simul
     assert re_requested <= concurrency + rpm / 60 * 1.1
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_sigint_and_sigterm_stop_cleanly_with_130_and_flush(tmp_path, simulator, sig):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_sigint_sigterm_and_sighup_stop_cleanly_with_130_and_flush(tmp_path, simulator, sig):
     _, store, proc = background_run(tmp_path, simulator, 3000, max_concurrency=4, rpm=3000)
-    time.sleep(3)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=30)
+    try:
+        wait_for_status(store, lambda data: models_done(data) >= 20, proc=proc)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 130, err
-    assert "interrupted" in err and "Traceback" not in err
+    assert f"interrupted by {sig.name}: results so far are stored" in err
+    assert "Traceback" not in err
     served = sim_stats(simulator)["served"]
     stored = count(store, "SELECT count(*) FROM responses")
     assert stored > 0
     assert stored == served  # nothing answered was lost: in-flight finished and were flushed
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_signal_during_planning_exits_130_with_one_line_and_a_consistent_store(tmp_path, sig):
+    # 8 models x 1,000 prompts x 100 replicates = 800,000 trials: planning takes seconds, and
+    # the signal is sent as soon as the status file shows planning under way.
+    total = 800_000
+    cfg = write_config(
+        tmp_path,
+        [model_block(f"s{i}", provider="simulator") for i in range(8)],
+        n_prompts=1000,
+        replicates=100,
+    )
+    store = tmp_path / "store.duckdb"
+    proc = subprocess.Popen(
+        [*IBIAS, "run", str(cfg), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_status(
+            store, lambda data: data["state"] == "planning" and data["models"], proc=proc
+        )
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"interrupted by {sig.name} while planning: ")
+    assert lines[0].endswith(" planned trials are stored; run again to resume")
+    # the store opens, holds the run and whole batches of trials, nothing else
+    planned = count(store, "SELECT count(*) FROM trials")
+    assert 0 < planned < total and planned % 5000 == 0
+    assert count(store, "SELECT count(DISTINCT trial_key) FROM trials") == planned
+    assert count(store, "SELECT count(*) FROM runs") == 1
+    assert count(store, "SELECT count(*) FROM responses") == 0
+    assert f"{planned:,} planned trials" in lines[0]
+    status = ibias("status", "--store", str(store), "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["running"] is False and report["planned"] == planned
+    assert report["last_status"]["state"] == "interrupted"
 
 
 def test_second_run_on_same_store_exits_2_naming_holder(tmp_path, simulator):
@@ -126,10 +171,7 @@ def test_second_run_on_same_store_exits_2_naming_holder(tmp_path, simulator):
         tmp_path, simulator, 500, "--quiet", max_concurrency=2, rpm=600
     )
     try:
-        status_file = store.with_name(store.name + ".status.json")
-        deadline = time.monotonic() + 30
-        while not status_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for_status(store, lambda data: data["state"] == "running", proc=proc)
         second = ibias("run", str(cfg), "--quiet")
         assert second.returncode == 2
         assert f"pid {proc.pid}" in second.stderr

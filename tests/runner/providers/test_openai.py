@@ -7,7 +7,7 @@ import json
 import pytest
 from aiohttp import web
 
-from ibias.runner.providers.base import ProviderError
+from ibias.runner.providers.base import ProviderError, Sampling
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.retries import Verdict
 
@@ -114,7 +114,9 @@ async def call(base: str, model: str, path: str = "/v1"):
     )
     await p.start()
     try:
-        return await p.complete([{"role": "user", "content": "hi"}], {"temperature": 0})
+        return await p.complete(
+            [{"role": "user", "content": "hi"}], Sampling(temperature=0, max_tokens=16)
+        )
     finally:
         await p.close()
 
@@ -128,6 +130,7 @@ async def test_fields_recorded_and_key_sent_only_in_header(server):
     assert SEEN[-1]["body"] == {
         "model": "plain",
         "temperature": 0,
+        "max_tokens": 16,
         "messages": [{"role": "user", "content": "hi"}],
     }
     p = OpenAIProvider(

@@ -1,0 +1,97 @@
+"""`simulator`: ibias's own simulator, started in-process and spoken to over loopback HTTP.
+
+The protocol is OpenAI's, so the provider is the OpenAI one pointed at a URL known only once
+the simulator listens. All `simulator` models of a run share one `LoopbackSimulator`, built
+from their `[models.sim]` tables and the run's seed, and started on first use: a run whose
+providers are injected (tests) never starts a server it does not talk to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Self
+
+import anyio
+
+from ibias.runner.config import ModelConfig
+from ibias.runner.providers.base import ProviderContext, SimulatorEndpoint
+from ibias.runner.providers.openai import OpenAIProvider
+from ibias.runner.providers.registry import provider
+from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
+from ibias.runner.simulator import Simulator
+
+__all__ = ["LoopbackSimulator", "SimulatorProvider"]
+
+
+class LoopbackSimulator:
+    """One in-process simulator on 127.0.0.1 for a run, started by the first `url()` call."""
+
+    def __init__(self, profile: SimProfile) -> None:
+        self.profile = profile
+        self._sim: Simulator | None = None
+        self._url: str | None = None
+        self._lock: anyio.Lock | None = None
+
+    @classmethod
+    def for_models(cls, seed: int, models: Iterable[ModelConfig]) -> LoopbackSimulator:
+        """A simulator answering for every `simulator` model among `models` (answers are a
+        function of the run seed, the model name and the prompt)."""
+        sims = [m for m in models if m.provider == "simulator"]
+        return cls(
+            SimProfile(
+                seed=seed,
+                default=model_profile_from_dict({}),
+                models={m.model: model_profile_from_dict(m.sim) for m in sims},
+            )
+        )
+
+    @property
+    def started(self) -> bool:
+        return self._sim is not None
+
+    async def url(self) -> str:
+        if self._lock is None:  # created here, inside the running loop
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self._url is None:
+                sim = Simulator(self.profile)
+                self._url = await sim.start("127.0.0.1", 0)
+                self._sim = sim
+            return self._url
+
+    async def stop(self) -> None:
+        sim, self._sim, self._url = self._sim, None, None
+        if sim is not None:
+            await sim.stop()
+
+
+@provider("simulator")
+class SimulatorProvider(OpenAIProvider):
+    """The OpenAI provider against the run's loopback simulator."""
+
+    def __init__(
+        self, *, endpoint: SimulatorEndpoint, model: str, timeout_s: float, max_connections: int
+    ) -> None:
+        super().__init__(
+            base_url="http://127.0.0.1",  # replaced in start(), once the simulator listens
+            model=model,
+            api_key=None,
+            timeout_s=timeout_s,
+            max_connections=max_connections,
+        )
+        self._endpoint = endpoint
+
+    @classmethod
+    def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
+        if context.simulator is None:
+            raise ValueError(f"model {model.id!r}: no in-process simulator in this run")
+        return cls(
+            endpoint=context.simulator,
+            model=model.model,
+            timeout_s=model.timeout_s,
+            max_connections=model.max_concurrency,
+        )
+
+    async def start(self) -> None:
+        self.url = self._chat_url(await self._endpoint.url())
+        await super().start()
