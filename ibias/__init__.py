@@ -20,11 +20,13 @@ and no generic top-level module such as `runner` or `store`.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
 
 if TYPE_CHECKING:
     import duckdb
@@ -43,7 +45,10 @@ if TYPE_CHECKING:
         unregister,
     )
     from ibias.runner.config import Config, ConfigError
+    from ibias.runner.providers.base import Limits, Provider, ProviderContext, Reply, Sampling
+    from ibias.runner.providers.registry import ProviderFactory, provider
     from ibias.runner.run import RunResult
+    from ibias.runner.stop import Stop
     from ibias.store.db import StoreError
     from ibias.store.importer import ImportResult
 
@@ -66,6 +71,13 @@ _LAZY: dict[str, str] = {
     "Config": "ibias.runner.config",
     "ConfigError": "ibias.runner.config",
     "RunResult": "ibias.runner.run",
+    "Stop": "ibias.runner.stop",
+    "Limits": "ibias.runner.providers.base",
+    "Provider": "ibias.runner.providers.base",
+    "ProviderContext": "ibias.runner.providers.base",
+    "Reply": "ibias.runner.providers.base",
+    "Sampling": "ibias.runner.providers.base",
+    "provider": "ibias.runner.providers.registry",
     "StoreError": "ibias.store.db",
     "ImportResult": "ibias.store.importer",
 }
@@ -79,10 +91,16 @@ __all__ = [
     "ExperimentUnit",
     "ImportResult",
     "Item",
+    "Limits",
     "Parser",
     "Persona",
+    "Provider",
+    "ProviderContext",
+    "Reply",
     "RunResult",
+    "Sampling",
     "SectionContext",
+    "Stop",
     "StoreError",
     "TableContext",
     "TrialKind",
@@ -93,6 +111,7 @@ __all__ = [
     "import_replies",
     "load_config",
     "plan",
+    "provider",
     "register",
     "run",
     "unregister",
@@ -138,8 +157,15 @@ async def arun(
     concurrency: int | None = None,
     quiet: bool = True,
     environ: Mapping[str, str] | None = None,
+    provider_factory: ProviderFactory | None = None,
+    stop: Stop | None = None,
 ) -> RunResult:
-    """`ibias run` inside an already running event loop (a notebook's): resumable, no signals."""
+    """`ibias run` inside an already running event loop (a notebook's): resumable.
+
+    No signal handlers are installed; to interrupt, pass a `Stop` and call `stop.request()`
+    (the run then stores what was answered and returns exit code 130). `provider_factory`
+    builds each model's provider (default: the registry by the config's `provider`), e.g. an
+    in-process provider for tests."""
     from ibias.runner.run import RunOptions, execute
 
     cfg = _config(config)
@@ -149,7 +175,14 @@ async def arun(
         concurrency=concurrency,
         quiet=quiet,
     )
-    return await execute(cfg, options, environ=environ, say=lambda line: None)
+    return await execute(
+        cfg,
+        options,
+        environ=environ,
+        say=lambda line: None,
+        provider_factory=provider_factory,
+        stop=stop,
+    )
 
 
 def run(
@@ -160,16 +193,21 @@ def run(
     concurrency: int | None = None,
     quiet: bool = True,
     environ: Mapping[str, str] | None = None,
+    provider_factory: ProviderFactory | None = None,
+    stop: Stop | None = None,
 ) -> RunResult:
     """`ibias run` from synchronous code; see `arun` for code already inside an event loop."""
-    return asyncio.run(
-        arun(
+    return anyio.run(
+        functools.partial(
+            arun,
             config,
             store=store,
             max_cost=max_cost,
             concurrency=concurrency,
             quiet=quiet,
             environ=environ,
+            provider_factory=provider_factory,
+            stop=stop,
         )
     )
 

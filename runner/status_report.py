@@ -53,7 +53,8 @@ def status_report(store: Path) -> dict[str, Any]:
 def render_status(report: dict[str, Any]) -> None:
     console = Console()
     if report["running"]:
-        console.print(f"{report['store']}: run in progress ({report['holder']})")
+        state = report.get("state") or "starting"
+        console.print(f"{report['store']}: run in progress, {state} ({report['holder']})")
         table = Table()
         for col in (
             "model",

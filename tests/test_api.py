@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import anyio
+
 import ibias
 
 PUBLIC = [
@@ -16,10 +18,16 @@ PUBLIC = [
     "ExperimentUnit",
     "ImportResult",
     "Item",
+    "Limits",
     "Parser",
     "Persona",
+    "Provider",
+    "ProviderContext",
+    "Reply",
     "RunResult",
+    "Sampling",
     "SectionContext",
+    "Stop",
     "StoreError",
     "TableContext",
     "TrialKind",
@@ -30,6 +38,7 @@ PUBLIC = [
     "import_replies",
     "load_config",
     "plan",
+    "provider",
     "register",
     "run",
     "unregister",
@@ -62,11 +71,31 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
         raise AssertionError("expected AttributeError")
 
 
-def test_api_installs_no_signal_handlers(tmp_path) -> None:
-    # A notebook's own SIGINT handling must survive a run through the API.
+def test_api_runs_with_an_injected_provider_and_installs_no_signal_handlers(tmp_path) -> None:
+    # A notebook's own SIGINT handling must hold while a run goes on through the API.
     import signal
 
     from tests.helpers import write_prompts
+
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before: dict[int, object] = {}
+    during: list[dict[int, object]] = []
+
+    class Recording(ibias.Provider):
+        name = "recording"
+
+        async def complete(self, messages, sampling):  # type: ignore[no-untyped-def]
+            during.append({s: signal.getsignal(s) for s in watched})
+            return ibias.Reply(
+                content="ok",
+                finish_reason="stop",
+                refusal=None,
+                prompt_tokens=3,
+                completion_tokens=1,
+                provider_model="recording-1",
+                system_fingerprint=None,
+                raw={},
+            )
 
     write_prompts(tmp_path / "prompts.jsonl", 3)
     (tmp_path / "c.toml").write_text(
@@ -74,8 +103,20 @@ def test_api_installs_no_signal_handlers(tmp_path) -> None:
         '[experiments.prompts]\nfile = "prompts.jsonl"\n',
         encoding="utf-8",
     )
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    result = ibias.run(tmp_path / "c.toml", store=tmp_path / "s.duckdb")
-    after = {s: signal.getsignal(s) for s in before}
-    assert result.exit_code == 0
-    assert after == before
+
+    async def notebook_cell() -> ibias.RunResult:
+        # The handlers of the loop the notebook already runs (asyncio's own SIGINT handler).
+        before.update({s: signal.getsignal(s) for s in watched})
+        return await ibias.arun(
+            tmp_path / "c.toml",
+            store=tmp_path / "s.duckdb",
+            provider_factory=lambda model, key, context: Recording(),
+        )
+
+    result = anyio.run(notebook_cell)
+    assert result.exit_code == 0, result.lines
+    assert len(during) == 3
+    assert all(seen == before for seen in during)
+    with ibias.connect(tmp_path / "s.duckdb") as con:
+        rows = con.sql("SELECT DISTINCT provider_model, content FROM responses").fetchall()
+    assert rows == [("recording-1", "ok")]
