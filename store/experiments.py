@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from ibias.prompts.base import stable_hash
 from ibias.prompts.registry import (
@@ -31,14 +34,16 @@ from ibias.prompts.registry import (
     kinds,
 )
 
-ARROW_TYPES: dict[str, pa.DataType] = {
-    "VARCHAR": pa.string(),
-    "JSON": pa.string(),
-    "INTEGER": pa.int32(),
-    "BIGINT": pa.int64(),
-    "DOUBLE": pa.float64(),
-    "BOOLEAN": pa.bool_(),
+ARROW_TYPE_NAMES: dict[str, str] = {
+    "VARCHAR": "string",
+    "JSON": "string",
+    "INTEGER": "int32",
+    "BIGINT": "int64",
+    "DOUBLE": "float64",
+    "BOOLEAN": "bool_",
 }
+"""The Arrow type (a `pyarrow` factory name) of each supported SQL type; pyarrow is imported
+only when rows are written, so opening a store stays cheap for commands that never write."""
 
 
 EXPLICIT_PARSER = Parser(
@@ -230,15 +235,17 @@ def apply_experiment_schemas(
 
 def arrow_schema(parser: Parser) -> dict[str, pa.DataType]:
     """Arrow types of a derived table's row batch (keys first)."""
+    import pyarrow as pa
+
     return {
         "trial_key": pa.string(),
         "parser_version": pa.int32(),
-        **{c.name: ARROW_TYPES[c.sql] for c in parser.columns},
+        **{c.name: getattr(pa, ARROW_TYPE_NAMES[c.sql])() for c in parser.columns},
     }
 
 
 __all__ = [
-    "ARROW_TYPES",
+    "ARROW_TYPE_NAMES",
     "Column",
     "ExperimentSchemaError",
     "apply_experiment_schemas",
