@@ -82,20 +82,23 @@ def test_hiv_prompt_is_byte_for_byte_what_the_authors_sent(
     assert swapped.splitlines()[8] == expected.decode().splitlines()[12]
 
 
-def test_spanish_candidates_use_the_maps_and_field_names(pack: StimuliPack) -> None:
+def test_spanish_candidates_use_the_maps_and_field_names(
+    pack: StimuliPack, paper_pack_dir: Path
+) -> None:
     michael = find(pack, "Michael Jones", 52, "man", "cis man")
     barbara = find(pack, "Barbara Miller", 18, "man", "trans woman")
     scenario = "Elija a una persona. "  # the authors released no Spanish scenario texts
     text = pack.allocation_prompt("hiv", michael, barbara, "es", scenario=scenario)
-    assert text == (
-        "Elija a una persona.\n"
-        "Devuelve solo el nombre de la persona seleccionada en el siguiente formato XML:\n\n"
-        "<persona>Nombre de la persona</persona>\n\n----\n## Persona 1:\n\n"
+    format_es = (paper_pack_dir / "allocation" / "format_es.txt").read_text("utf-8")
+    assert text == "Elija a una persona." + format_es.replace(
+        "{person1}",
         "{'Nombre': 'Santiago Kowalski', 'Edad': 52, 'Sexo asignado al nacer': 'hombre', "
-        "'Identidad de género': 'hombre cis'}\n\n## Persona 2:\n\n"
+        "'Identidad de género': 'hombre cis'}",
+    ).replace(
+        "{person2}",
         # str() of a string with an apostrophe uses double quotes, as the authors' prompts did
         "{'Nombre': \"Florencia O'Connor\", 'Edad': 18, 'Sexo asignado al nacer': 'hombre', "
-        "'Identidad de género': 'mujer trans'}\n"
+        "'Identidad de género': 'mujer trans'}",
     )
     with pytest.raises(ValueError, match="no 'es' scenario texts"):
         pack.allocation_prompt("hiv", michael, barbara, "es")
@@ -128,8 +131,8 @@ def test_word_association_templates_fill_as_the_authors_did(
             assert pack.word_association_prompt(n, labels, words, language) == expected
     # Template 3 uses every placeholder: spot-check the filled text itself.
     filled = pack.word_association_prompt(3, ["cisgender", "transgender"], words)
-    assert "(cisgender or transgender)" in filled and "only one of the 2 provided" in filled
-    assert filled.endswith("## Word list\nsafe, threat, calm")
+    assert "(cisgender or transgender)" in filled and "{" not in filled
+    assert filled.endswith("\nsafe, threat, calm")
 
 
 def test_the_pack_is_immutable(pack: StimuliPack) -> None:
@@ -152,6 +155,41 @@ def _edit(file: str, old: str, new: str, count: int = 1) -> Callable[[Path], Non
         path.write_text(text.replace(old, new, count), "utf-8")
 
     return edit
+
+
+def _fields(
+    file: str, line: int, change: Callable[[list[str]], list[str]]
+) -> Callable[[Path], None]:
+    """Change the comma-separated fields of one line (1-based; line endings kept)."""
+
+    def edit(root: Path) -> None:
+        path = root / file
+        lines = path.read_bytes().decode("utf-8").split("\n")
+        row = lines[line - 1]
+        end = "\r" if row.endswith("\r") else ""
+        lines[line - 1] = ",".join(change(row.removesuffix("\r").split(","))) + end
+        path.write_bytes("\n".join(lines).encode("utf-8"))
+
+    return edit
+
+
+def _field(file: str, line: int, index: int, value: str) -> Callable[[Path], None]:
+    return _fields(file, line, lambda row: [*row[:index], value, *row[index + 1 :]])
+
+
+def _lines(file: str, change: Callable[[str], str]) -> Callable[[Path], None]:
+    """Change every line of a file (without its newline)."""
+
+    def edit(root: Path) -> None:
+        path = root / file
+        text = path.read_text("utf-8")
+        path.write_text("\n".join(change(line) for line in text.split("\n")), "utf-8")
+
+    return edit
+
+
+def _toml_value(key: str, value: str) -> Callable[[str], str]:
+    return lambda line: f'"{key}" = {value}' if line.startswith(f'"{key}" =') else line
 
 
 def _remove(file: str) -> Callable[[Path], None]:
@@ -282,43 +320,43 @@ BROKEN: list[tuple[str, Callable[[Path], None], str, str]] = [
     ),
     (
         "people bad age",
-        _edit(PEOPLE, "Michael Jones,52,", "Michael Jones,fifty,"),
+        _field(PEOPLE, 47, 1, "fifty"),
         f"{PEOPLE} line 47",
         "Age 'fifty' is not a whole number",
     ),
     (
         "people short row",
-        _edit(PEOPLE, "Michael Jones,52,man,cis man", "Michael Jones,52,man"),
+        _fields(PEOPLE, 47, lambda row: row[:3]),
         f"{PEOPLE} line 47",
         "3 fields, expected 4",
     ),
     (
         "people empty value",
-        _edit(PEOPLE, "Michael Jones,52,man,", "Michael Jones,52,,"),
+        _field(PEOPLE, 47, 2, ""),
         f"{PEOPLE} line 47",
         "Sex assigned at birth '' is empty",
     ),
     (
         "people blank line",
-        _edit(PEOPLE, "Michael Jones", "\nMichael Jones"),
+        _fields(PEOPLE, 47, lambda row: ["\n" + row[0], *row[1:]]),
         f"{PEOPLE} line 47",
         "empty line",
     ),
     (
         "people one-word name",
-        _edit(PEOPLE, "Michael Jones,52", "Michael,52"),
+        _fields(PEOPLE, 47, lambda row: [row[0].split()[0], *row[1:]]),
         f"{PEOPLE} line 47",
         "not 'First Surname'",
     ),
     (
         "people name without Spanish form",
-        _edit(PEOPLE, "Michael Jones,52", "Michael Zed,52"),
+        _fields(PEOPLE, 47, lambda row: [row[0].split()[0] + " Zed", *row[1:]]),
         f"{PEOPLE} line 47",
         "'Zed' has no Spanish form in allocation/spanish.toml [surnames]",
     ),
     (
         "people identity without Spanish form",
-        _edit(PEOPLE, "Michael Jones,52,man,cis man", "Michael Jones,52,man,cis male"),
+        _field(PEOPLE, 47, 3, "cis male"),
         f"{PEOPLE} line 47",
         "[gender_identity]",
     ),
@@ -326,50 +364,50 @@ BROKEN: list[tuple[str, Callable[[Path], None], str, str]] = [
     ("pairs bad header", _edit(PAIRS, "trans_person", "trans"), f"{PAIRS} line 1", "header"),
     (
         "pair past the roster",
-        _edit(PAIRS, "hiv,1,46,94", "hiv,1,46,101"),
+        _field(PAIRS, 2, 3, "101"),
         f"{PAIRS} line 2",
         "trans_person 101 is past the roster (allocation/people.csv has 100 people)",
     ),
     (
         "pair row zero",
-        _edit(PAIRS, "hiv,1,46,94", "hiv,1,0,94"),
+        _field(PAIRS, 2, 2, "0"),
         f"{PAIRS} line 2",
         "cis_person '0' is not a positive whole number",
     ),
     (
         "pair not a number",
-        _edit(PAIRS, "hiv,1,46,94", "hiv,one,46,94"),
+        _field(PAIRS, 2, 1, "one"),
         f"{PAIRS} line 2",
         "pair 'one'",
     ),
     (
         "pair cis slot holds a trans person",
-        _edit(PAIRS, "hiv,1,46,94", "hiv,1,94,46"),
+        _fields(PAIRS, 2, lambda row: [*row[:2], row[3], row[2]]),
         f"{PAIRS} line 2",
         "cis_person 94 (Karen Smith, 'trans woman') is not a cis person",
     ),
     (
         "pair number repeated",
-        _edit(PAIRS, "hiv,2,", "hiv,1,"),
+        _field(PAIRS, 3, 1, "1"),
         f"{PAIRS} line 3",
         "hiv pair 1 appears twice",
     ),
     (
         "pair repeated",
-        _edit(PAIRS, "hiv,2,14,10", "hiv,2,46,94"),
+        _fields(PAIRS, 3, lambda row: [*row[:2], "46", "94"]),
         f"{PAIRS} line 3",
         "hiv pair 2 repeats pair 1",
     ),
     (
         "pairs short row",
-        _edit(PAIRS, "hiv,1,46,94", "hiv,1,46"),
+        _fields(PAIRS, 2, lambda row: row[:3]),
         f"{PAIRS} line 2",
         "3 fields, expected 4",
     ),
     ("spanish missing", _remove(SPANISH), SPANISH, "missing"),
     (
         "spanish not TOML",
-        _edit(SPANISH, '"Charles" = "Mateo"', '"Charles" = Mateo'),
+        _lines(SPANISH, lambda line: line.replace(' = "', " = ", 1)),
         SPANISH,
         "not valid TOML",
     ),
@@ -381,19 +419,19 @@ BROKEN: list[tuple[str, Callable[[Path], None], str, str]] = [
     ),
     (
         "spanish field missing",
-        _edit(SPANISH, '"Age" = "Edad"\n', ""),
+        _lines(SPANISH, lambda line: "" if line.startswith('"Age" =') else line),
         SPANISH,
         "[field_names] must name exactly the fields",
     ),
     (
         "spanish fields clash",
-        _edit(SPANISH, '"Age" = "Edad"', '"Age" = "Nombre"'),
+        _lines(SPANISH, lambda line: _toml_value("Name", '"X"')(_toml_value("Age", '"X"')(line))),
         SPANISH,
         "two fields the same name",
     ),
     (
         "spanish value not a string",
-        _edit(SPANISH, '"man" = "hombre"', '"man" = 1'),
+        _lines(SPANISH, _toml_value("man", "1")),
         SPANISH,
         "[sex_assigned_at_birth] 'man' must map to a non-empty string",
     ),
