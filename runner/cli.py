@@ -20,6 +20,7 @@ import anyio
 import orjson
 
 from ibias.prompts.base import SettingsError
+from ibias.prompts.stimuli.pack import StimuliError
 from ibias.runner.config import DEFAULT_STORE, ConfigError, load_config
 from ibias.store.db import StoreError
 from ibias.store.importer import ImportFileError
@@ -121,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import", help="ingest replies collected elsewhere (JSONL)")
     imp.add_argument("file")
     imp.add_argument("--store", default=DEFAULT_STORE)
+
+    stimuli = sub.add_parser("stimuli", help="stimuli packs: the paper's own texts")
+    stimuli_sub = stimuli.add_subparsers(dest="stimuli_command", metavar="command", required=True)
+    release = stimuli_sub.add_parser(
+        "from-release", help="make a stimuli pack from a clone of the authors' repository"
+    )
+    release.add_argument("repo_dir", metavar="REPO_DIR")
+    release.add_argument("--out", required=True, metavar="DIR")
     return parser
 
 
@@ -130,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except UsageError as exc:
         return _fail(str(exc))
-    except (ConfigError, StoreError, StoreBusyError, ImportFileError) as exc:
+    except (ConfigError, StoreError, StoreBusyError, ImportFileError, StimuliError) as exc:
         return _fail(str(exc))
     except SettingsError as exc:
         return _fail(str(exc))
@@ -172,6 +181,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_demo(args)
     if args.command == "import":
         return _cmd_import(args)
+    if args.command == "stimuli":
+        return _cmd_stimuli(args)
     raise UsageError(f"unknown command {args.command!r}")
 
 
@@ -341,4 +352,11 @@ def _cmd_import(args: argparse.Namespace) -> int:
         f"imported {result.imported:,} replies from {path} "
         f"({result.already_present:,} already present)"
     )
+    return EXIT_OK
+
+
+def _cmd_stimuli(args: argparse.Namespace) -> int:
+    from ibias.prompts.stimuli.release import pack_from_release
+
+    print(pack_from_release(Path(args.repo_dir), Path(args.out)).summary())
     return EXIT_OK
