@@ -28,7 +28,7 @@ from ibias.analysis.experiment import (
 )
 from ibias.analysis.figures import Figure
 from ibias.analysis.load import StoreData, load_store
-from ibias.prompts.registry import units
+from ibias.prompts.registry import DEFAULT_DESIGN, ExperimentUnit, units
 
 CI_METHODS: tuple[str, ...] = get_args(Method)
 
@@ -49,12 +49,117 @@ def analyses() -> list[ExperimentAnalysis]:
     return [a for a in found if a is not None]
 
 
+@dataclass(frozen=True)
+class Block:
+    """One experiment's analysis of one design: its tables by their names inside the block
+    (what its figures and section look up) and the suffix their files get (`_paper`; none for
+    the controlled design, so a store of one design keeps today's file names)."""
+
+    part: ExperimentAnalysis
+    design: str
+    tables: dict[str, pl.DataFrame]
+    outcomes: pl.DataFrame | None
+
+    @property
+    def suffix(self) -> str:
+        return "" if self.design == DEFAULT_DESIGN else f"_{self.design}"
+
+    @property
+    def title(self) -> str:
+        return self.part.title + ("" if not self.suffix else f" ({self.design} design)")
+
+    @property
+    def anchor(self) -> str:
+        return self.part.anchor + self.suffix.replace("_", "-")
+
+
+def _designs(unit: ExperimentUnit, views: Mapping[str, pl.DataFrame]) -> list[str]:
+    """The designs this unit's trials follow in the store, in registry order (at least one)."""
+    found: set[str] = set()
+    for kind in unit.kinds:
+        frame = views.get(kind.name)
+        if kind.designs and frame is not None and "design" in frame.columns:
+            found.update(str(d) for d in frame["design"].unique().to_list())
+    declared = [d for k in unit.kinds for d in k.designs]
+    ordered = [d for d in dict.fromkeys(declared) if d in found] + sorted(found - set(declared))
+    return ordered or [DEFAULT_DESIGN]
+
+
+def _design_views(
+    unit: ExperimentUnit, views: Mapping[str, pl.DataFrame], design: str
+) -> dict[str, pl.DataFrame]:
+    """The views with this unit's kinds cut to one design (the design column dropped)."""
+    out = dict(views)
+    for kind in unit.kinds:
+        frame = views.get(kind.name)
+        if kind.designs and frame is not None and "design" in frame.columns:
+            out[kind.name] = frame.filter(pl.col("design") == design).drop("design")
+    return out
+
+
+def compute_blocks(
+    data: StoreData, models: list[str], *, B: int, method: Method, seed: int
+) -> list[Block]:
+    """Every experiment's tables, per design present, rows in reading order."""
+    blocks: list[Block] = []
+    for unit in units():
+        part = analysis_of(unit)
+        if part is None:
+            continue
+        for design in _designs(unit, data.views):
+            views = _design_views(unit, data.views, design)
+            ctx = TableContext(
+                views=views,
+                explicit=data.explicit,
+                B=B,
+                method=method,
+                seed=seed,
+                # Other designs' tables draw from streams derived from their names.
+                streams=part.streams if design == DEFAULT_DESIGN else {},
+            )
+            tables = {
+                name: order_rows(frame, models, part.lead.get(name, ()))
+                for name, frame in part.tables(ctx).items()
+            }
+            outcomes = part.outcomes(views) if part.outcomes is not None else None
+            blocks.append(Block(part, design, tables, outcomes))
+    return blocks
+
+
+def block_tables(
+    blocks: Sequence[Block], data: StoreData, models: list[str]
+) -> dict[str, pl.DataFrame]:
+    """Every output table by file stem: the blocks' (suffixed by design), then the explicit
+    checks, models and progress."""
+    tables = {f"{name}{b.suffix}": frame for b in blocks for name, frame in b.tables.items()}
+    outcomes = [b.outcomes for b in blocks if b.outcomes is not None]
+    core = {
+        "explicit_answers_summary": overview.explicit_summary(data),
+        "models": overview.models_table(data, outcomes),
+        "progress": data.progress,
+    }
+    tables.update({name: order_rows(frame, models, ()) for name, frame in core.items()})
+    return tables
+
+
+def draw(blocks: Sequence[Block], models: list[str], out_dir: Path) -> list[list[Figure]]:
+    """Each block's figures; other designs' go in a subfolder named for the design."""
+    drawn = []
+    for b in blocks:
+        folder = out_dir if not b.suffix else out_dir / b.design
+        folder.mkdir(parents=True, exist_ok=True)
+        drawn.append(b.part.figures(b.tables, models, folder))
+    return drawn
+
+
 def report_sections(
-    tables: Mapping[str, pl.DataFrame], drawn: Sequence[Figure]
+    blocks: Sequence[Block], drawn: Sequence[Sequence[Figure]]
 ) -> list[report.Section]:
-    """Each registered experiment's report section, in registry order."""
-    shown = SectionContext(tables=tables, figures=drawn)
-    return [report.Section(p.anchor, p.title, p.section(shown)) for p in analyses()]
+    """Each block's report section, in registry order."""
+    return [
+        report.Section(b.anchor, b.title, b.part.section(SectionContext(b.tables, figures)))
+        for b, figures in zip(blocks, drawn, strict=True)
+    ]
 
 
 def model_order(data: StoreData) -> list[str]:
@@ -77,28 +182,8 @@ def model_order(data: StoreData) -> list[str]:
 def compute_tables(
     data: StoreData, models: list[str], *, B: int, method: Method, seed: int
 ) -> dict[str, pl.DataFrame]:
-    """Every output table by name (the file stem it is written under), rows in reading order:
-    each registered experiment's tables, then the explicit checks, models and progress."""
-    tables: dict[str, pl.DataFrame] = {}
-    lead: dict[str, tuple[str, ...]] = {}
-    outcomes: list[pl.DataFrame] = []
-    for part in analyses():
-        ctx = TableContext(
-            views=data.views,
-            explicit=data.explicit,
-            B=B,
-            method=method,
-            seed=seed,
-            streams=part.streams,
-        )
-        tables.update(part.tables(ctx))
-        lead.update(part.lead)
-        if part.outcomes is not None:
-            outcomes.append(part.outcomes(data.views))
-    tables["explicit_answers_summary"] = overview.explicit_summary(data)
-    tables["models"] = overview.models_table(data, outcomes)
-    tables["progress"] = data.progress
-    return {name: order_rows(frame, models, lead.get(name, ())) for name, frame in tables.items()}
+    """Every output table by name (the file stem it is written under), rows in reading order."""
+    return block_tables(compute_blocks(data, models, B=B, method=method, seed=seed), data, models)
 
 
 def write_tables(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
@@ -126,11 +211,13 @@ def analyze(
         raise ValueError(f"ci: expected one of {', '.join(CI_METHODS)}, got {ci!r}")
     data = load_store(store)  # parses pending responses; the store is closed on return
     models = model_order(data)
-    tables = compute_tables(data, models, B=bootstrap, method=ci, seed=seed)
+    blocks = compute_blocks(data, models, B=bootstrap, method=ci, seed=seed)
+    tables = block_tables(blocks, data, models)
     out_dir.mkdir(parents=True, exist_ok=True)
     table_paths = write_tables(tables, out_dir)
-    drawn = [fig for part in analyses() for fig in part.figures(tables, models, out_dir)]
-    sections = report_sections(tables, drawn)
+    per_block = draw(blocks, models, out_dir)
+    drawn = [fig for figures in per_block for fig in figures]
+    sections = report_sections(blocks, per_block)
     page = report.render(
         report.ReportInput(
             store=str(store),

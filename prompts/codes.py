@@ -32,6 +32,14 @@ TRANSGENDER: Final = "transgender"
 """The two groups' English names: word association's default reference and target groups, and
 the explicit answers that name a group."""
 
+# --- Designs ----------------------------------------------------------------------------------
+
+CONTROLLED: Final = "controlled"
+"""ibias's own design: our texts, roster, pairing rule and conditions."""
+PAPER: Final = "paper"
+"""The paper's design: the authors' texts, roster and pairs, read from a stimuli pack."""
+DESIGNS: Final = (CONTROLLED, PAPER)
+
 # --- Allocation ---------------------------------------------------------------------------------
 
 CIS: Final = "cis"

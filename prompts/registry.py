@@ -40,6 +40,8 @@ ImportFn = Callable[[Mapping[str, Any], str], Mapping[str, Any]]
 RosterFn = Callable[[Mapping[str, Any], int, Path], list[dict[str, Any]]]
 
 SQL_TYPES = frozenset({"VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "BOOLEAN", "JSON"})
+DEFAULT_DESIGN = "controlled"
+"""The design of a kind that has several (`TrialKind.designs`) when an item names none."""
 EXPLICIT_TABLE = "parsed_explicit"
 EXPLICIT_VIEW = "explicit_answers"
 
@@ -55,9 +57,15 @@ class Item(msgspec.Struct, frozen=True, kw_only=True):
     language: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object stored in `trials.item`."""
+        """The JSON object stored in `trials.item`.
+
+        A `design` field equal to `DEFAULT_DESIGN` is left out, so items of the controlled
+        design keep the JSON (and imported lines keep the trial keys) they had before designs
+        existed; the view reads a missing design as the default."""
         out = msgspec.to_builtins(self)
         assert isinstance(out, dict)
+        if out.get("design") == DEFAULT_DESIGN:
+            del out["design"]
         return out
 
 
@@ -109,6 +117,7 @@ class TrialKind:
     parser: Parser | None = None
     view: str | None = None
     view_fields: tuple[tuple[str, str], ...] = ()
+    designs: tuple[str, ...] = ()
     explicit_subject: str | None = None
     schema_version: int = 1
     prepare_import: ImportFn | None = None
@@ -116,6 +125,11 @@ class TrialKind:
 
     def __post_init__(self) -> None:
         names = set(self.item.__struct_fields__)
+        if self.designs and ("design" not in names or self.designs[0] != DEFAULT_DESIGN):
+            raise ValueError(
+                f"kind {self.name}: a kind with designs has a `design` item field and lists "
+                f"{DEFAULT_DESIGN!r} first"
+            )
         for name, sql in self.view_fields:
             if name not in names:
                 raise ValueError(f"kind {self.name}: view field {name!r} is not an item field")
@@ -266,4 +280,6 @@ def view_columns(k: TrialKind) -> Sequence[str]:
     if k.parser is None:
         return ()
     shown = [c.name for c in k.parser.columns if c.in_view]
-    return ["trial_key", "model_id", "language", *(f for f, _ in k.view_fields), *shown]
+    design = ["design"] if k.designs else []
+    fields = [f for f, _ in k.view_fields]
+    return ["trial_key", "model_id", "language", *design, *fields, *shown]

@@ -100,6 +100,9 @@ def view_ddl(kind: TrialKind) -> str:
     """The kind's view: one row per answered trial, its item fields, its newest parse."""
     assert kind.parser is not None and kind.view is not None
     fields = [_item_field(n, sql) for n, sql in kind.view_fields]
+    if kind.designs:
+        default = _literal(kind.designs[0])
+        fields.insert(0, f"coalesce(t.item ->> 'design', {default}) AS design")
     parsed = [f"p.{_quote(c.name)}" for c in kind.parser.columns if c.in_view]
     select = ",\n    ".join(
         ["t.trial_key", "t.model_id", "t.language", *fields, *parsed, "p.parser_version"]

@@ -17,6 +17,7 @@ from ibias.prompts.registry import Item
 Identity = Literal["cis", "trans"]
 SymptomLevel = Literal["none", "high", "low"]
 GenderIdentity = Literal["cis_woman", "cis_man", "trans_woman", "trans_man"]
+Design = Literal["controlled", "paper"]
 
 IDENTITY_SPELLINGS: dict[str, tuple[str, str]] = {
     "cis woman": ("cis_woman", "cis"),
@@ -47,6 +48,7 @@ class Candidate(msgspec.Struct, frozen=True, kw_only=True):
 class AllocationItem(Item, frozen=True, kw_only=True):
     """One allocation trial: two candidates in the order shown, and the condition."""
 
+    design: Design = "controlled"
     service: str
     explanation: bool = False
     symptoms: SymptomLevel = "none"

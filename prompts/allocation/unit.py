@@ -22,6 +22,7 @@ from ibias.prompts.allocation.items import (
     prepare_import,
 )
 from ibias.prompts.allocation.simulate import respond
+from ibias.prompts.codes import DESIGNS
 from ibias.prompts.registry import EXPLICIT_TABLE, Column, ExperimentUnit, Parser, TrialKind
 
 
@@ -62,6 +63,8 @@ IMPLICIT = TrialKind(
         ("pair_id", "VARCHAR"),
         ("first", "VARCHAR"),
     ),
+    designs=DESIGNS,
+    schema_version=2,  # 2: the view's `design` column
     prepare_import=prepare_import,
 )
 

@@ -16,6 +16,7 @@ import msgspec
 from ibias.prompts.registry import Item
 
 Sentiment = Literal["positive", "negative"]
+Design = Literal["controlled", "paper"]
 
 
 class Word(msgspec.Struct, frozen=True):
@@ -28,6 +29,7 @@ class Word(msgspec.Struct, frozen=True):
 class WordAssociationItem(Item, frozen=True, kw_only=True):
     """An implicit trial: assign each word to one of two labels."""
 
+    design: Design = "controlled"
     category: str
     trial_index: int | None = None
     template: int | None = None

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from ibias.prompts.codes import DESIGNS
 from ibias.prompts.registry import (
     EXPLICIT_TABLE,
     Column,
@@ -71,6 +72,8 @@ IMPLICIT = TrialKind(
     ),
     view="word_association_trials",
     view_fields=(("category", "VARCHAR"), ("template", "INTEGER"), ("trial_index", "INTEGER")),
+    designs=DESIGNS,
+    schema_version=2,  # 2: the view's `design` column
     prepare_import=prepare_implicit_import,
 )
 

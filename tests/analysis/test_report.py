@@ -25,7 +25,7 @@ import aiohttp
 import polars as pl
 import pytest
 
-from ibias.analysis.analyze import AnalysisResult, analyze, report_sections
+from ibias.analysis.analyze import AnalysisResult, Block, analyses, analyze, report_sections
 from ibias.analysis.figures import Figure
 from ibias.analysis.report import ReportInput, render
 from tests.analysis.conftest import (
@@ -289,6 +289,7 @@ def test_render_escapes_every_store_field(tmp_path: Path) -> None:
         "explicit_answers_summary": empty,
     }
     figures = [Figure(evil, evil, evil, png, tmp_path / "f.svg")]
+    blocks = [Block(part, "controlled", tables, None) for part in analyses()]
     page = render(
         ReportInput(
             store=evil,
@@ -297,7 +298,7 @@ def test_render_escapes_every_store_field(tmp_path: Path) -> None:
             figures=figures,
             runs=runs,
             experiments={"allocation": 1},
-            sections=report_sections(tables, figures),
+            sections=report_sections(blocks, [figures] * len(blocks)),
             n_parsed_now=0,
             B=10,
             method="percentile",

@@ -124,3 +124,22 @@ def test_item_types_admit_exactly_the_stored_codes() -> None:
     assert {slug for slug, _ in items.IDENTITY_SPELLINGS.values()} == set(
         get_args(items.GenderIdentity)
     )
+
+
+def test_designs_are_the_coded_designs_and_the_default_is_left_out_of_item_json() -> None:
+    from typing import get_args
+
+    from ibias.prompts import codes
+    from ibias.prompts.allocation.items import Design as AllocationDesign
+    from ibias.prompts.word_association.items import Design as WordDesign
+
+    assert get_args(AllocationDesign) == get_args(WordDesign) == codes.DESIGNS
+    assert registry.DEFAULT_DESIGN == codes.DESIGNS[0]
+
+    class Designed(Item, frozen=True, kw_only=True):
+        design: str = "controlled"
+
+    assert "design" not in Designed().to_json()
+    assert Designed(design="paper").to_json()["design"] == "paper"
+    with pytest.raises(ValueError, match="has a `design` item field"):
+        TrialKind("k", "K", _Item, _parser(), view="v", designs=("controlled", "paper"))

@@ -25,12 +25,12 @@ def test_views_have_the_documented_columns(tmp_path: Path) -> None:
     con = open_store(tmp_path / "s.duckdb", create=True)
     try:
         assert _columns(con, "word_association_trials") == [
-            "trial_key", "model_id", "language", "category", "template", "trial_index",
+            "trial_key", "model_id", "language", "design", "category", "template", "trial_index",
             "n_pos_target", "n_neg_target", "n_pos_reference", "n_neg_reference",
             "n_unassigned", "bias", "refused", "parser_version",
         ]  # fmt: skip
         assert _columns(con, "allocation_decisions") == [
-            "trial_key", "model_id", "language", "service", "explanation", "symptoms",
+            "trial_key", "model_id", "language", "design", "service", "explanation", "symptoms",
             "pair_id", "first", "chosen", "chosen_position", "none_reason",
             "explanation_text", "parser_version",
         ]  # fmt: skip
@@ -44,10 +44,10 @@ def test_views_have_the_documented_columns(tmp_path: Path) -> None:
     finally:
         con.close()
     assert recorded == [
-        ("allocation", 1),
+        ("allocation", 2),
         ("allocation_explicit", 1),
         ("explicit_answers", 1),
-        ("word_association", 1),
+        ("word_association", 2),
         ("word_association_explicit", 1),
     ]
 
@@ -67,7 +67,7 @@ def test_reopening_applies_nothing_and_a_new_version_adds_its_column(tmp_path: P
     assert kind.parser is not None
     wider = replace(
         kind,
-        schema_version=2,
+        schema_version=kind.schema_version + 1,
         parser=replace(kind.parser, columns=(*kind.parser.columns, Column("confidence", "DOUBLE"))),
     )
     registry.register(replace(unit, kinds=(wider, *unit.kinds[1:])), replace=True)
@@ -81,12 +81,15 @@ def test_reopening_applies_nothing_and_a_new_version_adds_its_column(tmp_path: P
             ).fetchall()
         finally:
             con.close()
-        assert versions == [(1,), (2,)]
+        assert versions == [(kind.schema_version,), (kind.schema_version + 1,)]
     finally:
         registry.register(unit, replace=True)
 
     # Back on the older code, the store's allocation tables are newer than it understands.
-    with pytest.raises(StoreError, match="'allocation' tables are at schema version 2") as err:
+    newer = kind.schema_version + 1
+    with pytest.raises(
+        StoreError, match=f"'allocation' tables are at schema version {newer}"
+    ) as err:
         open_store(store)
     assert len(str(err.value).splitlines()) == 1
     # Reading is still possible: read-only opens apply nothing.
