@@ -83,7 +83,7 @@ def test_duplicate_ids_unknown_tables_and_experiments(tmp_path):
 
 def test_experiment_errors_carry_the_table_path(tmp_path):
     text = config_text(tmp_path).replace('file = "p.jsonl"', 'file = "p.jsonl"\nreplicates = 0')
-    with pytest.raises(ConfigError, match=r"experiments\.prompts\.replicates: expected a positive"):
+    with pytest.raises(ConfigError, match=r"experiments\.prompts\.replicates: expected an integer"):
         parse(text, tmp_path)
     (tmp_path / "p.jsonl").write_text('{"id": 1, "messages": []}\n')
     with pytest.raises(ConfigError, match=r"line 1: 'messages' must be a non-empty array"):
