@@ -4,14 +4,73 @@ that names the full key path, the expectation (from the schema) and the value.""
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+import types
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import msgspec
 import pytest
 from msgspec import UNSET, Meta, UnsetType
 
+from ibias.prompts.adhoc import AdhocTable
+from ibias.prompts.allocation.settings import AllocationTable, PairingRule
 from ibias.prompts.base import SettingsError
 from ibias.prompts.schema import MAX_INT, describe, render_path, show, validate
+from ibias.prompts.word_association.settings import LabelPair, WordAssociationTable
+from ibias.runner.config import ConfigFile, ModelTable, RunTable
+from ibias.runner.sim_profile import ProfileFile, SimModelTable
+
+SCHEMAS = [
+    ConfigFile,
+    RunTable,
+    ModelTable,
+    SimModelTable,
+    ProfileFile,
+    AdhocTable,
+    WordAssociationTable,
+    LabelPair,
+    AllocationTable,
+    PairingRule,
+]
+
+
+def _leaves(tp: Any, metas: tuple[Meta, ...] = ()) -> list[tuple[Any, tuple[Meta, ...]]]:
+    """Every scalar type in a schema type, with the Meta constraints that apply to it."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        args = get_args(tp)
+        return _leaves(args[0], metas + tuple(m for m in args[1:] if isinstance(m, Meta)))
+    if origin in (Union, types.UnionType, list, tuple, dict):
+        out = []
+        for arg in get_args(tp):
+            if arg is not Ellipsis:
+                # a container's own Meta (min_length...) does not bound its items
+                out.extend(_leaves(arg, metas if origin in (Union, types.UnionType) else ()))
+        return out
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
+        return [leaf for f in msgspec.structs.fields(tp) for leaf in _leaves(f.type)]
+    return [(tp, metas)]
+
+
+def _bound(metas: tuple[Meta, ...], *names: str) -> float | None:
+    values = [getattr(m, n) for m in metas for n in names if getattr(m, n) is not None]
+    return values[0] if values else None
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.__name__)
+def test_every_integer_is_bounded_within_2_53_and_every_float_from_above(schema: type) -> None:
+    for tp, metas in _leaves(schema):
+        if tp is int:
+            low, high = _bound(metas, "ge", "gt"), _bound(metas, "le", "lt")
+            assert low is not None and high is not None, (schema, metas)
+            assert -MAX_INT <= low <= high <= MAX_INT
+        if tp is float:  # an upper bound keeps out infinity; any bound keeps out NaN
+            assert _bound(metas, "le", "lt") is not None, (schema, metas)
+            assert _bound(metas, "ge", "gt") is not None, (schema, metas)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS, ids=lambda s: s.__name__)
+def test_every_table_rejects_unknown_keys(schema: type) -> None:
+    assert schema.__struct_config__.forbid_unknown_fields
 
 
 class Inner(msgspec.Struct, forbid_unknown_fields=True):
