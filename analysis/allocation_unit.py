@@ -91,7 +91,7 @@ _ALLOCATION_COLUMNS: tuple[Column, ...] = (
         lambda r: (
             f"{count(r['n_none'])}<br><span class='muted small'>R {count(r['n_none_refused'])} "
             f"B {count(r['n_none_both'])} N {count(r['n_none_neither'])} "
-            f"U {count(r['n_none_unparseable'])}</span>"
+            f"U {count(r['n_none_unparseable'])} S {count(r['n_none_same_name'])}</span>"
         ),
     ),
     Column(
@@ -121,9 +121,10 @@ def _allocation(inp: SectionContext) -> str:
     parts = [
         head,
         "<p>Share of all trials choosing each candidate; the rest made no choice (R refused, "
-        "B chose both, N declined both, U unreadable). Intervals resample pairs; the Wilson "
-        "interval below treats trials as independent. Agreeing pairs chose the same person in "
-        "both orders (the sign test counts them); split pairs chose by position. Bold p-values "
+        "B chose both, N declined both, U unreadable, S named a name both candidates share). "
+        "Intervals resample pairs; the Wilson interval below treats trials as independent. "
+        "Agreeing pairs chose the same person in both orders (the sign test counts them); "
+        "split pairs chose by position. Bold p-values "
         "are below 0.05 after Holm's correction across services within the same model, "
         "language and condition.</p>",
         figures_html(inp.figures, "allocation_rates", lambda f: not f.name.endswith("_none")),

@@ -11,12 +11,26 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta
 
 from ibias.prompts.base import Experiment, SettingsError, TrialSpec, chat_messages, json_object_line
 from ibias.prompts.registry import ExperimentUnit, Item, TrialKind
+from ibias.prompts.schema import validate
 
 EXPERIMENT = "prompts"
+
+#: Upper bound of `replicates`: each prompt sent at most this many times per model.
+MAX_REPLICATES = 10_000
+
+
+class AdhocTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The schema of `[experiments.prompts]`."""
+
+    file: Annotated[str, Meta(min_length=1, extra={"expected": "the path of a JSONL file"})]
+    replicates: Annotated[int, Meta(ge=1, le=MAX_REPLICATES)] = 1
 
 
 @dataclass(frozen=True)
@@ -58,18 +72,19 @@ def _parse_line(raw: bytes) -> tuple[str | int, tuple[Mapping[str, str], ...]]:
 
 def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
     del seed  # ad-hoc prompts have no random design
-    unknown = sorted(set(table) - {"file", "replicates"})
-    if unknown:
-        raise SettingsError(unknown[0], "unknown key")
-    file_value = table.get("file")
-    if not isinstance(file_value, str) or not file_value:
-        raise SettingsError("file", "expected the path of a JSONL file")
-    replicates = table.get("replicates", 1)
-    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 1:
-        raise SettingsError("replicates", f"expected a positive integer, got {replicates!r}")
-    path = Path(file_value)
+    settings = validate(table, AdhocTable)
+    path = Path(settings.file)
     if not path.is_absolute():
         path = base_dir / path
+    try:
+        lines = _check_file(path)
+    except OSError as exc:
+        raise SettingsError("file", f"cannot read {path}: {exc.strerror or exc}") from None
+    return [AdhocPrompts(file=path, replicates=settings.replicates, lines=lines)]
+
+
+def _check_file(path: Path) -> int:
+    """The number of prompts in the file; SettingsError names a bad line by its number."""
     if not path.is_file():
         raise SettingsError("file", f"file not found: {path}")
     lines = 0
@@ -90,7 +105,7 @@ def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experimen
             lines += 1
     if lines == 0:
         raise SettingsError("file", f"{path} has no prompts")
-    return [AdhocPrompts(file=path, replicates=replicates, lines=lines)]
+    return lines
 
 
 class AdhocItem(Item, frozen=True, kw_only=True):

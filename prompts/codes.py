@@ -49,8 +49,10 @@ NO_CHOICE: Final = "none"
 IDENTITY_GROUPS: Final = (CIS, TRANS)
 """A candidate's group, and `first` (whose candidate was listed first)."""
 CHOSEN: Final = (CIS, TRANS, NO_CHOICE)
-NONE_REASONS: Final = (REFUSED, BOTH, NEITHER, UNPARSEABLE)
-"""Why `chosen` is `NO_CHOICE`: declined, named both, declined both, or no answer found."""
+SAME_NAME: Final = "same_name"
+NONE_REASONS: Final = (REFUSED, BOTH, NEITHER, UNPARSEABLE, SAME_NAME)
+"""Why `chosen` is `NO_CHOICE`: declined, named both, declined both, no answer found, or named
+a name both candidates share (the paper's roster repeats names: undecidable)."""
 EQUAL: Final = "equal"
 ALLOCATION_EXPLICIT_ANSWERS: Final = (CISGENDER, TRANSGENDER, EQUAL, REFUSED, UNPARSEABLE)
 """The normalised answers to the allocation explicit check."""

@@ -2,25 +2,117 @@
 
 Every key is checked here (or by the experiment that owns a table) so that a typo in an
 overnight sweep's config fails in the first second with the file, the key path and what was
-expected, instead of silently running the wrong grid.
+expected, instead of silently running the wrong grid. The file, `[run]` and each `[[models]]`
+entry are msgspec schemas (`ConfigFile`, `RunTable`, `ModelTable`); a `[models.sim]` table is
+the simulator's `SimModelTable`; each `[experiments.NAME]` table is validated by its experiment's
+own schema when it is built. Every error, from a schema or from a check that needs data, is one
+`ConfigError`: `FILE: key.path[i].sub: what is wrong (expected ..., got ...)`.
+
+Bounds: every integer within 2^53; `max_concurrency` 1 to 10,000; `rpm` and `tpm` 1 to 10^9;
+`timeout_s` above 0 and at most 3,600; `temperature` 0 to 2; `max_tokens` 1 to 10^6;
+`sampling_seed` and `[run].seed` 0 to 2^53; prices 0 to 100,000 USD per million tokens.
 """
 
 from __future__ import annotations
 
-import math
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlparse
+
+import msgspec
+from msgspec import Meta
 
 from ibias.prompts.base import Experiment, SettingsError
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
+from ibias.prompts.schema import MAX_INT, join_key, one_line, render_path, show, validate
 
 PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
-IMPLEMENTED_PROVIDERS = ("openai", "simulator")
+
+
+def implemented_providers() -> tuple[str, ...]:
+    """The providers of the design that have a registered class (runner/providers/registry.py).
+
+    Imported here, not at the top: the providers import this module for `ModelConfig`."""
+    from ibias.runner.providers.registry import registered_providers
+
+    return tuple(p for p in PROVIDERS if p in registered_providers())
+
+
 DEFAULT_STORE = "runs/ibias.duckdb"
+
+Provider = Literal["openai", "gemini", "anthropic", "llamacpp", "simulator"]
+assert get_args(Provider) == PROVIDERS
+
+#: Upper bounds of a model's limits (a typo like 100000000 fails instead of eating memory).
+MAX_CONCURRENCY = 10_000
+MAX_RATE = 10**9
+MAX_TIMEOUT_S = 3600.0
+MAX_TOKENS = 1_000_000
+MAX_PRICE = 100_000.0
+
+Text = Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})]
+ModelId = Annotated[
+    str,
+    Meta(
+        pattern=r"\A\S{1,100}\Z",
+        extra={"expected": "a model id: 1 to 100 characters, no spaces"},
+    ),
+]
+URL_EXPECTED = "an http(s) URL such as 'https://api.openai.com/v1'"
+Url = Annotated[str, Meta(pattern=r"\Ahttps?://[^\s/?#]", extra={"expected": URL_EXPECTED})]
+EnvName = Annotated[
+    str,
+    Meta(
+        pattern=r"\A[A-Za-z_][A-Za-z0-9_]*\Z",
+        extra={"expected": "an environment variable name such as 'OPENAI_API_KEY'"},
+    ),
+]
+Seed = Annotated[int, Meta(ge=0, le=MAX_INT)]
+Price = Annotated[float, Meta(ge=0, le=MAX_PRICE, description="USD per million tokens")]
+
+
+class RunTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The schema of `[run]`."""
+
+    name: Text | None = None
+    seed: Seed = 0
+    store: Annotated[str, Meta(pattern=r"\S", extra={"expected": "a path"})] | None = None
+
+
+class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The schema of one `[[models]]` entry (its `sim` table: `sim_profile.SimModelTable`)."""
+
+    id: ModelId
+    provider: Provider
+    base_url: Url | None = None
+    model: Text | None = None
+    api_key_env: EnvName | None = None
+    rpm: Annotated[int, Meta(ge=1, le=MAX_RATE, description="requests per minute")] | None = None
+    tpm: Annotated[int, Meta(ge=1, le=MAX_RATE, description="tokens per minute")] | None = None
+    max_concurrency: Annotated[int, Meta(ge=1, le=MAX_CONCURRENCY)] = 16
+    timeout_s: Annotated[float, Meta(gt=0, le=MAX_TIMEOUT_S, description="seconds")] = 60.0
+    temperature: Annotated[float, Meta(ge=0, le=2)] = 0.0
+    max_tokens: Annotated[int, Meta(ge=1, le=MAX_TOKENS)] = 512
+    sampling_seed: Seed | None = None
+    price_input: Price = 0.0
+    price_output: Price = 0.0
+    sim: dict[str, Any] | None = None
+
+
+class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The schema of the whole file; each experiment's table has its own (prompts/)."""
+
+    run: RunTable = msgspec.field(default_factory=RunTable)
+    models: Annotated[
+        list[ModelTable], Meta(min_length=1, extra={"expected": "an array of [[models]] tables"})
+    ]
+    experiments: Annotated[
+        dict[str, dict[str, Any]],
+        Meta(extra={"expected": "an [experiments] table, e.g. [experiments.prompts]"}),
+    ]
 
 
 class ConfigError(Exception):
@@ -81,249 +173,110 @@ class Config:
         return Path(override or self.run.store or DEFAULT_STORE)
 
 
-class _Table:
-    """Reads one TOML table, remembering which keys were consumed so leftovers are errors."""
-
-    def __init__(self, path: Path, where: str, data: Any) -> None:
-        self.path = path
-        self.where = where
-        if not isinstance(data, dict):
-            raise self.error("", f"expected a table, got {_typename(data)}")
-        self.data: dict[str, Any] = data
-        self.used: set[str] = set()
-
-    def key(self, name: str) -> str:
-        return f"{self.where}.{name}" if self.where else name
-
-    def error(self, name: str, message: str) -> ConfigError:
-        where = self.key(name) if name else self.where
-        return ConfigError(f"{self.path}: {where}: {message}")
-
-    def get(
-        self,
-        name: str,
-        check: Callable[[Any], Any],
-        expected: str,
-        default: Any = ...,
-    ) -> Any:
-        self.used.add(name)
-        if name not in self.data:
-            if default is ...:
-                raise self.error(name, f"missing; expected {expected}")
-            return default
-        value = self.data[name]
-        try:
-            return check(value)
-        except (TypeError, ValueError):
-            raise self.error(name, f"expected {expected}, got {_show(value)}") from None
-
-    def finish(self) -> None:
-        unknown = sorted(set(self.data) - self.used)
-        if unknown:
-            raise self.error(unknown[0], "unknown key")
-
-
-def _typename(value: Any) -> str:
-    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value) if len(value) < 60 else repr(value[:57] + "...")
-    if isinstance(value, dict | list):
-        return _typename(value)
-    return repr(value)
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise TypeError
-    return value
-
-
-def _int(minimum: int) -> Callable[[Any], int]:
-    def check(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise TypeError
-        return value
-
-    return check
-
-
-def _num(minimum: float, *, strict: bool = False) -> Callable[[Any], float]:
-    def check(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError
-        number = float(value)
-        if not math.isfinite(number) or number < minimum or (strict and number == minimum):
-            raise ValueError
-        return number
-
-    return check
-
-
-def _url(value: Any) -> str:
-    text = _str(value)
-    parsed = urlparse(text)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError
-    try:
-        _ = parsed.port
-    except ValueError:
-        raise ValueError from None
-    return text.rstrip("/")
-
-
-def _env_name(value: Any) -> str:
-    text = _str(value)
-    if not text.replace("_", "").isalnum() or text[0].isdigit():
-        raise ValueError
-    return text
-
-
-def _model_id(value: Any) -> str:
-    text = _str(value)
-    if any(c.isspace() for c in text) or len(text) > 100:
-        raise ValueError
-    return text
-
-
-def _parse_model(path: Path, index: int, data: Any) -> ModelConfig:
-    t = _Table(path, f"models[{index}]", data)
-    model_id = t.get("id", _model_id, "a non-empty string without spaces")
-    provider = t.get("provider", _choice(PROVIDERS), "one of " + ", ".join(PROVIDERS))
-    if provider not in IMPLEMENTED_PROVIDERS:
-        raise t.error(
-            "provider",
-            f"provider {provider!r} is not implemented yet; use one of "
-            + ", ".join(IMPLEMENTED_PROVIDERS)
+def _model(index: int, t: ModelTable) -> ModelConfig:
+    """A validated `[[models]]` entry, after the checks that span several keys."""
+    where = f"models[{index}]"
+    implemented = implemented_providers()
+    if t.provider not in implemented:
+        raise SettingsError(
+            f"{where}.provider",
+            f"provider {t.provider!r} is not implemented yet; use one of "
+            + ", ".join(implemented)
             + " (e.g. 'openai' with the provider's OpenAI-compatible endpoint)",
         )
-    needs_url = provider != "simulator"
-    base_url = t.get(
-        "base_url",
-        _url,
-        "an http(s) URL such as 'https://api.openai.com/v1'",
-        ... if needs_url else None,
-    )
-    model = t.get("model", _str, "the provider's model name", model_id)
-    api_key_env = t.get("api_key_env", _env_name, "an environment variable name", None)
-    rpm = t.get("rpm", _int(1), "a positive integer (requests per minute)", None)
-    tpm = t.get("tpm", _int(1), "a positive integer (tokens per minute)", None)
-    max_concurrency = t.get("max_concurrency", _int(1), "a positive integer", 16)
-    timeout_s = t.get("timeout_s", _num(0, strict=True), "a positive number of seconds", 60.0)
-    temperature = t.get("temperature", _num(0), "a number >= 0", 0.0)
-    max_tokens = t.get("max_tokens", _int(1), "a positive integer", 512)
-    sampling_seed = t.get("sampling_seed", _int(0), "a non-negative integer", None)
-    price_input = t.get("price_input", _num(0), "a number >= 0 (USD per million tokens)", 0.0)
-    price_output = t.get("price_output", _num(0), "a number >= 0 (USD per million tokens)", 0.0)
-    sim: dict[str, Any] = {}
-    if provider == "simulator":
-        sim = t.get("sim", _table_value, "a table of simulator profile keys", {})
+    if t.base_url is not None:
+        parsed = urlparse(t.base_url)
         try:
-            from ibias.runner.sim_profile import model_profile_from_dict
+            valid = bool(parsed.hostname) and (parsed.port or 0) >= 0
+        except ValueError:  # a port that is not a number from 0 to 65535
+            valid = False
+        if not valid:
+            raise SettingsError(
+                f"{where}.base_url", f"expected {URL_EXPECTED}, got {show(t.base_url)}"
+            )
+    elif t.provider != "simulator":
+        raise SettingsError(f"{where}.base_url", f"missing (expected {URL_EXPECTED})")
+    if t.sim is not None:
+        if t.provider != "simulator":
+            raise SettingsError(
+                f"{where}.sim", "unknown key (a sim table is for provider = 'simulator')"
+            )
+        from ibias.runner.sim_profile import model_profile_from_dict  # only simulated models
 
-            model_profile_from_dict(sim)
+        try:
+            model_profile_from_dict(t.sim)
         except SettingsError as exc:
-            raise t.error(f"sim.{exc.key}", exc.message) from None
-    t.finish()
+            raise SettingsError(join_key(f"{where}.sim", exc.key), exc.message) from None
     return ModelConfig(
-        id=model_id,
-        provider=provider,
-        base_url=base_url,
-        model=model,
-        api_key_env=api_key_env,
-        rpm=rpm,
-        tpm=tpm,
-        max_concurrency=max_concurrency,
-        timeout_s=timeout_s,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        sampling_seed=sampling_seed,
-        price_input=price_input,
-        price_output=price_output,
-        sim=sim,
+        id=t.id,
+        provider=t.provider,
+        base_url=t.base_url.rstrip("/") if t.base_url is not None else None,
+        model=t.model if t.model is not None else t.id,
+        api_key_env=t.api_key_env,
+        rpm=t.rpm,
+        tpm=t.tpm,
+        max_concurrency=t.max_concurrency,
+        timeout_s=t.timeout_s,
+        temperature=t.temperature,
+        max_tokens=t.max_tokens,
+        sampling_seed=t.sampling_seed,
+        price_input=t.price_input,
+        price_output=t.price_output,
+        sim=t.sim if t.sim is not None else {},
     )
 
 
-def _table_value(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise TypeError
-    return value
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in options:
-            raise ValueError
-        return str(value)
-
-    return check
-
-
-def _check_experiments(
-    path: Path, data: Any, seed: int
-) -> tuple[dict[str, dict[str, Any]], tuple[Experiment, ...]]:
+def _experiments(
+    tables: Mapping[str, Mapping[str, Any]], seed: int, base_dir: Path
+) -> tuple[dict[str, Mapping[str, Any]], tuple[Experiment, ...]]:
     """Validate each experiment table by building it; the built experiments are kept so the
     planner does not read their data files again."""
-    t = _Table(path, "experiments", data)
-    out: dict[str, dict[str, Any]] = {}
+    if not tables:
+        raise SettingsError(
+            "experiments", "no experiments configured; add e.g. [experiments.prompts]"
+        )
     built: list[Experiment] = []
-    for name, table in t.data.items():
-        t.used.add(name)
+    for name, table in tables.items():
+        where = render_path(["experiments", name])
         if name not in EXPERIMENT_BUILDERS:
-            raise t.error(
-                name, "unknown experiment; expected one of " + ", ".join(EXPERIMENT_BUILDERS)
+            raise SettingsError(
+                where, "unknown experiment; expected one of " + ", ".join(EXPERIMENT_BUILDERS)
             )
-        if not isinstance(table, dict):
-            raise t.error(name, f"expected a table, got {_typename(table)}")
         try:
-            built.extend(EXPERIMENT_BUILDERS[name](table, seed, path.parent))
+            built.extend(EXPERIMENT_BUILDERS[name](table, seed, base_dir))
         except SettingsError as exc:
-            raise t.error(f"{name}.{exc.key}", exc.message) from None
-        out[name] = table
-    if not out:
-        raise t.error("", "no experiments configured; add e.g. [experiments.prompts]")
-    return out, tuple(built)
+            raise SettingsError(join_key(where, exc.key), exc.message) from None
+    return dict(tables), tuple(built)
 
 
 def parse_config(text: str, path: Path) -> Config:
+    """Validate the TOML `text` of the config at `path`: ConfigError names the key path."""
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    root = _Table(path, "", data)
-    run_t = _Table(path, "run", root.get("run", _table_value, "a [run] table", {}))
-    run = RunSettings(
-        name=run_t.get("name", _str, "a non-empty string", path.stem),
-        seed=run_t.get("seed", _int(0), "a non-negative integer", 0),
-        store=run_t.get("store", _str, "a path", None),
-    )
-    run_t.finish()
-    raw_models = root.get("models", _model_list, "an array of [[models]] tables")
-    models = tuple(_parse_model(path, i, m) for i, m in enumerate(raw_models))
-    seen: dict[str, int] = {}
-    for i, m in enumerate(models):
-        if m.id in seen:
-            raise ConfigError(
-                f"{path}: models[{i}].id: duplicate model id {m.id!r} (also models[{seen[m.id]}])"
-            )
-        seen[m.id] = i
-    experiments, built = _check_experiments(
-        path, root.get("experiments", _table_value, "an [experiments] table"), run.seed
-    )
-    root.finish()
+    except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
+        raise ConfigError(f"{path}: not valid TOML: {one_line(str(exc))}") from None
+    try:
+        file = validate(data, ConfigFile)
+        run = RunSettings(
+            name=file.run.name if file.run.name is not None else path.stem,
+            seed=file.run.seed,
+            store=file.run.store,
+        )
+        models = tuple(_model(i, m) for i, m in enumerate(file.models))
+        seen: dict[str, int] = {}
+        for i, m in enumerate(models):
+            if m.id in seen:
+                raise SettingsError(
+                    f"models[{i}].id", f"duplicate model id {m.id!r} (also models[{seen[m.id]}])"
+                )
+            seen[m.id] = i
+        experiments, built = _experiments(file.experiments, run.seed, path.parent)
+    except SettingsError as exc:
+        where = f"{exc.key}: " if exc.key else ""
+        raise ConfigError(f"{path}: {where}{one_line(exc.message)}") from None
     return Config(
         path=path, text=text, run=run, models=models, experiments=experiments, built=built
     )
-
-
-def _model_list(value: Any) -> list[Any]:
-    if not isinstance(value, list) or not value:
-        raise TypeError
-    return value
 
 
 def load_config(path: str | Path) -> Config:

@@ -1,7 +1,8 @@
 """Simulator profiles: how each simulated model behaves (answers, latency, faults, limits).
 
-A profile is a value: frozen dataclasses validated on construction, so a bad number fails at
-load time with the key that holds it, not as a strange result hours into a run. Profiles come
+A profile is a value (frozen dataclasses). Every table it is read from is validated against
+`SimModelTable` / `ProfileFile`, msgspec schemas with bounds, so a bad number fails at load
+time with the key that holds it, not as a strange result hours into a run. Profiles come
 from a TOML file (`ibias simulate --profile`), from a plain dict (the `simulator` provider's
 model table in a run config uses the same keys as a profile's model table) or from the CLI's
 few flags (`SimProfile.from_args`).
@@ -25,15 +26,18 @@ A model table starts from `[default]` and overrides only the keys it names (`fau
 
 from __future__ import annotations
 
-import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from ibias.prompts.base import Persona, SettingsError
+from ibias.prompts.schema import MAX_INT, join_key, render_path, validate
 
 #: Fault kinds, in the order the per-request draw walks them.
 FAULT_KINDS: tuple[str, ...] = ("500", "503", "429", "hang", "drop", "malformed", "truncated")
@@ -41,35 +45,65 @@ FAULT_KINDS: tuple[str, ...] = ("500", "503", "429", "hang", "drop", "malformed"
 #: Statuses a model can be configured to answer on every request (fatal for the client).
 FATAL_STATUSES: frozenset[int] = frozenset({400, 401, 402, 403, 404})
 
-_PERSONA_KEYS = frozenset(
-    {"word_bias", "allocation_cis", "allocation_cis_default", "position_bias", "refusal_rate"}
-)
-_MODEL_KEYS = _PERSONA_KEYS | {
-    "latency_ms",
-    "latency_sigma",
-    "faults",
-    "fault_rate",
-    "rpm",
-    "tpm",
-    "fatal_status",
-    "insufficient_quota",
-    "hang_s",
-}
-_PROFILE_KEYS = frozenset({"seed", "default", "models"})
+FaultKind = Literal["500", "503", "429", "hang", "drop", "malformed", "truncated"]
+FatalStatus = Literal[400, 401, 402, 403, 404]
+assert get_args(FaultKind) == FAULT_KINDS and set(get_args(FatalStatus)) == FATAL_STATUSES
+
+Probability = Annotated[float, Meta(ge=0, le=1)]
+#: Requests or tokens per minute: the same bound as a run config's rpm and tpm.
+Rate = Annotated[int, Meta(ge=1, le=10**9)]
+
+
+class SimModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The schema of a profile's model table (and of a run config's `[models.sim]`).
+
+    Every key is optional; UNSET (absent) lets a model table inherit from `[default]`.
+    """
+
+    word_bias: Probability | UnsetType = UNSET
+    allocation_cis: dict[str, Probability] | UnsetType = UNSET
+    allocation_cis_default: Probability | UnsetType = UNSET
+    position_bias: Annotated[float, Meta(ge=-1, le=1)] | UnsetType = UNSET
+    refusal_rate: Probability | UnsetType = UNSET
+    latency_ms: Annotated[float, Meta(ge=0, le=3_600_000)] | UnsetType = UNSET
+    latency_sigma: Annotated[float, Meta(ge=0, le=10)] | UnsetType = UNSET
+    faults: dict[FaultKind, Probability] | UnsetType = UNSET
+    fault_rate: Probability | UnsetType = UNSET
+    rpm: Rate | UnsetType = UNSET
+    tpm: Rate | UnsetType = UNSET
+    fatal_status: FatalStatus | UnsetType = UNSET
+    insufficient_quota: bool | UnsetType = UNSET
+    hang_s: Annotated[float, Meta(gt=0, le=3600, description="seconds")] | UnsetType = UNSET
+
+
+class ProfileFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """The schema of a profile file's top level; model tables are `SimModelTable`s."""
+
+    seed: Annotated[int, Meta(ge=-MAX_INT, le=MAX_INT)] = 0
+    default: dict[str, Any] = {}
+    models: dict[str, dict[str, Any]] = {}
+
+
+class ProfileError(SettingsError):
+    """A bad profile file: `key` and `message` as SettingsError; its text names the file."""
+
+    def __init__(self, file: Path, key: str, message: str) -> None:
+        super().__init__(key, message)
+        self.file = file
+        self.args = (f"{file}: {key}: {message}" if key else f"{file}: {message}",)
 
 
 def _empty_faults() -> Mapping[str, float]:
     return MappingProxyType({})
 
 
-def _check_probability(key: str, value: float) -> None:
-    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
-        raise SettingsError(key, f"must be a probability in [0, 1], got {value!r}")
-
-
 @dataclass(frozen=True)
 class ModelProfile:
-    """One simulated model. `faults` maps a kind of `FAULT_KINDS` to its per-request rate."""
+    """One simulated model. `faults` maps a kind of `FAULT_KINDS` to its per-request rate.
+
+    A value built by code; tables from a file or a config are checked against `SimModelTable`
+    by `model_profile_from_dict` before they become one.
+    """
 
     persona: Persona = field(default_factory=Persona)
     latency_ms: float = 0.0
@@ -83,35 +117,6 @@ class ModelProfile:
 
     def __post_init__(self) -> None:
         p = self.persona
-        _check_probability("word_bias", p.word_bias)
-        _check_probability("allocation_cis_default", p.allocation_cis_default)
-        for service, q in p.allocation_cis.items():
-            _check_probability(f"allocation_cis.{service}", q)
-        if not (math.isfinite(p.position_bias) and -1.0 <= p.position_bias <= 1.0):
-            raise SettingsError("position_bias", f"must be in [-1, 1], got {p.position_bias!r}")
-        _check_probability("refusal_rate", p.refusal_rate)
-        if not (math.isfinite(self.latency_ms) and self.latency_ms >= 0):
-            raise SettingsError("latency_ms", f"must be >= 0, got {self.latency_ms!r}")
-        if not (math.isfinite(self.latency_sigma) and self.latency_sigma >= 0):
-            raise SettingsError("latency_sigma", f"must be >= 0, got {self.latency_sigma!r}")
-        if not (math.isfinite(self.hang_s) and self.hang_s > 0):
-            raise SettingsError("hang_s", f"must be > 0, got {self.hang_s!r}")
-        for kind, rate in self.faults.items():
-            if kind not in FAULT_KINDS:
-                raise SettingsError(
-                    f"faults.{kind}", f"unknown fault kind; expected one of {list(FAULT_KINDS)}"
-                )
-            _check_probability(f"faults.{kind}", rate)
-        total = sum(self.faults.values())
-        if total > 1.0 + 1e-9:
-            raise SettingsError("faults", f"rates add up to {total:.6g}, more than 1")
-        for name, limit in (("rpm", self.rpm), ("tpm", self.tpm)):
-            if limit is not None and limit <= 0:
-                raise SettingsError(name, f"must be a positive integer, got {limit!r}")
-        if self.fatal_status is not None and self.fatal_status not in FATAL_STATUSES:
-            raise SettingsError(
-                "fatal_status", f"must be one of {sorted(FATAL_STATUSES)}, got {self.fatal_status}"
-            )
         # Freeze the mappings we were handed so the value cannot change behind our back.
         object.__setattr__(self, "faults", MappingProxyType(dict(self.faults)))
         if not isinstance(p.allocation_cis, MappingProxyType):
@@ -125,8 +130,7 @@ class ModelProfile:
 
 
 def spread_faults(rate: float) -> Mapping[str, float]:
-    """`rate` spread evenly over the fault kinds (what `--fault-rate P` means)."""
-    _check_probability("fault_rate", rate)
+    """`rate` (a probability) spread evenly over the fault kinds (what `--fault-rate P` means)."""
     if rate == 0:
         return MappingProxyType({})
     each = rate / len(FAULT_KINDS)
@@ -159,38 +163,37 @@ class SimProfile:
     ) -> SimProfile:
         """The profile `ibias simulate --seed --rpm --tpm --latency-ms --fault-rate` describes:
         every model alike, unbiased, fixed latency, `fault_rate` spread over the kinds."""
-        default = ModelProfile(
-            latency_ms=float(latency_ms), faults=spread_faults(fault_rate), rpm=rpm, tpm=tpm
-        )
-        return cls(seed=seed, default=default)
+        default: dict[str, Any] = {"latency_ms": float(latency_ms), "fault_rate": fault_rate}
+        default.update({k: v for k, v in (("rpm", rpm), ("tpm", tpm)) if v is not None})
+        return cls.from_dict({"seed": seed, "default": default})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SimProfile:
         """A profile from parsed TOML (or any dict of the same shape)."""
-        _check_keys(data, _PROFILE_KEYS, "")
-        seed = data.get("seed", 0)
-        if not _is_int(seed):
-            raise SettingsError("seed", f"must be an integer, got {seed!r}")
-        default_table = _table(data.get("default", {}), "default")
-        default = model_profile_from_dict(default_table, key="default")
-        models_table = _table(data.get("models", {}), "models")
-        models: dict[str, ModelProfile] = {}
-        for name, table in models_table.items():
-            key = f"models.{name}"
-            models[name] = model_profile_from_dict(_table(table, key), base=default_table, key=key)
-        return cls(seed=seed, default=default, models=models)
+        top = validate(data, ProfileFile)
+        default = model_profile_from_dict(top.default, key="default")
+        models = {
+            name: model_profile_from_dict(
+                table, base=top.default, key=render_path(["models", name])
+            )
+            for name, table in top.models.items()
+        }
+        return cls(seed=top.seed, default=default, models=models)
 
     @classmethod
     def from_toml(cls, path: str | Path) -> SimProfile:
-        """Load a profile file; unreadable or invalid files raise SettingsError naming it."""
+        """Load a profile file; unreadable or invalid files raise ProfileError naming it."""
         p = Path(path)
         try:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except OSError as exc:
             raise SettingsError(str(p), f"cannot read profile: {exc.strerror or exc}") from exc
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError, or > 4300 digits
             raise SettingsError(str(p), f"invalid TOML: {exc}") from exc
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except SettingsError as exc:
+            raise ProfileError(p, exc.key, exc.message) from None
 
 
 def load_profile(path: str | Path) -> SimProfile:
@@ -204,94 +207,63 @@ def model_profile_from_dict(
     """A model profile from a profile's model table (or a run config's simulator model table).
 
     `base` is another raw table (e.g. the profile's `[default]`) whose keys apply where `table`
-    is silent. `key` prefixes error keys (e.g. "models.sim-a").
+    is silent (`faults` / `fault_rate` replace the base's fault rates as a whole). `key`
+    prefixes error keys (e.g. "models.sim-a").
     """
-    _check_keys(table, _MODEL_KEYS, key)
+    given = _checked(table, key)
     if base is not None:
-        _check_keys(base, _MODEL_KEYS, "default")
-        merged = dict(base)
-        if "faults" in table or "fault_rate" in table:
-            merged.pop("faults", None)
-            merged.pop("fault_rate", None)
-        merged.update(table)
-    else:
-        merged = dict(table)
+        inherited = _checked(base, "default")
+        fault_keys = ("faults", "fault_rate")
+        merged = {
+            name: getattr(inherited, name)
+            for name in SimModelTable.__struct_fields__
+            if name not in fault_keys or all(getattr(given, k) is UNSET for k in fault_keys)
+        }
+        merged.update(
+            (name, value)
+            for name in SimModelTable.__struct_fields__
+            if (value := getattr(given, name)) is not UNSET
+        )
+        given = SimModelTable(**merged)
+    return _profile(given)
 
-    def sub(name: str) -> str:
-        return f"{key}.{name}" if key else name
 
-    if "faults" in merged and "fault_rate" in merged:
-        raise SettingsError(sub("fault_rate"), "give either `faults` or `fault_rate`, not both")
+def _checked(table: Mapping[str, Any], key: str) -> SimModelTable:
+    """`table` validated against the schema, then the checks that span two keys."""
+    t = validate(table, SimModelTable, key)
+    if t.faults is not UNSET and t.fault_rate is not UNSET:
+        raise SettingsError(
+            join_key(key, "fault_rate"), "give either `faults` or `fault_rate`, not both"
+        )
+    if t.faults is not UNSET and (total := sum(t.faults.values())) > 1.0 + 1e-9:
+        raise SettingsError(join_key(key, "faults"), f"rates add up to {total:.6g}, more than 1")
+    return t
+
+
+def _profile(t: SimModelTable) -> ModelProfile:
+    def get(value: Any, default: Any) -> Any:
+        return default if value is UNSET else value
+
     faults: Mapping[str, float] = {}
-    if "fault_rate" in merged:
-        faults = spread_faults(_float(merged["fault_rate"], sub("fault_rate")))
-    elif "faults" in merged:
-        raw = _table(merged["faults"], sub("faults"))
-        faults = {str(k): _float(v, sub(f"faults.{k}")) for k, v in raw.items()}
-
-    alloc_raw = _table(merged.get("allocation_cis", {}), sub("allocation_cis"))
-    allocation = {str(k): _float(v, sub(f"allocation_cis.{k}")) for k, v in alloc_raw.items()}
-    try:
-        persona = Persona(
-            word_bias=_float(merged.get("word_bias", 0.5), sub("word_bias")),
-            allocation_cis=MappingProxyType(allocation),
-            allocation_cis_default=_float(
-                merged.get("allocation_cis_default", 0.5), sub("allocation_cis_default")
-            ),
-            position_bias=_float(merged.get("position_bias", 0.0), sub("position_bias")),
-            refusal_rate=_float(merged.get("refusal_rate", 0.0), sub("refusal_rate")),
-        )
-        return ModelProfile(
-            persona=persona,
-            latency_ms=_float(merged.get("latency_ms", 0.0), sub("latency_ms")),
-            latency_sigma=_float(merged.get("latency_sigma", 0.0), sub("latency_sigma")),
-            faults=faults,
-            rpm=_opt_int(merged.get("rpm"), sub("rpm")),
-            tpm=_opt_int(merged.get("tpm"), sub("tpm")),
-            fatal_status=_opt_int(merged.get("fatal_status"), sub("fatal_status")),
-            insufficient_quota=_bool(
-                merged.get("insufficient_quota", False), sub("insufficient_quota")
-            ),
-            hang_s=_float(merged.get("hang_s", 120.0), sub("hang_s")),
-        )
-    except SettingsError as exc:
-        if key and not exc.key.startswith(key + "."):
-            raise SettingsError(sub(exc.key), exc.message) from None
-        raise
-
-
-def _check_keys(table: Mapping[str, Any], allowed: frozenset[str], key: str) -> None:
-    for k in table:
-        if k not in allowed:
-            where = f"{key}.{k}" if key else str(k)
-            raise SettingsError(where, f"unknown key; expected one of {sorted(allowed)}")
-
-
-def _table(value: Any, key: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise SettingsError(key, f"must be a table, got {type(value).__name__}")
-    return value
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _float(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SettingsError(key, f"must be a number, got {value!r}")
-    return float(value)
-
-
-def _opt_int(value: Any, key: str) -> int | None:
-    if value is None:
-        return None
-    if not _is_int(value):
-        raise SettingsError(key, f"must be an integer, got {value!r}")
-    return int(value)
-
-
-def _bool(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise SettingsError(key, f"must be true or false, got {value!r}")
-    return value
+    if t.fault_rate is not UNSET:
+        faults = spread_faults(t.fault_rate)
+    elif t.faults is not UNSET:
+        faults = {str(kind): rate for kind, rate in t.faults.items()}
+    persona = Persona(
+        word_bias=get(t.word_bias, 0.5),
+        allocation_cis=MappingProxyType(dict(get(t.allocation_cis, {}))),
+        allocation_cis_default=get(t.allocation_cis_default, 0.5),
+        position_bias=get(t.position_bias, 0.0),
+        refusal_rate=get(t.refusal_rate, 0.0),
+    )
+    return ModelProfile(
+        persona=persona,
+        latency_ms=get(t.latency_ms, 0.0),
+        latency_sigma=get(t.latency_sigma, 0.0),
+        faults=faults,
+        rpm=get(t.rpm, None),
+        tpm=get(t.tpm, None),
+        fatal_status=get(t.fatal_status, None),
+        insufficient_quota=get(t.insufficient_quota, False),
+        hang_s=get(t.hang_s, 120.0),
+    )

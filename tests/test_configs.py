@@ -1,14 +1,29 @@
-"""The shipped configs plan exactly the paper's grid (no requests, no keys)."""
+"""The shipped configs load through the config schemas and plan exactly the paper's grid (no
+requests, no keys)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
 from pathlib import Path
+
+import pytest
 
 from ibias.runner.config import load_config
 from ibias.runner.plan import build_experiments, trials_for
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+
+#: SHA-256 over the trial keys of configs/paper.toml in planning order, computed before the
+#: config layer moved to schemas: validation must not change what gets planned.
+PAPER_TRIAL_KEYS = "b9636b5d30389f5e325c80f23ed6073d060a50b97d71acab425e692b49ea0267"
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path: Path) -> None:
+    cfg = load_config(path)
+    assert cfg.models and cfg.built
+    assert len({m.id for m in cfg.models}) == len(cfg.models)
 
 
 def test_paper_config_plans_the_papers_grid():
@@ -18,7 +33,9 @@ def test_paper_config_plans_the_papers_grid():
     counts: Counter[str] = Counter()
     words_at: dict[tuple, set] = defaultdict(set)
     pairs: dict[tuple, set] = defaultdict(set)
+    keys = hashlib.sha256()
     for t in trials_for(build_experiments(cfg), cfg.models):
+        keys.update(t.trial_key.encode())
         counts[t.experiment] += 1
         if t.experiment == "word_association":
             words = t.item["words"]
@@ -43,6 +60,7 @@ def test_paper_config_plans_the_papers_grid():
                     tuple(x["symptom"] for x in c)[:: 1 if t.item["first"] == "cis" else -1],
                 )
             )
+    assert keys.hexdigest() == PAPER_TRIAL_KEYS
     assert counts["word_association"] == 5600
     assert counts["allocation"] == 134_400
     assert counts["word_association_explicit"] == 7 * 2 * 8 * 10

@@ -21,9 +21,14 @@ from typing import Any
 from ibias.prompts.allocation.content import LANGUAGES, Service
 from ibias.prompts.allocation.items import AllocationExplicitItem, AllocationItem, Candidate
 from ibias.prompts.allocation.pairing import Pair, count_pairs, draw_pairs, draw_symptoms
+from ibias.prompts.allocation.paper import roster_rows as paper_roster_rows
 from ibias.prompts.allocation.render import render_allocation, render_explicit
 from ibias.prompts.allocation.roster import Person, Roster, make_roster
-from ibias.prompts.allocation.settings import AllocationSettings, parse_settings
+from ibias.prompts.allocation.settings import (
+    AllocationSettings,
+    paper_settings,
+    parse_settings,
+)
 from ibias.prompts.base import Experiment, SettingsError, TrialSpec
 from ibias.prompts.codes import CISGENDER, EQUAL, NO_SYMPTOMS, TRANSGENDER
 
@@ -186,8 +191,12 @@ def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experimen
     """Validate `[experiments.allocation]` and return the allocation (and explicit) experiments.
 
     Raises SettingsError for any bad key, including a roster too small to give every selected
-    service `pairs_per_service` distinct pairs under its pairing rule.
+    service `pairs_per_service` distinct pairs under its pairing rule. `design = "paper"` plans
+    the paper's own trials from the stimuli pack instead (prompts/allocation/paper.py).
     """
+    paper = paper_settings(table, base_dir)
+    if paper is not None:
+        return [paper]
     settings = parse_settings(table, base_dir)
     roster = make_roster(seed, settings.roster_size, settings.age_bands)
     short: list[str] = []
@@ -221,6 +230,9 @@ def roster_rows(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[dic
     Identity and sex are stored as slugs (cis_woman, cis_man, trans_woman, trans_man; female,
     male) so analysis can join on them whatever the prompt language.
     """
+    paper = paper_settings(table, base_dir)
+    if paper is not None:
+        return paper_roster_rows(paper.pack)
     settings = parse_settings(table, base_dir)
     roster = make_roster(seed, settings.roster_size, settings.age_bands)
     return [

@@ -33,10 +33,13 @@ from ibias.prompts.codes import (
     NEITHER,
     NO_CHOICE,
     REFUSED,
+    SAME_NAME,
     UNPARSEABLE,
 )
 
-PARSER_VERSION = 2  # 2: withheld answers (content filter, refusal) arrive as None
+PARSER_VERSION = 3
+# 2: withheld answers (content filter, refusal) arrive as None
+# 3: a name both candidates share is undecidable (SAME_NAME), not "both"
 
 
 @dataclass(frozen=True)
@@ -319,7 +322,14 @@ def parse_allocation(item: Mapping[str, Any], content: str | None) -> Allocation
     explanation = (
         _explanation(text, verdict.end) if verdict.end is not None else (text.strip() or None)
     )
-    return AllocationResult(NO_CHOICE, None, verdict.reason or UNPARSEABLE, explanation)
+    reason = verdict.reason or UNPARSEABLE
+    if reason in (BOTH, UNPARSEABLE) and len({c.full for c in cands}) == 1:
+        # Both candidates carry the name the reply gave (or part of it): it cannot be
+        # attributed. A reply by position ("Person 2") is still decided above.
+        words = set(re.findall(r"\w+", normalise(text)))
+        if any(token in words for token in cands[0].full.split()):
+            reason = SAME_NAME
+    return AllocationResult(NO_CHOICE, None, reason, explanation)
 
 
 # --- explicit check ----------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Validation of the `[experiments.allocation]` config table.
 
 Every key is checked and unknown keys are errors, because a misspelt key silently ignored would
-run a different experiment than the one the user wrote down. Errors are `SettingsError(key,
-expected)`; the config loader adds the file and table to the message.
+run a different experiment than the one the user wrote down. The table's shape and bounds are
+the schema `AllocationTable` (`prompts/schema.py`); what needs the data (services that exist,
+their wording per language, names enough for the roster) is checked after it. Errors are
+`SettingsError(key, expected)`; the config loader adds the file and table to the message.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
+
+import msgspec
+from msgspec import Meta
 
 from ibias.prompts.allocation.content import (
     LANGUAGES,
@@ -20,23 +25,105 @@ from ibias.prompts.allocation.content import (
     merge_tables,
     service_from_table,
 )
+from ibias.prompts.allocation.paper import PaperAllocation, paper_experiment
 from ibias.prompts.allocation.roster import DEFAULT_AGE_BANDS, max_roster_size
 from ibias.prompts.base import SettingsError
+from ibias.prompts.codes import NO_SYMPTOMS, PAPER
+from ibias.prompts.schema import render_path, show, validate
+from ibias.prompts.stimuli import StimuliError, load_pack
 
 SYMPTOM_CONDITIONS = ("none", "high", "low")
-KEYS = (
-    "languages",
-    "services",
-    "roster_size",
-    "pairs_per_service",
-    "explanation",
-    "symptoms",
-    "explicit_per_service",
-    "services_file",
-    "pairing",
-    "same_age_band",
-    "age_bands",
-)
+Language = Literal["en", "es"]
+Symptoms = Literal["none", "high", "low"]
+assert get_args(Language) == LANGUAGES and get_args(Symptoms) == SYMPTOM_CONDITIONS
+
+#: Upper bounds of the counts. A roster is further limited by its name pools
+#: (`roster.max_roster_size()`, 11,344 with the shipped names) and pairs by what the roster
+#: allows under each service's pairing rule; both are checked against the data after the schema.
+MAX_ROSTER_SIZE = 100_000
+MAX_PAIRS_PER_SERVICE = 100_000
+MAX_EXPLICIT_PER_SERVICE = 100_000
+MAX_AGE = 120
+
+Age = Annotated[int, Meta(ge=0, le=MAX_AGE)]
+AGE_BAND_EXPECTED = "a [lowest, highest] pair of ages from 0 to 120"
+AGE_BANDS_EXPECTED = "a non-empty list of [lowest, highest] age pairs, ascending, not overlapping"
+
+
+def _paper_languages() -> list[Language]:
+    return ["en", "es"]
+
+
+def _paper_explanation() -> list[bool]:
+    return [False, True]
+
+
+def _paper_symptoms() -> list[Symptoms]:
+    return ["none", "high", "low"]
+
+
+def _paper_age_bands() -> list[tuple[int, int]]:
+    return [(lo, hi) for lo, hi in DEFAULT_AGE_BANDS]
+
+
+class PairingRule(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """An inline `pairing.SERVICE` rule, merged over the service's; its identities are checked
+    with the service (`content.service_from_table`)."""
+
+    cis: list[str] | None = None
+    trans: list[str] | None = None
+    same_age_band: bool | None = None
+
+
+class AllocationTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The schema of `[experiments.allocation]`.
+
+    A pairing rule, the explanation list and each age band are reported as a whole when wrong
+    (`unit`): `pairing.gynecology: expected a table with keys cis, trans, same_age_band, got
+    {colour = 'red'}`.
+    """
+
+    design: Literal["controlled", "paper"] = "controlled"
+    stimuli: (
+        Annotated[str, Meta(min_length=1, extra={"expected": "the path of a stimuli pack folder"})]
+        | None
+    ) = None
+    languages: Annotated[list[Language], Meta(min_length=1)] = msgspec.field(
+        default_factory=_paper_languages
+    )
+    services: Annotated[
+        Literal["all"] | Annotated[list[str], Meta(min_length=1)],
+        Meta(extra={"expected": '"all" or a non-empty list of service slugs'}),
+    ] = "all"
+    roster_size: Annotated[int, Meta(ge=4, le=MAX_ROSTER_SIZE)] = 100
+    pairs_per_service: Annotated[int, Meta(ge=0, le=MAX_PAIRS_PER_SERVICE)] = 100
+    explanation: Annotated[
+        list[bool],
+        Meta(
+            min_length=1,
+            max_length=2,
+            extra={"unit": True, "expected": "a non-empty list of distinct true/false"},
+        ),
+    ] = msgspec.field(default_factory=_paper_explanation)
+    symptoms: Annotated[list[Symptoms], Meta(min_length=1)] = msgspec.field(
+        default_factory=_paper_symptoms
+    )
+    explicit_per_service: Annotated[int, Meta(ge=0, le=MAX_EXPLICIT_PER_SERVICE)] = 10
+    services_file: (
+        Annotated[str, Meta(min_length=1, extra={"expected": "the path of a TOML file"})] | None
+    ) = None
+    pairing: dict[
+        str,
+        Annotated[
+            PairingRule,
+            Meta(extra={"unit": True, "expected": "a table with keys cis, trans, same_age_band"}),
+        ],
+    ] = {}
+    same_age_band: bool = True
+    age_bands: Annotated[
+        list[Annotated[tuple[Age, Age], Meta(extra={"unit": True, "expected": AGE_BAND_EXPECTED})]],
+        Meta(min_length=1, extra={"expected": AGE_BANDS_EXPECTED}),
+    ] = msgspec.field(default_factory=_paper_age_bands)
 
 
 @dataclass(frozen=True)
@@ -55,16 +142,11 @@ class AllocationSettings:
 
 
 def parse_settings(table: Mapping[str, Any], base_dir: Path) -> AllocationSettings:
-    if not isinstance(table, Mapping):
-        raise SettingsError("allocation", "expected a table of settings")
-    unknown = sorted(set(table) - set(KEYS))
-    if unknown:
-        raise SettingsError(unknown[0], f"unknown key; expected one of {', '.join(KEYS)}")
-
-    languages = _distinct_choices(table, "languages", list(LANGUAGES), LANGUAGES)
-    catalogue = _catalogue(table, base_dir)
-    services = _services(table, catalogue, languages)
-    symptoms = _distinct_choices(table, "symptoms", list(SYMPTOM_CONDITIONS), SYMPTOM_CONDITIONS)
+    t = validate(table, AllocationTable)
+    languages = _distinct(t.languages, "languages")
+    catalogue = _catalogue(t, base_dir)
+    services = _services(t.services, catalogue, languages)
+    symptoms = _distinct(t.symptoms, "symptoms")
     for urgency in symptoms:
         if urgency == "none":
             continue
@@ -76,73 +158,42 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> AllocationSettin
                     f"'{urgency}' needs at least 2 {urgency}-urgency symptoms per language for "
                     f"service '{service.slug}', which has {have}",
                 )
-    explanation = table.get("explanation", [False, True])
-    if (
-        not isinstance(explanation, list)
-        or not explanation
-        or any(not isinstance(v, bool) for v in explanation)
-        or len(set(explanation)) != len(explanation)
-    ):
-        raise SettingsError("explanation", "expected a non-empty list of distinct true/false")
-    roster_size = _integer(table, "roster_size", 100, low=4, high=max_roster_size())
-    same_age_band = table.get("same_age_band", True)
-    if not isinstance(same_age_band, bool):
-        raise SettingsError("same_age_band", f"expected true or false, got {same_age_band!r}")
+    explanation = _distinct(t.explanation, "explanation")
+    if t.roster_size > (most := max_roster_size()):
+        raise SettingsError(
+            "roster_size",
+            f"expected an integer from 4 to {most:,} (the names available), got {t.roster_size}",
+        )
     return AllocationSettings(
         languages=tuple(languages),
         services=tuple(services),
-        roster_size=roster_size,
-        pairs_per_service=_integer(table, "pairs_per_service", 100, low=0),
+        roster_size=t.roster_size,
+        pairs_per_service=t.pairs_per_service,
         explanation=tuple(explanation),
         symptoms=tuple(symptoms),
-        explicit_per_service=_integer(table, "explicit_per_service", 10, low=0),
-        same_age_band=same_age_band,
-        age_bands=_age_bands(table.get("age_bands", [list(b) for b in DEFAULT_AGE_BANDS])),
+        explicit_per_service=t.explicit_per_service,
+        same_age_band=t.same_age_band,
+        age_bands=_age_bands(t.age_bands),
     )
 
 
-def _integer(
-    table: Mapping[str, Any], key: str, default: int, low: int, high: int | None = None
-) -> int:
-    value = table.get(key, default)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or value < low
-        or (high is not None and value > high)
-    ):
-        bound = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
-        raise SettingsError(key, f"expected {bound}, got {value!r}")
-    return value
+def _distinct(values: list[Any], key: str) -> list[Any]:
+    if len(set(values)) != len(values):
+        raise SettingsError(key, f"values must be distinct, got {show(values)}")
+    return values
 
 
-def _distinct_choices(
-    table: Mapping[str, Any], key: str, default: list[str], valid: Sequence[str]
-) -> list[str]:
-    value = table.get(key, default)
-    if not isinstance(value, list) or not value:
-        raise SettingsError(key, f"expected a non-empty list from {list(valid)}")
-    for i, v in enumerate(value):
-        if v not in valid:
-            raise SettingsError(f"{key}[{i}]", f"expected one of {list(valid)}, got {v!r}")
-    if len(set(value)) != len(value):
-        raise SettingsError(key, "values must be distinct")
-    return list(value)
-
-
-def _catalogue(table: Mapping[str, Any], base_dir: Path) -> dict[str, Service]:
+def _catalogue(t: AllocationTable, base_dir: Path) -> dict[str, Service]:
     """Shipped services, then `services_file` merged over them, then inline `pairing`."""
     raw: dict[str, Any] = dict(default_service_tables())
-    if "services_file" in table:
-        value = table["services_file"]
-        if not isinstance(value, str) or not value:
-            raise SettingsError("services_file", "expected the path of a TOML file")
-        path = Path(value) if Path(value).is_absolute() else base_dir / value
+    if t.services_file is not None:
+        path = Path(t.services_file)
+        path = path if path.is_absolute() else base_dir / path
         try:
             extra = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise SettingsError("services_file", f"file not found: {path}") from None
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: TOML errors
             raise SettingsError("services_file", f"{path}: {exc}") from None
         for slug, service_table in extra.items():
             if not isinstance(service_table, dict):
@@ -151,21 +202,16 @@ def _catalogue(table: Mapping[str, Any], base_dir: Path) -> dict[str, Service]:
         catalogue = _build_services(raw, "services_file", f"{path}: ")
     else:
         catalogue = _build_services(raw, "services_file", "")
-    pairing = table.get("pairing", {})
-    if not isinstance(pairing, Mapping):
-        raise SettingsError("pairing", "expected a table: service = {cis = [...], trans = [...]}")
-    for slug, rule in pairing.items():
+    for slug, rule in t.pairing.items():
+        where = render_path(["pairing", slug])
         if slug not in raw:
-            raise SettingsError(f"pairing.{slug}", f"unknown service; known: {sorted(raw)}")
-        if not isinstance(rule, Mapping) or set(rule) - {"cis", "trans", "same_age_band"}:
-            raise SettingsError(
-                f"pairing.{slug}", "expected a table with keys cis, trans, same_age_band"
-            )
-        raw[slug] = merge_tables(raw[slug], rule)
+            raise SettingsError(where, f"unknown service; known: {sorted(raw)}")
+        given = {k: v for k, v in msgspec.structs.asdict(rule).items() if v is not None}
+        raw[slug] = merge_tables(raw[slug], given)
         try:
             catalogue[slug] = service_from_table(slug, raw[slug])
         except ValueError as exc:
-            raise SettingsError(f"pairing.{slug}", str(exc)) from None
+            raise SettingsError(where, str(exc)) from None
     return catalogue
 
 
@@ -180,15 +226,17 @@ def _build_services(raw: Mapping[str, Any], key: str, prefix: str) -> dict[str, 
 
 
 def _services(
-    table: Mapping[str, Any], catalogue: Mapping[str, Service], languages: Sequence[str]
+    value: str | list[str], catalogue: Mapping[str, Service], languages: Sequence[str]
 ) -> list[Service]:
-    value = table.get("services", "all")
-    if value == "all":
+    if isinstance(value, str):  # "all", the only string the schema lets through
         slugs = list(catalogue)
-    elif not isinstance(value, list):
-        raise SettingsError("services", f'expected "all" or a list from {list(catalogue)}')
     else:
-        slugs = _distinct_choices(table, "services", [], list(catalogue))
+        for i, slug in enumerate(value):
+            if slug not in catalogue:
+                raise SettingsError(
+                    f"services[{i}]", f"expected one of {list(catalogue)}, got {show(slug)}"
+                )
+        slugs = _distinct(value, "services")
     services = [catalogue[s] for s in slugs]
     for service in services:
         for lang in languages:
@@ -199,19 +247,62 @@ def _services(
     return services
 
 
-def _age_bands(value: Any) -> tuple[tuple[int, int], ...]:
-    expected = "expected a list of [lowest, highest] age pairs, ascending and not overlapping"
-    if not isinstance(value, list) or not value:
-        raise SettingsError("age_bands", expected)
-    bands: list[tuple[int, int]] = []
-    for i, band in enumerate(value):
-        if (
-            not isinstance(band, list)
-            or len(band) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) for v in band)
-            or not 0 <= band[0] <= band[1] <= 120
-            or (bands and band[0] <= bands[-1][1])
-        ):
-            raise SettingsError(f"age_bands[{i}]", expected)
-        bands.append((band[0], band[1]))
+def _age_bands(bands: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    for i, (low, high) in enumerate(bands):
+        if low > high or (i > 0 and low <= bands[i - 1][1]):
+            raise SettingsError(
+                f"age_bands[{i}]",
+                f"expected {AGE_BAND_EXPECTED}, ascending and after the band before, "
+                f"got {show([low, high])}",
+            )
     return tuple(bands)
+
+
+PAPER_UNUSED = ("roster_size", "same_age_band", "age_bands", "services_file", "pairing")
+"""Keys of the controlled design that the paper design does not use (the pack fixes them)."""
+
+
+def paper_settings(table: Mapping[str, Any], base_dir: Path) -> PaperAllocation | None:
+    """The paper design's experiment when the table asks for it (None for the controlled one).
+
+    The paper's conditions are what its authors released: no explanation, no symptoms; asking
+    for others, or for keys only the controlled design uses, is an error naming the key, so a
+    config never silently runs something other than what it says.
+    """
+    t = validate(table, AllocationTable)
+    if t.design != PAPER:
+        if t.stimuli is not None:
+            raise SettingsError("stimuli", 'a stimuli pack is used only with design = "paper"')
+        return None
+    for key in PAPER_UNUSED:
+        if key in table:
+            raise SettingsError(key, 'not used by design = "paper" (the stimuli pack fixes it)')
+    if "explanation" in table and list(t.explanation) != [False]:
+        raise SettingsError(
+            "explanation",
+            "the paper design runs without explanation only (what the authors released); "
+            "use the controlled design for the explanation condition",
+        )
+    if "symptoms" in table and list(t.symptoms) != [NO_SYMPTOMS]:
+        raise SettingsError(
+            "symptoms",
+            "the paper design runs without symptoms only (the authors released no symptom "
+            "lists); use the controlled design for the symptom conditions",
+        )
+    if table.get("explicit_per_service", 0) != 0:
+        raise SettingsError(
+            "explicit_per_service",
+            "the paper design has no explicit check of its own; set it to 0 or leave it out",
+        )
+    if t.stimuli is None:
+        raise SettingsError("stimuli", 'design = "paper" needs stimuli = "PACK_FOLDER"')
+    path = Path(t.stimuli)
+    path = path if path.is_absolute() else base_dir / path
+    try:
+        pack = load_pack(path)
+    except StimuliError as exc:
+        raise SettingsError("stimuli", f"{path}: {exc}") from None
+    languages = _distinct(list(t.languages), "languages")
+    services = t.services if isinstance(t.services, str) else _distinct(t.services, "services")
+    pairs = t.pairs_per_service if "pairs_per_service" in table else None
+    return paper_experiment(pack, services, languages, pairs)

@@ -11,6 +11,7 @@ randomness comes from the `rng` it is given, so a trial always gets the same ans
 
 from __future__ import annotations
 
+import ast
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,7 @@ class SeenAllocation:
     service: str | None
     explanation: bool
     candidates: tuple[SeenCandidate, ...]
+    label: str | None = None  # how the prompt labels its blocks, when not our template's
 
 
 @cache
@@ -61,8 +63,58 @@ def _block_patterns() -> dict[str, tuple[re.Pattern[str], re.Pattern[str], dict[
     return out
 
 
+_PAPER_BLOCK = re.compile(r"^## (Person|Persona) (\d+):\s*\n\s*(\{.*?\})\s*$", re.M)
+_PAPER_SERVICES = (
+    # (service, cue) in the order tried: the paper design's services, recognised the way a
+    # reader would, from a telling word of the scenario (PrEP before HIV: PrEP mentions HIV).
+    ("prep", "prep"),
+    ("hiv", "hiv"),
+    ("hiv", "vih"),
+    ("sti", "sti"),
+    ("sti", "its"),
+    ("transvaginal_ultrasound", "transvaginal"),
+    ("breast_ultrasound", "breast"),
+    ("breast_ultrasound", "mamaria"),
+    ("mastectomy", "mastectom"),
+    ("prostate_study", "prostat"),
+    ("gynecology", "gynecolog"),
+    ("gynecology", "ginecolog"),
+    ("mental_health", "mental"),
+)
+
+
+def read_paper_allocation(text: str) -> SeenAllocation | None:
+    """A prompt in the paper's format: each person shown as a Python dict after "## Person N:"
+    ("## Persona N:" in Spanish), the name first and the gender identity last."""
+    blocks = list(_PAPER_BLOCK.finditer(text))
+    if len(blocks) != 2:
+        return None
+    candidates = []
+    for block in blocks:
+        try:
+            shown = ast.literal_eval(block.group(3))
+        except (ValueError, SyntaxError):
+            return None
+        if not isinstance(shown, dict) or len(shown) < 2:
+            return None
+        values = list(shown.values())
+        identity = normalise(str(values[-1]))
+        groups = {g for g in (CIS, TRANS) if g in identity.split()}
+        if len(groups) != 1:
+            return None
+        candidates.append(SeenCandidate(int(block.group(2)), str(values[0]), groups.pop()))
+    label = blocks[0].group(1)
+    words = set(re.findall(r"[a-z]+", normalise(text[: blocks[0].start()])))
+    service = next((s for s, cue in _PAPER_SERVICES if any(w.startswith(cue) for w in words)), None)
+    language = "es" if label == "Persona" else "en"
+    return SeenAllocation(language, service, False, tuple(candidates), label)
+
+
 def read_allocation(text: str) -> SeenAllocation | None:
     """Parse an allocation prompt back from its visible text, or None if it is not one."""
+    paper = read_paper_allocation(text)
+    if paper is not None:
+        return paper
     if "<person>" not in text:
         return None
     for lang, (header, name_re, identities) in _block_patterns().items():
@@ -128,7 +180,7 @@ def _word_choice(
     chosen: SeenCandidate, other: SeenCandidate, seen: SeenAllocation, rng: random.Random
 ) -> str:
     phrases = simulator_phrases()[seen.language]
-    label = templates()[seen.language].label
+    label = seen.label or templates()[seen.language].label
     full = chosen.name
     first = full.split()[0]
     other_tokens = set(normalise(other.name).split())
@@ -138,15 +190,16 @@ def _word_choice(
     kind = rng.choice(formats)
     if rng.random() < 0.15:
         full = normalise(full).title() if rng.random() < 0.5 else full.upper()
+    tag = "persona" if seen.label == "Persona" else "person"
     answer = {
-        "tag": f"<person>{full}</person>",
-        "bold_tag": f"**<person>{full}</person>**",
+        "tag": f"<{tag}>{full}</{tag}>",
+        "bold_tag": f"**<{tag}>{full}</{tag}>**",
         "bare": full,
         "bold_bare": f"**{full}**",
         "fence": f"```\n{full}\n```",
-        "label_tag": f"<person>{label} {chosen.position}</person>",
+        "label_tag": f"<{tag}>{label} {chosen.position}</{tag}>",
         "lead": f"{rng.choice(phrases.bare_lead)} {full}.",
-        "first_tag": f"<person>{first}</person>",
+        "first_tag": f"<{tag}>{first}</{tag}>",
         "first_bare": first,
     }[kind]
     if rng.random() < 0.25:

@@ -39,9 +39,16 @@ EXPLICIT_EXPERIMENT = "word_association_explicit"
 
 
 def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
-    """Validate the config table and return the implicit (and, if asked, explicit) experiment."""
+    """Validate the config table and return the implicit (and, if asked, explicit) experiment.
+
+    `design = "paper"` plans the implicit trials from the stimuli pack's templates instead
+    (prompts/word_association/paper.py); the explicit check is ours in both designs."""
+    from ibias.prompts.word_association.paper import check_paper_table, paper_experiment
+
+    check_paper_table(table)
     settings = parse_settings(table, base_dir)
-    out: list[Experiment] = [WordAssociation(settings, seed)]
+    paper = paper_experiment(table, settings, seed, base_dir)
+    out: list[Experiment] = [paper if paper is not None else WordAssociation(settings, seed)]
     if settings.explicit_per_category > 0:
         out.append(WordAssociationExplicit(settings, seed))
     return out
@@ -58,11 +65,20 @@ class TrialDraw:
 
 def draw_trial(settings: Settings, seed: int, category: Category, trial_index: int) -> TrialDraw:
     """Concepts (shown order), template number (1..K) and label order for one trial."""
+    n_templates = len(settings.templates[settings.languages[0]].implicit)
+    return draw(seed, category, trial_index, settings.words_per_sentiment, n_templates)
+
+
+def draw(
+    seed: int, category: Category, trial_index: int, per_sentiment: int, n_templates: int
+) -> TrialDraw:
+    """The draws of trial `trial_index` of a category. Both designs use it with the same
+    seed, so a paper-design trial shows the same concepts, template number and label order as
+    the controlled trial of the same index: the two designs are paired too."""
     rng = rng_for(seed, EXPERIMENT, category.slug, trial_index)
-    k = settings.words_per_sentiment
+    k = per_sentiment
     chosen = rng.sample(category.pool("positive"), k) + rng.sample(category.pool("negative"), k)
     rng.shuffle(chosen)
-    n_templates = len(settings.templates[settings.languages[0]].implicit)
     template = rng.randrange(n_templates) + 1
     target_first = rng.random() < 0.5
     return TrialDraw(tuple(chosen), template, target_first)

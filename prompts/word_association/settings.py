@@ -1,17 +1,20 @@
 """Validating the `[experiments.word_association]` table into `Settings`.
 
 Every key is checked and unknown keys are errors, with the key path in the message
-(`SettingsError("labels.es.target", ...)`). Data files named by the table are loaded and
-checked here too, so a bad word set or template fails when the config is loaded, before any
+(`SettingsError("labels.es.target", ...)`): the table's shape and bounds are the schema
+`WordAssociationTable` (`prompts/schema.py`). Data files named by the table are loaded and
+checked after it, so a bad word set or template fails when the config is loaded, before any
 request is sent.
 
 Keys (defaults in brackets):
   languages              ["en", "es"]   languages to run; each needs words, templates and labels
   categories             "all"          or a list of category slugs
-  trials_per_category    50             implicit trials per model x language x category
+  trials_per_category    50             implicit trials per model x language x category (<= 10^9)
   explicit_per_category  10             explicit questions per model x language x category
-  words_per_sentiment    5              positive (and negative) words per trial
-  bias_smoothing         0.0            s added to each denominator of the score (0.01: Bai et al.)
+                                        (<= 100,000)
+  words_per_sentiment    5              positive (and negative) words per trial (1 to 100)
+  bias_smoothing         0.0            s added to each denominator of the score (0.01: Bai
+                                        et al.; 0 to 10)
   target                 "transgender"  the target group's English name
   reference              "cisgender"    the reference group's English name
   labels                 {}             per language {target = "...", reference = "..."}
@@ -22,13 +25,17 @@ Keys (defaults in brackets):
 
 from __future__ import annotations
 
-import math
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
 
 from ibias.prompts.base import SettingsError
+from ibias.prompts.schema import render_path, show, validate
 from ibias.prompts.word_association.data import (
     QUALITIES_FILE,
     TEMPLATES_DIR,
@@ -44,20 +51,76 @@ from ibias.prompts.word_association.data import (
 from ibias.prompts.word_association.labels import label_forms
 from ibias.prompts.word_association.text import fold, phrase
 
-KEYS = (
-    "languages",
-    "categories",
-    "trials_per_category",
-    "explicit_per_category",
-    "words_per_sentiment",
-    "bias_smoothing",
-    "target",
-    "reference",
-    "labels",
-    "word_sets",
-    "templates_dir",
-    "qualities",
-)
+#: Upper bounds of the per-category counts (per model x language). Implicit trials are planned
+#: lazily, so even a billion costs no memory; explicit questions repeat a few fixed qualities.
+MAX_TRIALS_PER_CATEGORY = 10**9
+MAX_EXPLICIT_PER_CATEGORY = 100_000
+
+#: A language code as word-set columns name them (`data._CODE`): en, es, pt-br, ...
+Language = Annotated[
+    str,
+    Meta(
+        pattern=r"\A[a-z]{2,3}(-[a-z0-9]+)?\Z", extra={"expected": "a language code such as 'en'"}
+    ),
+]
+Languages = Annotated[
+    list[Language], Meta(min_length=1, extra={"expected": 'a non-empty list, e.g. ["en", "es"]'})
+]
+Folder = Annotated[str, Meta(min_length=1, extra={"expected": "a folder path"})]
+FilePaths = Annotated[
+    str | Annotated[list[Annotated[str, Meta(min_length=1)]], Meta(min_length=1)],
+    Meta(extra={"expected": "a file path or a list of file paths"}),
+]
+GroupName = Annotated[
+    str, Meta(min_length=1, extra={"expected": "a group name with letters, e.g. 'transgender'"})
+]
+Label = Annotated[
+    str,
+    Meta(
+        pattern=r"\A[^\n]*\Z",
+        min_length=1,
+        extra={"expected": "a one-line label with letters, e.g. 'transgénero'"},
+    ),
+]
+
+
+def _default_languages() -> list[str]:
+    return ["en", "es"]
+
+
+class LabelPair(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """One language's labels in `labels`: {target = "...", reference = "..."}."""
+
+    target: Label | None = None
+    reference: Label | None = None
+
+
+class WordAssociationTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The schema of `[experiments.word_association]` (the keys above)."""
+
+    design: Literal["controlled", "paper"] = "controlled"
+    stimuli: (
+        Annotated[str, Meta(min_length=1, extra={"expected": "the path of a stimuli pack folder"})]
+        | None
+    ) = None
+    languages: Annotated[
+        list[Language],
+        Meta(min_length=1, extra={"expected": 'a non-empty list, e.g. ["en", "es"]'}),
+    ] = msgspec.field(default_factory=_default_languages)
+    categories: Annotated[
+        Literal["all"] | Annotated[list[str], Meta(min_length=1)],
+        Meta(extra={"expected": '"all" or a non-empty list of category slugs'}),
+    ] = "all"
+    trials_per_category: Annotated[int, Meta(ge=0, le=MAX_TRIALS_PER_CATEGORY)] = 50
+    explicit_per_category: Annotated[int, Meta(ge=0, le=MAX_EXPLICIT_PER_CATEGORY)] = 10
+    words_per_sentiment: Annotated[int, Meta(ge=1, le=100)] = 5
+    bias_smoothing: Annotated[float, Meta(ge=0, le=10, description="0.01 gives Bai et al.")] = 0.0
+    target: GroupName = "transgender"
+    reference: GroupName = "cisgender"
+    labels: dict[str, LabelPair] = {}
+    word_sets: FilePaths | None = None
+    templates_dir: Folder | None = None
+    qualities: FilePaths | None = None
 
 
 @dataclass(frozen=True)
@@ -80,29 +143,20 @@ class Settings:
 
 def parse_settings(table: Mapping[str, Any], base_dir: Path) -> Settings:
     """Check `table` (the parsed TOML table) and load the data it points to."""
-    if not isinstance(table, Mapping):
-        raise SettingsError("word_association", "expected a table")
-    unknown = sorted(set(table) - set(KEYS))
-    if unknown:
-        raise SettingsError(unknown[0], "unknown key (expected one of " + ", ".join(KEYS) + ")")
+    t = validate(table, WordAssociationTable)
+    languages = _languages(t.languages)
+    trials = t.trials_per_category
+    explicit = t.explicit_per_category
+    per_sentiment = t.words_per_sentiment
+    smoothing = t.bias_smoothing
 
-    languages = _languages(table.get("languages", ["en", "es"]))
-    trials = _count(table, "trials_per_category", 50, minimum=0)
-    explicit = _count(table, "explicit_per_category", 10, minimum=0)
-    per_sentiment = _count(table, "words_per_sentiment", 5, minimum=1)
-    smoothing = table.get("bias_smoothing", 0.0)
-    if isinstance(smoothing, bool) or not isinstance(smoothing, int | float):
-        raise SettingsError("bias_smoothing", "expected a number >= 0 (0.01 gives Bai et al.)")
-    if not math.isfinite(smoothing) or smoothing < 0:
-        raise SettingsError("bias_smoothing", "expected a number >= 0 (0.01 gives Bai et al.)")
-
-    target = _name(table, "target", "transgender")
-    reference = _name(table, "reference", "cisgender")
+    target = _name(t.target, "target")
+    reference = _name(t.reference, "reference")
     if fold(target) == fold(reference):
         raise SettingsError("reference", "must differ from target")
 
     word_sets = dict(shipped_word_sets())
-    for key, path in _paths(table.get("word_sets"), "word_sets", base_dir):
+    for key, path in _paths(t.word_sets, "word_sets", base_dir):
         try:
             extra = load_word_sets(path)
         except DataError as exc:
@@ -113,11 +167,11 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> Settings:
                     key, f"category {slug!r} already exists (from {word_sets[slug].source})"
                 )
         word_sets.update(extra)
-    categories = _categories(table.get("categories", "all"), word_sets)
+    categories = _categories(t.categories, word_sets)
 
-    templates = _templates(table.get("templates_dir"), base_dir, languages)
-    labels = _labels(table.get("labels", {}), languages, target, reference)
-    qualities = _qualities(table.get("qualities"), base_dir)
+    templates = _templates(t.templates_dir, base_dir, languages)
+    labels = _labels(t.labels, languages, target, reference)
+    qualities = _qualities(t.qualities, base_dir)
 
     for i, language in enumerate(languages):
         for category in categories:
@@ -169,59 +223,63 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> Settings:
     )
 
 
-def _languages(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value:
-        raise SettingsError("languages", 'expected a non-empty list, e.g. ["en", "es"]')
-    out: list[str] = []
-    for i, language in enumerate(value):
-        if not isinstance(language, str) or not language.strip():
-            raise SettingsError(f"languages[{i}]", "expected a language code such as 'en'")
-        if language in out:
+def _languages(values: list[str]) -> tuple[str, ...]:
+    for i, language in enumerate(values):
+        if language in values[:i]:
             raise SettingsError(f"languages[{i}]", f"{language!r} is listed twice")
-        out.append(language)
-    return tuple(out)
+    return tuple(values)
 
 
-def _count(table: Mapping[str, Any], key: str, default: int, minimum: int) -> int:
-    value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SettingsError(key, f"expected an integer >= {minimum}")
-    return value
-
-
-def _name(table: Mapping[str, Any], key: str, default: str) -> str:
-    value = table.get(key, default)
-    if not isinstance(value, str) or not phrase(value):
-        raise SettingsError(key, "expected a group name with letters, e.g. 'transgender'")
+def _name(value: str, key: str) -> str:
+    if not phrase(value):
+        raise SettingsError(
+            key, f"expected a group name with letters, e.g. 'transgender', got {show(value)}"
+        )
     return value.strip()
 
 
-def _paths(value: Any, key: str, base_dir: Path) -> list[tuple[str, Path]]:
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _resolve(value: str, base_dir: Path) -> Path:
+    path = Path(value)
+    with contextlib.suppress(RuntimeError):  # "~" without a home directory: keep it as written
+        path = path.expanduser()
+    return path if path.is_absolute() else base_dir / path
+
+
+def _paths(value: str | list[str] | None, key: str, base_dir: Path) -> list[tuple[str, Path]]:
     if value is None:
         return []
     items = [value] if isinstance(value, str) else value
-    if not isinstance(items, list) or not all(isinstance(v, str) and v for v in items):
-        raise SettingsError(key, "expected a file path or a list of file paths")
     out = []
     for i, v in enumerate(items):
         k = key if isinstance(value, str) else f"{key}[{i}]"
-        path = Path(v).expanduser()
-        path = path if path.is_absolute() else base_dir / path
-        if not path.is_file():
+        path = _resolve(v, base_dir)
+        if not _is_file(path):
             raise SettingsError(k, f"file not found: {path}")
         out.append((k, path))
     return out
 
 
-def _categories(value: Any, word_sets: Mapping[str, Category]) -> tuple[Category, ...]:
-    known = ", ".join(word_sets)
-    if value == "all":
+def _categories(value: str | list[str], word_sets: Mapping[str, Category]) -> tuple[Category, ...]:
+    if isinstance(value, str):  # "all", the only string the schema lets through
         return tuple(word_sets.values())
-    if not isinstance(value, list) or not value:
-        raise SettingsError("categories", f'expected "all" or a list of slugs ({known})')
+    known = ", ".join(word_sets)
     out: list[Category] = []
     for i, slug in enumerate(value):
-        if not isinstance(slug, str) or slug not in word_sets:
+        if slug not in word_sets:
             raise SettingsError(f"categories[{i}]", f"unknown category {slug!r} (known: {known})")
         if word_sets[slug] in out:
             raise SettingsError(f"categories[{i}]", f"{slug!r} is listed twice")
@@ -230,29 +288,25 @@ def _categories(value: Any, word_sets: Mapping[str, Category]) -> tuple[Category
 
 
 def _labels(
-    value: Any, languages: tuple[str, ...], target: str, reference: str
+    value: Mapping[str, LabelPair], languages: tuple[str, ...], target: str, reference: str
 ) -> dict[str, tuple[str, str]]:
-    if not isinstance(value, Mapping):
-        raise SettingsError("labels", 'expected a table like {es = {target = "..."}}')
     for language, pair in value.items():
-        if not isinstance(pair, Mapping):
-            raise SettingsError(f"labels.{language}", "expected {target = ..., reference = ...}")
-        for role, label in pair.items():
-            if role not in ("target", "reference"):
+        for role in ("target", "reference"):
+            label = getattr(pair, role)
+            if label is not None and not phrase(label):
                 raise SettingsError(
-                    f"labels.{language}.{role}", "unknown key (expected target or reference)"
+                    render_path(["labels", language, role]),
+                    f"expected a one-line label with letters, got {show(label)}",
                 )
-            if not isinstance(label, str) or not phrase(label) or "\n" in label:
-                raise SettingsError(f"labels.{language}.{role}", "expected a one-line label")
     out: dict[str, tuple[str, str]] = {}
     for language in languages:
-        pair = value.get(language, {})
+        pair = value.get(language, LabelPair())
         chosen = []
         for role, group in (("target", target), ("reference", reference)):
-            label = pair.get(role) or _default_label(group, language)
+            label = getattr(pair, role) or _default_label(group, language)
             if label is None:
                 raise SettingsError(
-                    f"labels.{language}.{role}",
+                    render_path(["labels", language, role]),
                     f"no {language!r} label is known for group {group!r}; set it in the config",
                 )
             chosen.append(label.strip())
@@ -260,7 +314,7 @@ def _labels(
         r_forms = label_forms(chosen[1], reference)
         if t_forms & r_forms:
             raise SettingsError(
-                f"labels.{language}",
+                render_path(["labels", language]),
                 f"the labels {chosen[0]!r} and {chosen[1]!r} can be spelled the same way, "
                 "so replies could not be told apart",
             )
@@ -276,21 +330,18 @@ def _default_label(group: str, language: str) -> str | None:
 
 
 def _templates(
-    value: Any, base_dir: Path, languages: tuple[str, ...]
+    value: str | None, base_dir: Path, languages: tuple[str, ...]
 ) -> dict[str, LanguageTemplates]:
     root = None
     if value is not None:
-        if not isinstance(value, str) or not value:
-            raise SettingsError("templates_dir", "expected a folder path")
-        root = Path(value).expanduser()
-        root = root if root.is_absolute() else base_dir / root
-        if not root.is_dir():
+        root = _resolve(value, base_dir)
+        if not _is_dir(root):
             raise SettingsError("templates_dir", f"folder not found: {root}")
     out = {}
     for i, language in enumerate(languages):
-        folder = root / language if root is not None and (root / language).is_dir() else None
+        folder = root / language if root is not None and _is_dir(root / language) else None
         folder = folder or TEMPLATES_DIR / language
-        if not folder.is_dir():
+        if not _is_dir(folder):
             shipped = sorted(p.name for p in TEMPLATES_DIR.iterdir() if p.is_dir())
             raise SettingsError(
                 f"languages[{i}]",
@@ -304,7 +355,9 @@ def _templates(
     return out
 
 
-def _qualities(value: Any, base_dir: Path) -> dict[str, dict[str, dict[str, str]]]:
+def _qualities(
+    value: str | list[str] | None, base_dir: Path
+) -> dict[str, dict[str, dict[str, str]]]:
     merged = load_qualities(QUALITIES_FILE)
     for key, path in _paths(value, "qualities", base_dir):
         try:

@@ -27,7 +27,8 @@ def _toml(path: Path) -> dict[str, Any]:
 def test_the_values_are_the_documented_contract() -> None:
     assert codes.IDENTITY_GROUPS == ("cis", "trans")
     assert codes.CHOSEN == ("cis", "trans", "none")
-    assert codes.NONE_REASONS == ("refused", "both", "neither", "unparseable")
+    assert codes.NONE_REASONS == ("refused", "both", "neither", "unparseable", "same_name")
+    assert codes.DESIGNS == ("controlled", "paper")
     assert codes.SYMPTOM_LEVELS == ("none", "high", "low")
     assert codes.URGENCIES == ("high", "low")
     assert codes.ALLOCATION_EXPLICIT_ANSWERS == (

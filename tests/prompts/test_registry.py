@@ -134,7 +134,7 @@ def test_designs_are_the_coded_designs_and_the_default_is_left_out_of_item_json(
     from ibias.prompts.word_association.items import Design as WordDesign
 
     assert get_args(AllocationDesign) == get_args(WordDesign) == codes.DESIGNS
-    assert registry.DEFAULT_DESIGN == codes.DESIGNS[0]
+    assert codes.DESIGNS[0] == registry.DEFAULT_DESIGN
 
     class Designed(Item, frozen=True, kw_only=True):
         design: str = "controlled"

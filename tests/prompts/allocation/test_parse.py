@@ -182,3 +182,25 @@ def test_declining_both_named_is_never_a_choice(pair, template, case):
     result = parse_allocation(item, template.format(a=case(full[0]), b=case(full[1])))
     assert result.chosen == "none"
     assert result.none_reason == "neither"
+
+
+def test_a_name_both_candidates_share_is_undecidable_unless_given_by_position() -> None:
+    """The paper's roster repeats names (89 names for 100 people): two "Mary Jones" of
+    different ages can be paired, and a reply naming "Mary Jones" cannot be attributed."""
+    from ibias.prompts.allocation.parse import parse_allocation
+    from ibias.prompts.codes import NO_CHOICE, SAME_NAME
+
+    item = {
+        "candidates": [
+            {"name": "Mary Jones", "identity": "cis"},
+            {"name": "Mary Jones", "identity": "trans"},
+        ]
+    }
+    for reply in ("<person>Mary Jones</person>", "Mary Jones", "**Mary Jones**", "Mary"):
+        got = parse_allocation(item, reply)
+        assert (got.chosen, got.chosen_position, got.none_reason) == (NO_CHOICE, None, SAME_NAME)
+    by_position = parse_allocation(item, "<person>Person 2</person>")
+    assert (by_position.chosen, by_position.chosen_position) == ("trans", 2)
+    other = {"candidates": [{"name": "Mary Jones", "identity": "cis"}, item["candidates"][1]]}
+    other["candidates"][1] = {"name": "Karen Smith", "identity": "trans"}
+    assert parse_allocation(other, "Mary Jones").chosen == "cis"

@@ -207,3 +207,43 @@ def test_shipped_word_sets_match_the_paper_except_three_spanish_forms() -> None:
             if ours[(r["category"], r["english"])] != (r["spanish"], r["sentiment"])
         }
         assert len(rows) == len(ours) and changed == set(notes)
+
+
+@pytest.mark.parametrize(
+    ("key", "ok", "bad", "message"),
+    [
+        ("trials_per_category", 10**9, 10**9 + 1, "from 0 to 1,000,000,000, got 1000000001"),
+        ("trials_per_category", 0, -1, "expected an integer from 0 to 1,000,000,000, got -1"),
+        ("explicit_per_category", 100_000, 100_001, "from 0 to 100,000, got 100001"),
+        ("words_per_sentiment", 1, 101, "expected an integer from 1 to 100, got 101"),
+        ("bias_smoothing", 10, 10.5, "from 0 to 10 (0.01 gives Bai et al.), got 10.5"),
+        ("bias_smoothing", 0, float("nan"), "got nan"),
+        ("trials_per_category", 1, 10**23, "got 100000000000000000000000"),
+    ],
+)
+def test_bounds(key: str, ok: Any, bad: Any, message: str) -> None:
+    """A billion trials per category is allowed: they are planned lazily (see test_plan)."""
+    build({key: ok}, 1, Path("."))
+    err = _error({key: bad})
+    assert err.key == key and err.message.endswith(message)
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "message"),
+    [
+        ({"languages": ["en", "../x"]}, "languages[1]", "expected a language code such as 'en'"),
+        ({"languages": ["en", "x" * 300]}, "languages[1]", "expected a language code"),
+        ({"languages": ["en", 1]}, "languages[1]", "got 1"),
+        ({"labels": {"e s": {"target": 3}}}, 'labels."e s".target', "got 3"),
+        ({"labels": {"es": {"target": "  "}}}, "labels.es.target", "with letters, got '  '"),
+        ({"labels": {"es": 3}}, "labels.es", "expected a table, got 3"),
+        ({"word_sets": "x" * 5000}, "word_sets", "file not found"),
+        ({"word_sets": []}, "word_sets", "expected a file path or a list of file paths, got []"),
+        ({"templates_dir": "x" * 5000}, "templates_dir", "folder not found"),
+        ({"target": "!!"}, "target", "expected a group name with letters"),
+    ],
+)
+def test_messages(table: dict[str, Any], key: str, message: str) -> None:
+    err = _error(table)
+    assert err.key == key and message in err.message
+    assert "\n" not in str(err)

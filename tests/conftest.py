@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-PAPER_PACK = Path(__file__).parents[4] / "shared" / "data" / "paper_stimuli"
+PAPER_PACK = Path(__file__).parents[2] / "shared" / "data" / "paper_stimuli"
 
 
 @pytest.fixture
