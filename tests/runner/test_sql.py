@@ -1,5 +1,5 @@
 """`ibias sql` as a user meets it: one read over the store, every escape refused in one line with
-no effect.
+no effect, and results exported only through `--output`.
 
 Through the CLI's `main(argv)` in-process (stderr captured), and once as a subprocess.
 """
@@ -110,7 +110,7 @@ def test_copy_creates_and_overwrites_nothing(refusal, other, tmp_path):
         f"COPY responses TO '{other}' (FORMAT parquet)",
     ):
         line = refusal(query)
-        assert "COPY statements are refused" in line
+        assert "COPY statements are refused" in line and "--output" in line
     # The same COPY hidden behind EXPLAIN ANALYZE reaches DuckDB, whose settings refuse it.
     line = refusal(f"EXPLAIN ANALYZE COPY responses TO '{target}'")
     assert "query refused" in line and "disabled by configuration" in line
@@ -249,6 +249,107 @@ def test_describe_show_summarize_explain(sql):
     assert code == 0 and "4" in out and "n" in out
 
 
+# -- --output -------------------------------------------------------------------------------------
+
+QUERY = "SELECT trial_key, model_id, content FROM responses ORDER BY trial_key"
+
+
+@pytest.mark.parametrize(("ext", "read"), [(".parquet", pl.read_parquet), (".csv", pl.read_csv)])
+def test_output_parquet_and_csv_read_back(sql, store, tmp_path, ext, read):
+    out_file = tmp_path / f"result{ext}"
+    code, out, err = sql(QUERY, "--output", str(out_file))
+    assert code == 0, err
+    assert out.strip() == f"wrote 4 rows to {out_file}"
+    frame = read(out_file)
+    direct = duckdb.connect(str(store), read_only=True)
+    try:
+        keys = [r[0] for r in direct.execute(QUERY).fetchall()]
+    finally:
+        direct.close()
+    assert frame["trial_key"].to_list() == keys
+    assert sorted(frame["content"].to_list()) == sorted(r["content"] for r in lines())
+    assert set(frame["model_id"].to_list()) == {"ext"}
+
+
+def test_output_json_reads_back_as_the_format_json_array(sql, tmp_path):
+    out_file = tmp_path / "result.JSON"
+    code, out, err = sql(QUERY, "--output", str(out_file))
+    assert code == 0, err
+    assert out.strip() == f"wrote 4 rows to {out_file}"
+    _, printed, _ = sql(QUERY, "--format", "json")
+    assert json.loads(out_file.read_text()) == json.loads(printed)
+    assert pl.read_json(out_file).height == 4
+
+
+def test_output_of_one_row_and_of_none(sql, tmp_path):
+    code, out, err = sql("SELECT 1 AS x", "--output", str(tmp_path / "one.csv"))
+    assert out.strip().startswith("wrote 1 row to ")
+    empty = tmp_path / "none.parquet"
+    code, out, err = sql(QUERY.replace("ORDER BY", "WHERE false ORDER BY"), "--output", str(empty))
+    assert code == 0, err
+    assert out.strip().startswith("wrote 0 rows to ")
+    assert pl.read_parquet(empty).columns == ["trial_key", "model_id", "content"]
+
+
+def test_output_refuses_an_unknown_extension_and_writes_nothing(sql, refusal, tmp_path):
+    target = tmp_path / "result.xlsx"
+    line = refusal(QUERY, "--output", str(target))
+    assert "unknown extension" in line and ".parquet" in line
+    assert not target.exists()
+
+
+def test_output_never_overwrites_the_store_or_its_files(refusal, store, tmp_path):
+    before = digest(store)
+    for args in (("--output", str(store)), ("--output", str(store), "--force")):
+        line = refusal(QUERY, *args)
+        assert "--output" in line and "unknown extension" in line
+    # A store named like an export is still its own file: refused even with --force, also
+    # through a symbolic link, and so is the status file beside it.
+    twin = tmp_path / "store.parquet"
+    shutil.copy(store, twin)
+    twin_before = digest(twin)
+    link = tmp_path / "link.parquet"
+    link.symlink_to(twin)
+    status = tmp_path / "store.parquet.status.json"
+    for target in (twin, link, status):
+        line = refusal(QUERY, "--output", str(target), "--force", on=twin)
+        assert "the store's own file" in line
+    assert not status.exists()
+    assert digest(twin) == twin_before and digest(store) == before
+
+
+def test_output_overwrites_an_existing_file_only_with_force(sql, refusal, other, tmp_path):
+    target = tmp_path / "result.csv"
+    target.write_text("keep me\n")
+    line = refusal(QUERY, "--output", str(target))
+    assert "exists; pass --force" in line
+    assert target.read_text() == "keep me\n"
+    # Another store under an export's name is an existing file like any other.
+    victim = other.rename(tmp_path / "victim.parquet")
+    before = digest(victim)
+    assert "exists; pass --force" in refusal(QUERY, "--output", str(victim))
+    assert digest(victim) == before
+    code, out, err = sql(QUERY, "--output", str(target), "--force")
+    assert code == 0 and out.startswith("wrote 4 rows"), err
+    assert pl.read_csv(target).height == 4
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_output_problems_are_one_line(sql, refusal, tmp_path):
+    line = refusal(QUERY, "--output", str(tmp_path / "no" / "r.csv"))
+    assert "does not exist" in line
+    folder = tmp_path / "dir.csv"
+    folder.mkdir()
+    assert "is a directory" in refusal(QUERY, "--output", str(folder))
+    line = refusal(QUERY, "--format", "json", "--output", str(tmp_path / "r.csv"))
+    assert "not allowed with argument --format" in line
+    assert "--force only applies with --output" in refusal(QUERY, "--force")
+    # A refused query writes no file.
+    target = tmp_path / "r.parquet"
+    line = refusal(f"COPY responses TO '{target}'", "--output", str(target))
+    assert "COPY statements are refused" in line and not target.exists()
+
+
 # -- as a subprocess ------------------------------------------------------------------------------
 
 
@@ -264,12 +365,14 @@ def main_sql(store: Path, *args: str) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
-def test_subprocess_refuses_copy_and_reads(store, other, tmp_path):
+def test_subprocess_refuses_copy_and_exports_json(store, other, tmp_path):
     before = digest(other)
     code, out, err = main_sql(store, f"COPY responses TO '{other}' (FORMAT csv)")
     assert "COPY statements are refused" in one_line_error(code, err) and out == ""
     code, out, err = main_sql(store, f"SELECT * FROM read_blob('{other}')")
     assert "disabled by configuration" in one_line_error(code, err)
     assert digest(other) == before
-    code, out, err = main_sql(store, "SELECT model_id FROM responses", "--format", "json")
-    assert code == 0 and err == "" and json.loads(out) == [{"model_id": "ext"}] * 4
+    target = tmp_path / "r.json"
+    code, out, err = main_sql(store, QUERY, "--output", str(target))
+    assert code == 0 and err == "" and out.strip() == f"wrote 4 rows to {target}"
+    assert [r["model_id"] for r in json.loads(target.read_text())] == ["ext"] * 4
