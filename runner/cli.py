@@ -96,10 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--store", default=DEFAULT_STORE)
     status.add_argument("--json", action="store_true")
 
-    sql = sub.add_parser("sql", help="query the store with SQL")
+    sql = sub.add_parser("sql", help="one read-only SQL query over the store")
     sql.add_argument("query")
     sql.add_argument("--store", default=DEFAULT_STORE)
-    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    shape = sql.add_mutually_exclusive_group()
+    shape.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    shape.add_argument("--output", metavar="FILE.parquet|csv|json", help="write the result")
+    sql.add_argument("--force", action="store_true", help="let --output overwrite a file")
 
     sim = sub.add_parser("simulate", help="serve the provider simulator on loopback")
     sim.add_argument("--port", type=int, default=8000)
@@ -268,7 +271,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _cmd_sql(args: argparse.Namespace) -> int:
     from ibias.runner.sql import run_query
 
-    return run_query(Path(args.store), args.query, args.format)
+    if args.force and args.output is None:
+        raise UsageError("ibias sql: --force only applies with --output")
+    output = None if args.output is None else Path(args.output)
+    return run_query(Path(args.store), args.query, args.format, output, args.force)
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

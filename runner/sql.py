@@ -1,7 +1,13 @@
-"""`ibias sql`: read-only SQL over the store, as a table, CSV or one JSON array."""
+"""`ibias sql`: one read-only query over the store, as a table, CSV, one JSON array, or a file.
+
+The query runs on `open_query_connection` (store/sandbox.py): DuckDB itself refuses every file
+but the store, so a result reaches a file only through `--output`, written here by Polars.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -11,29 +17,30 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from ibias.store.db import StoreError, open_store
+from ibias.runner.status import status_path
+from ibias.store.db import StoreError, _first_line
 from ibias.store.lock import holder
+from ibias.store.sandbox import open_query_connection, read_statement
+
+#: `--output` formats, by the file's extension.
+OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
 
 
-def run_query(store: Path, query: str, fmt: str) -> int:
+def run_query(
+    store: Path, query: str, fmt: str, output: Path | None = None, force: bool = False
+) -> int:
+    out_fmt = _check_output(store, output, force) if output is not None else None
+    statement = read_statement(query)
     who = holder(store)
     if who is not None:
         raise StoreError(f"store {store} is busy: held by {who}; try again when the run ends")
-    con = open_store(store, read_only=True)
-    try:
-        try:
-            relation = con.sql(query)
-            if relation is None:
-                return 0
-            frame = pl.from_arrow(relation.to_arrow_table())
-        except duckdb.Error as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreError(f"query failed: {first}") from None
-    finally:
-        con.close()
-    assert isinstance(frame, pl.DataFrame)
-    if fmt == "json":
-        sys.stdout.write(orjson.dumps(frame.to_dicts(), default=str).decode() + "\n")
+    frame = query_frame(store, statement)
+    if output is not None and out_fmt is not None:
+        _write(frame, output, out_fmt)
+        rows = "row" if frame.height == 1 else "rows"
+        print(f"wrote {frame.height} {rows} to {output}")
+    elif fmt == "json":
+        sys.stdout.write(_json(frame))
     elif fmt == "csv":
         sys.stdout.write(_csv(frame))
     else:
@@ -44,6 +51,67 @@ def run_query(store: Path, query: str, fmt: str) -> int:
             table.add_row(*("NULL" if v is None else str(v) for v in row))
         Console().print(table)
     return 0
+
+
+def query_frame(store: Path, statement: duckdb.Statement) -> pl.DataFrame:
+    """The statement's result on a user-query connection; DuckDB's refusals as one line."""
+    con = open_query_connection(store)
+    try:
+        try:
+            frame = pl.from_arrow(con.sql(statement).to_arrow_table())
+        except duckdb.PermissionException as exc:
+            raise StoreError(
+                f"query refused: {_first_line(str(exc))} (ibias sql reads only the store; "
+                "use --output FILE to export a result)"
+            ) from None
+        except duckdb.Error as exc:
+            raise StoreError(f"query failed: {_first_line(str(exc))}") from None
+    finally:
+        con.close()
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _check_output(store: Path, output: Path, force: bool) -> str:
+    """The format for `output`, or a one-line refusal: unknown extension, the store, a file."""
+    fmt = OUTPUT_FORMATS.get(output.suffix.lower())
+    if fmt is None:
+        known = ", ".join(OUTPUT_FORMATS)
+        raise StoreError(f"--output {output}: unknown extension; use one of {known}")
+    target = output.resolve()
+    # The store's WAL and lock file have extensions no export has; its status file is JSON.
+    for own in (store, status_path(store)):
+        if target == own.resolve():
+            raise StoreError(f"--output {output} is the store's own file; choose another path")
+    if output.is_dir():
+        raise StoreError(f"--output {output} is a directory")
+    if not output.parent.is_dir():
+        raise StoreError(f"--output {output}: directory {output.parent} does not exist")
+    if output.exists() and not force:
+        raise StoreError(f"--output {output} exists; pass --force to overwrite it")
+    return fmt
+
+
+def _write(frame: pl.DataFrame, output: Path, fmt: str) -> None:
+    """Write to a temporary file beside `output`, then rename it: never a half-written file."""
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    try:
+        if fmt == "parquet":
+            frame.write_parquet(tmp)
+        elif fmt == "csv":
+            tmp.write_text(_csv(frame), encoding="utf-8")
+        else:
+            tmp.write_text(_json(frame), encoding="utf-8")
+        os.replace(tmp, output)
+    except OSError as exc:
+        raise StoreError(f"--output {output} cannot be written: {exc.strerror or exc}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _json(frame: pl.DataFrame) -> str:
+    return orjson.dumps(frame.to_dicts(), default=str).decode() + "\n"
 
 
 def _csv(frame: pl.DataFrame) -> str:

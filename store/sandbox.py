@@ -1,0 +1,138 @@
+"""Connections for SQL that users write: the store, read-only, and nothing beyond it.
+
+Every path that runs a user's SQL (`ibias sql`, and later `show --where` and queries served
+during a run) opens its connection with `open_query_connection` and checks the text with
+`read_statement`. The boundary is DuckDB's own configuration, fixed when the database instance
+starts and then locked, not a filter on keywords: with external access off, DuckDB opens no file
+but the store (and its WAL and temporary spill files), so `ATTACH`, `COPY`, `EXPORT DATABASE`,
+`read_text`, `read_csv`, `read_parquet`, `glob`, http(s) URLs, `INSTALL` and `LOAD` all fail
+inside DuckDB, and the locked configuration refuses the `SET`, `RESET` or `PRAGMA` that would
+turn any of it back on. The store is opened read-only, so nothing can change it. The statement
+check on top keeps the surface to exactly one read, so a refusal says what was refused instead
+of surfacing whichever DuckDB error fires first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import duckdb
+
+from ibias.store.db import SCHEMA_VERSION, StoreError, _first_line, schema_version
+from ibias.store.lock import holder
+
+#: DuckDB settings of every user-query connection, given at connect time so that they hold
+#: from the first statement and belong to this database instance only.
+QUERY_SETTINGS: Mapping[str, bool] = {
+    # No file, directory or URL but the store itself: ATTACH, COPY, EXPORT/IMPORT DATABASE,
+    # the read_*/glob table functions, replacement scans of paths, INSTALL and LOAD.
+    "enable_external_access": False,
+    # No extension is installed or loaded behind the query's back (httpfs for a URL, ...).
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    # Even if an extension could be reached, only signed core ones would be accepted.
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+    # Secrets never go to disk (~/.duckdb/stored_secrets).
+    "allow_persistent_secrets": False,
+    # Last: nothing above can be changed by SET, RESET or PRAGMA on this connection.
+    "lock_configuration": True,
+}
+
+#: Statement types that only read. DuckDB classifies SELECT, WITH, FROM-first queries, VALUES,
+#: DESCRIBE, SHOW, SUMMARIZE and PIVOT with listed values as SELECT.
+READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+ALLOWED = "SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, PIVOT ... IN (...), EXPLAIN"
+
+_HINTS: Mapping[str, str] = {
+    "COPY": "; use `ibias sql QUERY --output FILE.parquet|csv|json` to export a result",
+    "EXPORT": "; use `ibias sql QUERY --output FILE.parquet|csv|json` to export a result",
+    "PRAGMA": "; use DESCRIBE name, SHOW TABLES or SELECT * FROM pragma_table_info('name')",
+    "CALL": "; use SELECT * FROM function(...)",
+    "MULTI": (
+        "; a PIVOT whose values come from the data runs as several statements: "
+        "list them, PIVOT ... ON col IN (v1, v2, ...)"
+    ),
+}
+
+_NAMES: Mapping[str, str] = {
+    "LOAD": "INSTALL/LOAD",
+    "SET": "SET/RESET/USE",
+    "MULTI": "multi-part (dynamic PIVOT)",
+}
+
+
+def open_query_connection(store: Path) -> duckdb.DuckDBPyConnection:
+    """The store, read-only, under `QUERY_SETTINGS`; one-line `StoreError` on any problem.
+
+    The same checks and messages as `open_store(path, read_only=True)`: the file must exist
+    and be an ibias store of this schema version. DuckDB shares one database instance per
+    file and configuration within a process, so while another connection to the same store
+    with other settings is open here (e.g. `ibias.connect`), this one is refused.
+    """
+    if store.exists() and store.is_dir():
+        raise StoreError(f"store {store} is a directory, expected a DuckDB file")
+    if not store.exists():
+        raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
+    try:
+        con = duckdb.connect(str(store), read_only=True, config=dict(QUERY_SETTINGS))
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" in text.lower():
+            who = holder(store)
+            raise StoreError(f"store {store} is busy: held by {who or 'another process'}") from None
+        raise StoreError(f"store {store} cannot be opened: {_first_line(text)}") from None
+    except duckdb.ConnectionException as exc:
+        raise StoreError(
+            f"store {store} is already open in this process with other settings; close that "
+            f"connection first ({_first_line(str(exc))})"
+        ) from None
+    except duckdb.Error as exc:
+        raise StoreError(
+            f"store {store} is not a usable DuckDB file: {_first_line(str(exc))}"
+        ) from None
+    try:
+        version = schema_version(con)
+        if version != SCHEMA_VERSION:
+            if version == 0:
+                raise StoreError(f"store {store} is not an ibias store (no schema version)")
+            raise StoreError(
+                f"store {store} has schema version {version}, this ibias expects "
+                f"{SCHEMA_VERSION}; open it once with `ibias run` or `ibias analyze`"
+            )
+    except duckdb.Error as exc:
+        con.close()
+        raise StoreError(
+            f"store {store} is not a usable ibias store: {_first_line(str(exc))}"
+        ) from None
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def read_statement(query: str) -> duckdb.Statement:
+    """The query's one statement, parsed by DuckDB, if it is a read; else a one-line refusal."""
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as exc:
+        raise StoreError(f"query failed: {_first_line(str(exc))}") from None
+    if not statements:
+        raise StoreError("query is empty: give one SQL statement")
+    if len(statements) > 1:
+        raise StoreError(
+            f"query has {len(statements)} statements; exactly one is allowed ({ALLOWED})"
+        )
+    statement = statements[0]
+    try:
+        kind = statement.type.name
+    except ValueError:  # a statement type newer than this duckdb's Python enum
+        kind = "this kind of"
+    if kind in {t.name for t in READ_STATEMENTS}:
+        return statement
+    raise StoreError(
+        f"{_NAMES.get(kind, kind)} statements are refused: only one read is allowed "
+        f"({ALLOWED}){_HINTS.get(kind, '')}"
+    )
