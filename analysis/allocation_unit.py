@@ -113,7 +113,7 @@ _ALLOCATION_COLUMNS: tuple[Column, ...] = (
 
 def _allocation(inp: SectionContext) -> str:
     cells = inp.tables["allocation_cells"]
-    head = "<h2 id='allocation'>Appointment allocation</h2>"
+    head = inp.heading("allocation", "Appointment allocation")
     if cells.is_empty():
         return head + absent(
             "This store has no allocation trials (none planned, or none answered yet)."

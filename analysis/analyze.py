@@ -157,7 +157,9 @@ def report_sections(
 ) -> list[report.Section]:
     """Each block's report section, in registry order."""
     return [
-        report.Section(b.anchor, b.title, b.part.section(SectionContext(b.tables, figures)))
+        report.Section(
+            b.anchor, b.title, b.part.section(SectionContext(b.tables, figures, b.anchor, b.title))
+        )
         for b, figures in zip(blocks, drawn, strict=True)
     ]
 

@@ -9,6 +9,7 @@ of its own kinds (and the shared explicit answers), as Polars frames.
 from __future__ import annotations
 
 import hashlib
+import html
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,10 +54,18 @@ class TableContext:
 
 @dataclass(frozen=True)
 class SectionContext:
-    """What a report section gets: every table by name and the figures drawn."""
+    """What a report section gets: its tables by name, its figures, and the anchor and title
+    its heading should carry (a design other than the controlled one gets its own, e.g.
+    "allocation-paper", "Appointment allocation (paper design)")."""
 
     tables: Mapping[str, pl.DataFrame]
     figures: Sequence[Figure]
+    anchor: str = ""
+    title: str = ""
+
+    def heading(self, default_anchor: str, default_title: str) -> str:
+        anchor, title = self.anchor or default_anchor, self.title or default_title
+        return f"<h2 id='{html.escape(anchor)}'>{html.escape(title)}</h2>"
 
 
 TablesFn = Callable[[TableContext], dict[str, pl.DataFrame]]

@@ -90,7 +90,7 @@ _WA_COLUMNS: tuple[Column, ...] = (
 
 def _word_association(inp: SectionContext) -> str:
     cells = inp.tables["word_association_cells"]
-    head = "<h2 id='word-association'>Word association</h2>"
+    head = inp.heading("word-association", "Word association")
     if cells.is_empty():
         return head + absent(
             "This store has no word-association trials (none planned, or none answered yet)."
