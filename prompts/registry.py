@@ -118,6 +118,7 @@ class TrialKind:
     view: str | None = None
     view_fields: tuple[tuple[str, str], ...] = ()
     designs: tuple[str, ...] = ()
+    extra_parsers: tuple[Parser, ...] = ()
     explicit_subject: str | None = None
     schema_version: int = 1
     prepare_import: ImportFn | None = None
@@ -148,6 +149,16 @@ class TrialKind:
                 )
         elif self.parser is not None and self.view is None:
             raise ValueError(f"kind {self.name}: a parsed kind needs a view")
+        if self.extra_parsers and self.parser is None:
+            raise ValueError(f"kind {self.name}: extra parsers need a main parser")
+        tables = [p.table for p in self.parsers]
+        if len(set(tables)) != len(tables):
+            raise ValueError(f"kind {self.name}: each parser writes its own table")
+
+    @property
+    def parsers(self) -> tuple[Parser, ...]:
+        """The main parser (first) and the extra ones."""
+        return ((self.parser,) if self.parser is not None else ()) + self.extra_parsers
 
     def import_item(self, raw: Mapping[str, Any], language: str) -> dict[str, Any]:
         """Validate an import line's item (ValueError names the problem) and normalise it."""

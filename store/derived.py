@@ -75,36 +75,45 @@ def parse_landed(con: duckdb.DuckDBPyConnection, landed: Sequence[Landed]) -> No
     registry = parsed_kinds()
     for item in landed:
         k = registry.get(item.experiment)
-        if k is not None and k.parser is not None:
-            by_exp.setdefault(item.experiment, []).append(
-                _row(k.parser, item.trial_key, item.item, item.content)
-            )
-    for exp, rows in by_exp.items():
-        parser = registry[exp].parser
-        assert parser is not None
-        _insert(con, parser, rows)
+        if k is not None:
+            for parser in k.parsers:
+                by_exp.setdefault(parser.table, []).append(
+                    _row(parser, item.trial_key, item.item, item.content)
+                )
+    tables = {p.table: p for k in registry.values() for p in k.parsers}
+    for table, rows in by_exp.items():
+        _insert(con, tables[table], rows)
 
 
 def parse_pending(con: duckdb.DuckDBPyConnection, batch_size: int = 20000) -> int:
-    """Parse every stored response that lacks a row at its parser's current version."""
+    """Parse every stored response that lacks a row at its parsers' current versions; returns
+    how many responses the main parsers parsed (extra parsers' rows are not counted)."""
     total = 0
-    for k in parsed_kinds().values():
-        p = k.parser
-        assert p is not None
-        reader = con.sql(
-            f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content FROM responses r "
-            f"JOIN (SELECT DISTINCT ON (trial_key) trial_key, item FROM trials "
-            f"WHERE experiment = ?) t ON t.trial_key = r.trial_key "
-            f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
-            f"AND d.parser_version = ?)",
-            params=[k.name, p.version],
-        ).to_arrow_reader(batch_size)
-        pending: list[tuple[str, str, str | None]] = []
-        for rb in reader:
-            data = rb.to_pydict()
-            pending.extend(zip(data["trial_key"], data["item"], data["content"], strict=True))
-        for start in range(0, len(pending), batch_size):
-            chunk = pending[start : start + batch_size]
-            rows = [_row(p, k, orjson.loads(i), c) for k, i, c in chunk]
-            total += _insert(con, p, rows)
+    for kind in parsed_kinds().values():
+        for index, p in enumerate(kind.parsers):
+            parsed = _parse_pending(con, kind, p, batch_size)
+            total += parsed if index == 0 else 0
+    return total
+
+
+def _parse_pending(
+    con: duckdb.DuckDBPyConnection, kind: TrialKind, p: Parser, batch_size: int
+) -> int:
+    total = 0
+    reader = con.sql(
+        f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content FROM responses r "
+        f"JOIN (SELECT DISTINCT ON (trial_key) trial_key, item FROM trials "
+        f"WHERE experiment = ?) t ON t.trial_key = r.trial_key "
+        f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
+        f"AND d.parser_version = ?)",
+        params=[kind.name, p.version],
+    ).to_arrow_reader(batch_size)
+    pending: list[tuple[str, str, str | None]] = []
+    for rb in reader:
+        data = rb.to_pydict()
+        pending.extend(zip(data["trial_key"], data["item"], data["content"], strict=True))
+    for start in range(0, len(pending), batch_size):
+        chunk = pending[start : start + batch_size]
+        rows = [_row(p, key, orjson.loads(item), text) for key, item, text in chunk]
+        total += _insert(con, p, rows)
     return total

@@ -164,10 +164,9 @@ def _add_missing_columns(con: duckdb.DuckDBPyConnection, parser: Parser) -> None
 
 
 def _kind_ddl(kind: TrialKind) -> list[str]:
-    if kind.parser is None:
-        return []
-    out = [table_ddl(kind.parser)]
-    if kind.view is not None:
+    """The kind's tables (main parser first, then extra parsers'), then its view."""
+    out = [table_ddl(p) for p in kind.parsers]
+    if kind.parser is not None and kind.view is not None:
         out.append(view_ddl(kind))
     return out
 
@@ -202,10 +201,10 @@ def apply_experiment_schemas(
             continue
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute(ddl[0])
-            assert kind.parser is not None
-            _add_missing_columns(con, kind.parser)
-            for statement in ddl[1:]:
+            for parser, statement in zip(kind.parsers, ddl, strict=False):
+                con.execute(statement)
+                _add_missing_columns(con, parser)
+            for statement in ddl[len(kind.parsers) :]:
                 con.execute(statement)
             con.execute(
                 "INSERT INTO experiment_schemas (name, version, ddl_hash, explicit_subject) "

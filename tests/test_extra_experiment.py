@@ -133,6 +133,19 @@ UNIT = ibias.ExperimentUnit(
             ),
             view="colour_choices",
             view_fields=(("trial_index", "INTEGER"),),
+            # A second, stricter reading kept beside the main one (never in the view).
+            extra_parsers=(
+                ibias.Parser(
+                    version=1,
+                    table="parsed_colour_strict",
+                    columns=(ibias.Column("strict_choice", "VARCHAR"),),
+                    parse=lambda item, content: {
+                        "strict_choice": (content or "").strip(" .").lower()
+                        if (content or "").strip(" .").lower() in item["options"]
+                        else None
+                    },
+                ),
+            ),
         ),
     ),
     responder=_respond,
@@ -191,11 +204,18 @@ def test_a_new_experiment_is_one_registered_unit(registered: None, tmp_path: Pat
             "SELECT model_id, trial_index, choice FROM colour_choices ORDER BY 1, 2"
         ).fetchall()
         items = con.sql(f"SELECT item FROM trials WHERE experiment = '{NAME}'").fetchall()
+        strict = con.sql(
+            "SELECT count(*), count(strict_choice) FROM parsed_colour_strict"
+        ).fetchall()
+        view_columns = [c[0] for c in con.sql("DESCRIBE colour_choices").fetchall()]
     assert len(rows) == 13
     # The simulator answered through this file's responder: red whenever it was offered.
     with_red = [orjson.loads(i[0])["options"] for i in items if "red" in i[0]]
     assert with_red and sum(1 for r in rows if r[2] == "red") == len(with_red)
     assert ("human", None, "blue") in rows
+    # Every reply has a strict reading too; only bare one-word answers ("Blue.") pass it.
+    assert strict == [(13, 1)]
+    assert "strict_choice" not in view_columns
 
     out = ibias.analyze(store, tmp_path / "out", bootstrap=50)
     shares = pl.read_csv(out.out_dir / "colour_shares.csv")
