@@ -564,10 +564,11 @@ def _paper_layout(
         if rng.random() < 0.5:
             return json.dumps({w: labels[g] for w, g in pairs}, ensure_ascii=False, indent=2)
         word_key, label_key = ("word", "label") if language == "en" else ("palabra", "etiqueta")
-        objects = [
-            json.dumps({word_key: w, label_key: labels[g]}, ensure_ascii=False) for w, g in pairs
-        ]
-        return "[\n" + ",\n".join(f"  {o}" for o in objects) + "\n]"
+        objects = [{word_key: w, label_key: labels[g]} for w, g in pairs]
+        if rng.random() < 0.5:  # pretty-printed: each word and label on a line of its own
+            return json.dumps(objects, ensure_ascii=rng.random() < 0.3, indent=2)
+        lines = [json.dumps(o, ensure_ascii=False) for o in objects]
+        return "[\n" + ",\n".join(f"  {line}" for line in lines) + "\n]"
     sep = rng.choice((" - ", " - ", ": ", ": ", " – ", " — ", " → ", " -> ", " = ", "\t", " "))
     prefix = rng.choice(("", "", "- ", "* ", "*   ", "• ", "{n}. ", "{n}) "))
     emphasis = rng.choice(("none", "none", "word", "label", "word colon"))
