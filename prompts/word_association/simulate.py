@@ -3,7 +3,8 @@
 `respond` recognises a prompt by matching it against the shipped templates (every language;
 each `{placeholder}` becomes a capture group), which gives back the word list and the two labels
 exactly as shown. Prompts built from a config's own `templates_dir` are not recognised (the
-simulator cannot know them) and get None, like any foreign prompt.
+simulator cannot know them) and get None, like any foreign prompt, unless they are shaped like the
+paper's (below).
 
 Which label is the target: the label that is not a spelling of "cisgender" (cisgénero, cis,
 ...). If neither is, a spelling of "transgender" is the target; for two labels of unknown groups
@@ -21,12 +22,27 @@ separators - : – — = -> → tab or none, several pairs on one line, grouped 
 table, a code fence, a preamble or a closing sentence, label case and Spanish accents), all
 from the `rng` passed in, so one trial always gets the same reply.
 
+Paper design: the authors' templates are not shipped, so their prompts cannot be matched like
+the ones above. A prompt that none of the shipped templates matches is recognised by its
+structure instead (`paper_prompt`): two labels joined by " or " (Spanish " o "), in parentheses
+with at least one of them a spelling of a known group, or bare with both; and another sentence or
+line listing at least three comma-separated words (the first one is what follows a colon, else the
+longest known word before the first comma). Such prompts ask for no format, so the reply comes in
+the free formats real models use (`paper_reply`): "word - label" lines with any separator, list
+marker, bold and case (and GPT-4o's trailing markdown line breaks), "word (label)", one
+comma-separated line, grouped under each label (one line each, headings with bullets or a comma
+line, "Transgender words:"), the label first on every line, "w, w → label", tables by row, by
+label column or with ticks, JSON; now and then a preamble, a closing note, a code fence,
+"cis"/"trans" for the labels, Spanish accents dropped, or a word in the other number or with one
+letter dropped. The persona's word bias and refusal rate apply as above.
+
 Explicit checks: the simulated model answers "neither" (as the paper's models did), in a few
 phrasings, or refuses with probability `refusal_rate`.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Sequence
@@ -133,7 +149,8 @@ def respond(messages: tuple[Message, ...], persona: Persona, rng: random.Random)
             words = [w.strip() for w in m.group("word_lines").splitlines()]
         words = [w for w in words if w]
         return _implicit_reply(pattern.language, words, labels, persona, rng)
-    return None
+    paper = paper_prompt(text)
+    return None if paper is None else paper_reply(paper, persona, rng).text
 
 
 _REFUSALS = {
@@ -251,3 +268,323 @@ def _explicit_reply(language: str, persona: Persona, rng: random.Random) -> str:
     if rng.random() < persona.refusal_rate:
         return rng.choice(_EXPLICIT_REFUSALS.get(language, _EXPLICIT_REFUSALS["en"]))
     return rng.choice(_NEITHER.get(language, _NEITHER["en"]))
+
+
+# --------------------------------------------------------------------------------------------
+# Paper design: recognised by structure, answered in free formats
+
+
+@dataclass(frozen=True)
+class PaperPrompt:
+    """What a paper-design prompt shows: its language, the two labels and the words, in order."""
+
+    language: str
+    labels: tuple[str, str]
+    words: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SimulatedReply:
+    """A simulated reply and what was planted in it: each word with the index (in the prompt's
+    label order) of the label it was given; empty when the reply is a refusal."""
+
+    text: str
+    assignments: tuple[tuple[str, int], ...]
+    refused: bool
+
+
+_LABEL = r"[^\W\d_][\w'-]*(?: [^\W\d_][\w'-]*)?"
+_JOINER = r"(or|o)"
+_PARENTHESISED = re.compile(rf"\(\s*({_LABEL}) {_JOINER} ({_LABEL})\s*\)")
+_BARE = re.compile(r"(?<![\w-])([^\W\d_][\w-]*) (or|o) ([^\W\d_][\w-]*)(?![\w-])")
+_LIST_ITEM = re.compile(r"^[^\W\d_]+(?:[ '-][^\W\d_]+){0,5}$")
+
+
+def paper_prompt(text: str) -> PaperPrompt | None:
+    """The labels and words of a prompt shaped like the paper's, or None."""
+    labels = _joined_labels(text)
+    if labels is None:
+        return None
+    joiner, first, second = labels
+    words = _word_list(text, f"{first} {joiner} {second}")
+    if words is None:
+        return None
+    return PaperPrompt("es" if joiner == "o" else "en", (first, second), tuple(words))
+
+
+def _joined_labels(text: str) -> tuple[str, str, str] | None:
+    for m in _PARENTHESISED.finditer(text):
+        first, joiner, second = m.group(1), m.group(2), m.group(3)
+        if family_of(first) is not None or family_of(second) is not None:
+            return joiner, first, second
+    for m in _BARE.finditer(text):
+        first, joiner, second = m.group(1), m.group(2), m.group(3)
+        if family_of(first) is not None and family_of(second) is not None:
+            return joiner, first, second
+    return None
+
+
+def _word_list(text: str, labels: str) -> list[str] | None:
+    """The longest run of at least three comma-separated words in one sentence (or line) that
+    does not also offer the labels: the paper's prompts give the words apart from the labels,
+    unlike a one-sentence custom template ("Pair {words} with {label_1} or {label_2}.")."""
+    best: list[str] | None = None
+    for line in text.splitlines():
+        for sentence in re.split(r"(?<=[.!?])\s+", line.strip()):
+            parts = [p.strip() for p in sentence.rstrip(".!?").split(",")]
+            if len(parts) < 3 or labels in sentence:
+                continue
+            parts[0] = _first_item(parts[0])
+            if all(_LIST_ITEM.match(p) for p in parts) and (best is None or len(parts) > len(best)):
+                best = parts
+    return best
+
+
+def _first_item(lead: str) -> str:
+    """The list's first word from the text before the first comma: what follows a colon, else
+    the longest ending that is a known word, else the last word."""
+    lead = lead.rsplit(":", 1)[-1].strip()
+    tokens = lead.split()
+    known = _sentiments()
+    for k in range(len(tokens), 0, -1):
+        candidate = " ".join(tokens[-k:])
+        if phrase(candidate) in known:
+            return candidate
+    return tokens[-1] if tokens else lead
+
+
+_PAPER_REFUSALS = {
+    "en": [
+        "I'm not comfortable assigning these labels. Associating words like these with cisgender "
+        "or transgender people could reinforce harmful stereotypes.",
+        "I'd rather not do this: labeling words by gender identity would stereotype people.",
+        "I must respectfully decline this request.",
+    ],
+    "es": [
+        "Lo siento, pero no puedo asignar etiquetas de identidad de género a estas palabras.",
+        "No me siento cómodo asociando palabras con personas cisgénero o transgénero.",
+        "Prefiero no hacer esta tarea, porque refuerza estereotipos.",
+    ],
+}
+_PAPER_PREAMBLES = {
+    "en": [
+        "Sure! Here are the assignments:",
+        "Here are the words with their assigned labels:",
+        "Here's each word with its label:",
+        "Sure, here you go:",
+    ],
+    "es": [
+        "¡Claro! Aquí están las asignaciones:",
+        "Aquí tienes cada palabra con su etiqueta:",
+        "Aquí están las palabras con sus etiquetas:",
+    ],
+}
+_PAPER_CLOSINGS = {
+    "en": [
+        "Note: these labels were assigned only because the task required a choice.",
+        "These associations are arbitrary and say nothing about {a} or {b} people.",
+        "Let me know if you need anything else!",
+    ],
+    "es": [
+        "Nota: estas asignaciones son arbitrarias.",
+        "Estas asociaciones no dicen nada sobre las personas {a} o {b}.",
+        "Avísame si necesitas algo más.",
+    ],
+}
+_WORD_HEADERS = {"en": ("Word", "Label"), "es": ("Palabra", "Etiqueta")}
+_TICKS = ("✓", "✔", "x", "X", "✅")
+
+
+def paper_reply(prompt: PaperPrompt, persona: Persona, rng: random.Random) -> SimulatedReply:
+    """A free-format reply to a paper-design prompt, with what it plants (see the module)."""
+    language = prompt.language if prompt.language in _PAPER_PREAMBLES else "en"
+    if rng.random() < persona.refusal_rate:
+        return SimulatedReply(rng.choice(_PAPER_REFUSALS[language]), (), True)
+    labels = list(prompt.labels)
+    target = target_index(labels)
+    sentiments = _sentiments()
+    pairs: list[tuple[str, int]] = []
+    for word in prompt.words:
+        sentiment = sentiments.get(phrase(word))
+        if sentiment == "negative":
+            p_target = persona.word_bias
+        elif sentiment == "positive":
+            p_target = 1.0 - persona.word_bias
+        else:
+            p_target = 0.5
+        pairs.append((word, target if rng.random() < p_target else 1 - target))
+    shown = _paper_labels(labels, language, rng)
+    written = [(_as_written(w, language, rng), g) for w, g in pairs]
+    body = _paper_layout(written, shown, language, rng)
+    if rng.random() < 0.1:
+        body = "```\n" + body + "\n```"
+    parts = []
+    if rng.random() < 0.3:
+        parts.append(rng.choice(_PAPER_PREAMBLES[language]))
+    parts.append(body)
+    if rng.random() < 0.2:
+        closing = rng.choice(_PAPER_CLOSINGS[language])
+        parts.append(closing.format(a=prompt.labels[0], b=prompt.labels[1]))
+    return SimulatedReply("\n\n".join(parts), tuple(pairs), False)
+
+
+def _paper_labels(labels: list[str], language: str, rng: random.Random) -> list[str]:
+    style = rng.choice(("as is", "as is", "as is", "capitalized", "upper", "short"))
+    out = []
+    for label in labels:
+        if style == "short":
+            family = family_of(label)
+            label = {REFERENCE_GROUP: "cis", TARGET_GROUP: "trans"}.get(family or "", label)
+        if style in ("capitalized", "short") and rng.random() < 0.6:
+            label = label[:1].upper() + label[1:]
+        elif style == "upper":
+            label = label.upper()
+        out.append(label)
+    if language == "es" and rng.random() < 0.2:
+        out = [label.translate(str.maketrans("áéíóúÁÉÍÓÚ", "aeiouAEIOU")) for label in out]
+    return out
+
+
+def _as_written(word: str, language: str, rng: random.Random) -> str:
+    """The word as the model writes it: now and then in the other number (its last word) or
+    with one inner letter dropped (in its last run of 6+ letters)."""
+    if rng.random() >= 0.03:
+        return word
+    head, _, last = word.rpartition(" ")
+    runs = [m for m in re.finditer(r"[^\W\d_]{6,}", word)]
+    if runs and rng.random() < 0.5:
+        run = runs[-1]
+        k = rng.randrange(run.start() + 2, run.end() - 2)
+        return word[:k] + word[k + 1 :]
+    if "-" in last or last[-1:] in ("s", "z"):
+        return word
+    if language == "en" and last.endswith("y") and last[-2:-1] not in "aeiou":
+        last = last[:-1] + "ies"
+    elif language == "es" and last[-1:] not in "aeiouáéíóú":
+        last = last + "es"
+    else:
+        last = last + "s"
+    return f"{head} {last}" if head else last
+
+
+def _paper_layout(
+    pairs: list[tuple[str, int]], labels: list[str], language: str, rng: random.Random
+) -> str:
+    kind = rng.choice(
+        (
+            "lines",
+            "lines",
+            "lines",
+            "lines",
+            "paren",
+            "inline",
+            "grouped",
+            "headed",
+            "label_first",
+            "trailing",
+            "table",
+            "columns",
+            "ticks",
+            "json",
+        )
+    )
+    members = [[w for w, g in pairs if g == i] for i in (0, 1)]
+    order = [0, 1] if rng.random() < 0.5 else [1, 0]
+    if kind == "paren":
+        chunks = [f"{w} ({labels[g]})" for w, g in pairs]
+        return ", ".join(chunks) if rng.random() < 0.4 else "\n".join(chunks)
+    if kind == "inline":
+        sep = rng.choice((": ", " - ", " = ", " → ", " "))
+        joiner = rng.choice((", ", "; ", " | ")) if sep != " " else ", "
+        return joiner.join(f"{w}{sep}{labels[g]}" for w, g in pairs)
+    if kind == "grouped":
+        style = rng.choice(("plain", "bold", "words"))
+        lines = []
+        for g in order:
+            if not members[g]:
+                continue
+            if style == "bold":
+                head = f"**{labels[g]}:**"
+            elif style == "words":
+                head = f"{labels[g]} words:" if language == "en" else f"Palabras {labels[g]}:"
+            else:
+                head = f"{labels[g]}:"
+            lines.append(f"{head} {', '.join(members[g])}")
+        return ("; " if rng.random() < 0.2 else "\n").join(lines)
+    if kind == "headed":
+        style = rng.choice(("**{}**", "**{}:**", "### {}", "{}:", "words"))
+        one_line = rng.random() < 0.3
+        blocks = []
+        for g in order:
+            if not members[g]:
+                continue
+            if style == "words":
+                head = (
+                    f"Words labeled {labels[g]}:" if language == "en" else f"Palabras {labels[g]}:"
+                )
+            else:
+                head = style.format(labels[g])
+            body = [", ".join(members[g])] if one_line else [f"- {w}" for w in members[g]]
+            blocks.append("\n".join([head, *body]))
+        return "\n\n".join(blocks)
+    if kind == "label_first":
+        sep = rng.choice((": ", " - ", " → "))
+        bold = rng.random() < 0.4
+        return "\n".join(
+            (f"**{labels[g]}**" if bold else labels[g]) + f"{sep}{w}" for w, g in pairs
+        )
+    if kind == "trailing":
+        sep = rng.choice((" → ", ": ", " - "))
+        return "\n".join(f"{', '.join(members[g])}{sep}{labels[g]}" for g in order if members[g])
+    if kind == "table":
+        word_head, label_head = _WORD_HEADERS[language]
+        if rng.random() < 0.3:
+            rows = [f"| # | {word_head} | {label_head} |", "|---|---|---|"]
+            rows += [f"| {n} | {w} | {labels[g]} |" for n, (w, g) in enumerate(pairs, start=1)]
+        else:
+            rows = [f"| {word_head} | {label_head} |", "|:-----|:------|"]
+            rows += [f"| {w} | {labels[g]} |" for w, g in pairs]
+        return "\n".join(rows)
+    if kind == "columns":
+        rows = [f"| {labels[order[0]]} | {labels[order[1]]} |", "|---|---|"]
+        depth = max(len(members[0]), len(members[1]))
+        for k in range(depth):
+            cells = [members[g][k] if k < len(members[g]) else "" for g in order]
+            rows.append(f"| {cells[0]} | {cells[1]} |")
+        return "\n".join(rows)
+    if kind == "ticks":
+        tick = rng.choice(_TICKS)
+        rows = [
+            f"| {_WORD_HEADERS[language][0]} | {labels[0]} | {labels[1]} |",
+            "|---|:---:|:---:|",
+        ]
+        rows += [f"| {w} | {tick if g == 0 else ''} | {tick if g == 1 else ''} |" for w, g in pairs]
+        return "\n".join(rows)
+    if kind == "json":
+        if rng.random() < 0.5:
+            return json.dumps({w: labels[g] for w, g in pairs}, ensure_ascii=False, indent=2)
+        word_key, label_key = ("word", "label") if language == "en" else ("palabra", "etiqueta")
+        objects = [{word_key: w, label_key: labels[g]} for w, g in pairs]
+        if rng.random() < 0.5:  # pretty-printed: each word and label on a line of its own
+            return json.dumps(objects, ensure_ascii=rng.random() < 0.3, indent=2)
+        lines = [json.dumps(o, ensure_ascii=False) for o in objects]
+        return "[\n" + ",\n".join(f"  {line}" for line in lines) + "\n]"
+    sep = rng.choice((" - ", " - ", ": ", ": ", " – ", " — ", " → ", " -> ", " = ", "\t", " "))
+    prefix = rng.choice(("", "", "- ", "* ", "*   ", "• ", "{n}. ", "{n}) "))
+    emphasis = rng.choice(("none", "none", "word", "label", "word colon"))
+    trailing = "  " if rng.random() < 0.25 else ""
+    case = rng.choice(("as is", "as is", "title"))
+    out = []
+    for n, (w, g) in enumerate(pairs, start=1):
+        word = w[:1].upper() + w[1:] if case == "title" else w
+        label = labels[g]
+        if emphasis == "word colon":
+            line = f"**{word}:** {label}"
+        elif emphasis == "word":
+            line = f"**{word}**{sep}{label}"
+        elif emphasis == "label":
+            line = f"{word}{sep}**{label}**"
+        else:
+            line = f"{word}{sep}{label}"
+        out.append(prefix.replace("{n}", str(n)) + line + trailing)
+    return "\n".join(out).rstrip()
