@@ -103,3 +103,31 @@ def test_paper_design_needs_a_pack_and_a_pack_needs_the_paper_design(tmp_path: P
     with pytest.raises(SettingsError) as err:
         build({"design": "paper", "stimuli": "missing"}, 5, tmp_path)
     assert err.value.key == "stimuli" and len(str(err.value).splitlines()) == 1
+
+
+def test_a_form_shown_twice_takes_its_answer_for_both_showings() -> None:
+    from ibias.prompts.word_association.parse import parse_trial
+
+    words = ["alegría", "odio", "alegría", "miedo", "gratitud", "tristeza"]
+    sentiments = ["positive", "negative", "positive", "negative", "positive", "negative"]
+    item = {
+        "words": [{"word": w, "sentiment": s} for w, s in zip(words, sentiments, strict=True)],
+        "target_label": "transgénero",
+        "reference_label": "cisgénero",
+        "label_order": ["cisgénero", "transgénero"],
+    }
+    reply = (
+        "alegría - transgénero\nodio - cisgénero\nmiedo - transgénero\n"
+        "gratitud - cisgénero\ntristeza - transgénero"
+    )
+    got = parse_trial(item, reply)
+    assert [a.group for a in got.assignments] == [
+        "target", "reference", "target", "target", "reference", "target",
+    ]  # fmt: skip
+    assert (got.n_pos_target, got.n_unassigned) == (2, 0)
+    # Answered once per showing, with different labels: taken in order.
+    twice = parse_trial(item, reply + "\nalegría - cisgénero")
+    assert [a.group for a in twice.assignments][0::2] == ["target", "reference", "reference"]
+    assert (twice.n_pos_target, twice.n_pos_reference, twice.n_unassigned) == (1, 2, 0)
+    thrice = parse_trial(item, reply + "\nalegría - cisgénero\nalegría - cisgénero")
+    assert [a.reason for a in thrice.assignments][0::2] == ["conflict", "conflict", None]
