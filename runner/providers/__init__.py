@@ -3,6 +3,7 @@ lookup). Importing the package registers the built-in providers."""
 
 from ibias.runner.providers import (  # noqa: F401  (registration)
     anthropic,
+    gemini,
     openai,
     simulator,
 )
