@@ -16,6 +16,25 @@ The protocols differ only where the providers do: how a request is read (and ref
 malformed), and how answers, refusals, errors and rate-limit hints are worded (see `_Dialect`).
 Everything else is one simulator: a chat gets the same answer in every protocol, a model's
 limits, bursts and faults are the same whichever protocol reaches it, and the counts are shared.
+A profile's keys read the same in every protocol, worded as each provider words them:
+
+* `fatal_status` 400/401/402/403/404: OpenAI's error codes; Anthropic's `invalid_request_error`,
+  `authentication_error`, `billing_error`, `permission_error`, `not_found_error`; Gemini's
+  INVALID_ARGUMENT, a 400 with reason API_KEY_INVALID (how Gemini says "bad key"), a 400
+  FAILED_PRECONDITION (billing not enabled), PERMISSION_DENIED, NOT_FOUND.
+* `insufficient_quota`: OpenAI's 429 `insufficient_quota`; Anthropic's 400 "credit balance is
+  too low"; Gemini's 429 naming a used-up `PerDay` quota (with the short RetryInfo Google sends
+  anyway, which a client must not obey).
+* RPM/TPM enforcement: OpenAI's `x-ratelimit-*` and `retry-after(-ms)`; Anthropic's
+  `anthropic-ratelimit-{requests,tokens}-*` and `retry-after`; Gemini announces nothing in
+  headers and answers RESOURCE_EXHAUSTED naming the per-minute quota, its value and a
+  `RetryInfo.retryDelay`.
+* faults: the 503 fault is Anthropic's 529 `overloaded_error` and Gemini's 503 UNAVAILABLE; a
+  429 burst is Gemini's bare RESOURCE_EXHAUSTED (no quota, no delay).
+* a `content_filter` answer is Anthropic's `stop_reason: refusal` and, per prompt, Gemini's
+  blocked candidate (`finishReason`) or blocked prompt (`promptFeedback.blockReason`, no
+  candidates); see `gemini_block`. Gemini reports thought tokens when the request asks for
+  thinking (`gemini_thoughts`).
 
 The server is built for throughput (thousands of requests per second at zero latency): no
 per-request logging, orjson bodies, precomputed per-model constants, and sleeps that are

@@ -262,3 +262,41 @@ async def test_fatal_errors_stop_only_their_model_with_one_line(
     done = dict(rows(store, "SELECT model_id, count(*) FROM responses GROUP BY model_id"))
     assert done == {f"{protocol}-steady": N_PROMPTS}
     assert_key_nowhere(KEYS[protocol], store, [*lines, *result.lines])
+
+
+async def test_a_resume_after_the_daily_reset_continues(tmp_path: Path) -> None:
+    """A daily quota stops the model for this run only: nothing of it is stored as a verdict,
+    so the next run (after the reset, here a simulator whose quota is fresh) finishes it."""
+    store = tmp_path / "store.duckdb"
+    environ = {ENV["gemini"]: KEYS["gemini"]}
+    async with serving("gemini") as sim:
+        cfg = config(tmp_path, sim, "gemini", ["exhausted"])
+        first = await execute(
+            cfg,
+            RunOptions(store=store, quiet=True, backoff=FAST),
+            environ=environ,
+            say=lambda line: None,
+            provider_factory=Factory("gemini"),
+        )
+    assert first.exit_code == 1
+    assert rows(store, "SELECT count(*) FROM responses") == [(0,)]
+
+    fresh = SimProfile(seed=SEED, models={"exhausted": ModelProfile()})
+    after_reset = Simulator(fresh, require_key=KEYS["gemini"])
+    await after_reset.start()
+    try:
+        cfg = config(tmp_path, after_reset, "gemini", ["exhausted"])
+        second = await execute(
+            cfg,
+            RunOptions(store=store, quiet=True, backoff=FAST),
+            environ=environ,
+            say=lambda line: None,
+            provider_factory=Factory("gemini"),
+        )
+    finally:
+        await after_reset.stop()
+    assert second.exit_code == 0, second.lines
+    assert rows(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
+        (N_PROMPTS, N_PROMPTS)
+    ]
+    assert after_reset.stats().served == N_PROMPTS
