@@ -42,11 +42,16 @@ import orjson
 __all__ = [
     "Backoff",
     "Classification",
+    "ErrorBody",
     "MalformedResponse",
+    "QuotaViolation",
     "Verdict",
     "classify_exception",
     "classify_http",
+    "describe_error",
+    "error_body",
     "parse_duration",
+    "quota_violations",
     "redact",
     "retry_delay_hint",
 ]
@@ -248,7 +253,9 @@ def _error_info(body: bytes) -> _ErrorInfo:
         text = body[:200].decode("utf-8", "replace")
         return _ErrorInfo(text, "", "", "", ())
     if isinstance(data, list) and data:
-        data = data[0]
+        # Gemini's OpenAI endpoint (and Vertex) wrap errors in a list; take the first element
+        # that is an error object, else the first element as before.
+        data = next((d for d in data if isinstance(d, dict) and "error" in d), data[0])
     if not isinstance(data, dict):
         return _ErrorInfo("", "", "", "", ())
     err = data.get("error", data)
@@ -272,6 +279,76 @@ def _error_info(body: bytes) -> _ErrorInfo:
         status=field("status").lower(),
         details=detail_items,
     )
+
+
+#: The public name of the parsed error body, for provider classes that add their own rules on
+#: top of :func:`classify_http` (Anthropic's error types, Gemini's quota violations).
+ErrorBody = _ErrorInfo
+
+
+def error_body(body: bytes) -> ErrorBody:
+    """The fields of an error body that the policy reads (see ``_error_info`` for the shapes)."""
+    return _error_info(body)
+
+
+def describe_error(status: int, info: ErrorBody) -> str:
+    """The one redacted line stored for an error: ``HTTP 429: <provider message>``."""
+    return _describe(status, info)
+
+
+@dataclass(frozen=True)
+class QuotaViolation:
+    """One ``violations`` entry of a Google ``QuotaFailure`` detail.
+
+    ``value`` is the quota's limit when the provider names it (Gemini's ``quotaValue``, a decimal
+    string in the body), else ``None``.
+    """
+
+    quota_id: str
+    metric: str
+    value: int | None
+
+    @property
+    def per_day(self) -> bool:
+        text = f"{self.quota_id} {self.metric}".lower()
+        return "perday" in text or "per_day" in text
+
+    @property
+    def per_minute(self) -> bool:
+        text = f"{self.quota_id} {self.metric}".lower()
+        return "perminute" in text or "per_minute" in text
+
+    @property
+    def counts_tokens(self) -> bool:
+        return "token" in f"{self.quota_id} {self.metric}".lower()
+
+
+def quota_violations(info: ErrorBody) -> tuple[QuotaViolation, ...]:
+    """Every quota violation a ``google.rpc.QuotaFailure`` detail names, in body order."""
+    out: list[QuotaViolation] = []
+    for detail in info.details:
+        if not _detail_type(detail).endswith("google.rpc.QuotaFailure"):
+            continue
+        violations = detail.get("violations")
+        if not isinstance(violations, list):
+            continue
+        for v in violations:
+            if not isinstance(v, dict):
+                continue
+            raw = v.get("quotaValue")
+            value: int | None = None
+            if isinstance(raw, int) and not isinstance(raw, bool):
+                value = raw
+            elif isinstance(raw, str) and raw.strip().isdigit():
+                value = int(raw.strip())
+            out.append(
+                QuotaViolation(
+                    quota_id=str(v.get("quotaId", "") or ""),
+                    metric=str(v.get("quotaMetric", "") or ""),
+                    value=value,
+                )
+            )
+    return tuple(out)
 
 
 def _detail_type(detail: Mapping[str, Any]) -> str:

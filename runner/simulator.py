@@ -1,4 +1,6 @@
-"""A simulated LLM provider speaking the OpenAI chat-completions protocol over loopback HTTP.
+"""A simulated LLM provider over loopback HTTP, speaking three protocols side by side:
+OpenAI chat completions (POST /v1/chat/completions), Anthropic Messages (POST /v1/messages) and
+Gemini generateContent (POST /v1beta/models/{model}:generateContent).
 
 Tests, the demo and the benchmarks need a provider that misbehaves the way real ones do
 (latency, 5xx, 429 bursts, hangs, dropped connections, broken bodies, RPM/TPM enforcement)
@@ -9,6 +11,30 @@ Two sources of randomness keep those apart:
   `rng_for(seed, "answer", model, messages)` drives refusals, the experiment responders of
   the registered experiments' responders and the filler text for prompts no responder knows;
 * faults and latency come from one per-server request stream, so a retry can succeed.
+
+The protocols differ only where the providers do: how a request is read (and refused when
+malformed), and how answers, refusals, errors and rate-limit hints are worded (see `_Dialect`).
+Everything else is one simulator: a chat gets the same answer in every protocol, a model's
+limits, bursts and faults are the same whichever protocol reaches it, and the counts are shared.
+A profile's keys read the same in every protocol, worded as each provider words them:
+
+* `fatal_status` 400/401/402/403/404: OpenAI's error codes; Anthropic's `invalid_request_error`,
+  `authentication_error`, `billing_error`, `permission_error`, `not_found_error`; Gemini's
+  INVALID_ARGUMENT, a 400 with reason API_KEY_INVALID (how Gemini says "bad key"), a 400
+  FAILED_PRECONDITION (billing not enabled), PERMISSION_DENIED, NOT_FOUND.
+* `insufficient_quota`: OpenAI's 429 `insufficient_quota`; Anthropic's 400 "credit balance is
+  too low"; Gemini's 429 naming a used-up `PerDay` quota (with the short RetryInfo Google sends
+  anyway, which a client must not obey).
+* RPM/TPM enforcement: OpenAI's `x-ratelimit-*` and `retry-after(-ms)`; Anthropic's
+  `anthropic-ratelimit-{requests,tokens}-*` and `retry-after`; Gemini announces nothing in
+  headers and answers RESOURCE_EXHAUSTED naming the per-minute quota, its value and a
+  `RetryInfo.retryDelay`.
+* faults: the 503 fault is Anthropic's 529 `overloaded_error` and Gemini's 503 UNAVAILABLE; a
+  429 burst is Gemini's bare RESOURCE_EXHAUSTED (no quota, no delay).
+* a `content_filter` answer is Anthropic's `stop_reason: refusal` and, per prompt, Gemini's
+  blocked candidate (`finishReason`) or blocked prompt (`promptFeedback.blockReason`, no
+  candidates); see `gemini_block`. Gemini reports thought tokens when the request asks for
+  thinking (`gemini_thoughts`).
 
 The server is built for throughput (thousands of requests per second at zero latency): no
 per-request logging, orjson bodies, precomputed per-model constants, and sleeps that are
@@ -23,6 +49,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -303,7 +330,94 @@ class _ModelState:
 
 
 # --------------------------------------------------------------------------------------------
-# Error bodies
+# Protocols: how a request is read and how each answer is worded
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """A completion request reduced to what the simulator answers from.
+
+    `thinking` is the thinking the request asked for (Gemini's `thinkingConfig`): None for
+    none, -1 for dynamic, else a token budget; it decides the thought tokens reported.
+    """
+
+    model: str
+    messages: tuple[Message, ...]
+    max_tokens: int | None
+    thinking: int | None = None
+
+
+#: A request refused before it is served: status and body.
+_Refusal = tuple[int, bytes]
+
+
+class _Dialect:
+    """One provider protocol. The simulator's behaviour (answers, limits, faults, latency) is
+    the same in every protocol; only the reading of requests and the wording of answers,
+    errors and rate-limit headers differ."""
+
+    def authorized(self, request: web.Request, key: str) -> bool:
+        raise NotImplementedError
+
+    def unauthorized(self) -> _Refusal:
+        raise NotImplementedError
+
+    def read(self, request: web.Request, raw: bytes) -> _Ask | _Refusal:
+        raise NotImplementedError
+
+    def fatal(self, status: int, model: str) -> _Refusal:
+        raise NotImplementedError
+
+    def quota(self, state: _ModelState) -> _Refusal:
+        """The answer of an account that cannot pay (`insufficient_quota` in a profile)."""
+        raise NotImplementedError
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        return {}
+
+    def limit_headers(self, state: _ModelState, headers: dict[str, str]) -> None:
+        """Announce the model's limits on an admitted or rate-limited answer."""
+
+    def rate_limited(
+        self,
+        state: _ModelState,
+        kind: str,
+        bucket: _Bucket,
+        wait: float,
+        requested: float,
+        headers: dict[str, str],
+    ) -> bytes:
+        """The body of a 429 from RPM/TPM enforcement (sets the protocol's hint headers)."""
+        raise NotImplementedError
+
+    def burst(self, state: _ModelState, wait: float, headers: dict[str, str]) -> bytes:
+        """The body of a 429 from a transient burst."""
+        raise NotImplementedError
+
+    def overloaded(self, headers: dict[str, str]) -> _Refusal:
+        """The `503` fault: the protocol's own overloaded answer."""
+        raise NotImplementedError
+
+    def server_error(self) -> bytes:
+        """The body of the `500` fault."""
+        raise NotImplementedError
+
+    def thoughts(self, ask: _Ask, prompt_tokens: int) -> int:
+        """Thinking tokens to report (and charge) for this request."""
+        return 0
+
+    def success(
+        self,
+        sim: Simulator,
+        state: _ModelState,
+        ask: _Ask,
+        answer: tuple[str, str],
+        usage: tuple[int, int, int],
+        latency: float,
+        headers: dict[str, str],
+    ) -> bytes:
+        """The body of a completed answer; `usage` is (prompt, completion, thought) tokens."""
+        raise NotImplementedError
 
 
 def _error(message: str, type_: str, code: str | None, param: str | None = None) -> bytes:
@@ -357,6 +471,720 @@ def _fatal_body(status: int, model: str) -> bytes:
     return _error("Invalid request.", "invalid_request_error", None)
 
 
+def _openai_bad_request(message: str, param: str | None = None) -> _Refusal:
+    return 400, _error(message, "invalid_request_error", None, param)
+
+
+class _OpenAI(_Dialect):
+    """POST /v1/chat/completions, OpenAI's chat-completions protocol."""
+
+    def authorized(self, request: web.Request, key: str) -> bool:
+        given = request.headers.get("Authorization", "").encode()
+        return hmac.compare_digest(given, f"Bearer {key}".encode())
+
+    def unauthorized(self) -> _Refusal:
+        return 401, _BODY_401
+
+    def read(self, request: web.Request, raw: bytes) -> _Ask | _Refusal:
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return _openai_bad_request("We could not parse the JSON body of your request.")
+        if not isinstance(body, dict):
+            return _openai_bad_request("The request body must be a JSON object.")
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return _openai_bad_request("you must provide a model parameter", "model")
+        raw_messages = body.get("messages")
+        if not isinstance(raw_messages, list) or not raw_messages:
+            return _openai_bad_request("'messages' must be a non-empty array", "messages")
+        try:
+            messages = normalize_messages(raw_messages)
+        except ValueError as exc:
+            return _openai_bad_request(str(exc), "messages")
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is not None and (
+            not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+        ):
+            return _openai_bad_request("max_tokens must be a positive integer", "max_tokens")
+        if body.get("stream"):
+            return _openai_bad_request("the simulator does not stream", "stream")
+        return _Ask(model, messages, max_tokens)
+
+    def fatal(self, status: int, model: str) -> _Refusal:
+        return status, _fatal_body(status, model)
+
+    def quota(self, state: _ModelState) -> _Refusal:
+        return 429, _BODY_QUOTA
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        return {"x-request-id": request_id, "openai-version": "2020-10-01"}
+
+    def limit_headers(self, state: _ModelState, headers: dict[str, str]) -> None:
+        _limit_headers(state, headers)
+
+    def rate_limited(
+        self,
+        state: _ModelState,
+        kind: str,
+        bucket: _Bucket,
+        wait: float,
+        requested: float,
+        headers: dict[str, str],
+    ) -> bytes:
+        unit = "requests per min (RPM)" if kind == "requests" else "tokens per min (TPM)"
+        used = bucket.limit - bucket.remaining()
+        wait_text = format_duration(wait)
+        message = (
+            f"Rate limit reached for {state.name} in organization {_ORG} on {unit}: "
+            f"Limit {bucket.limit}, Used {used}, Requested {int(requested)}. "
+            f"Please try again in {wait_text}. Visit "
+            "https://platform.openai.com/account/rate-limits to learn more."
+        )
+        headers["retry-after"] = str(max(1, math.ceil(wait)))
+        headers["retry-after-ms"] = str(max(1, math.ceil(wait * 1000)))
+        return _error(message, kind, "rate_limit_exceeded")
+
+    def burst(self, state: _ModelState, wait: float, headers: dict[str, str]) -> bytes:
+        message = (
+            f"Too many requests for {state.name} right now. "
+            f"Please try again in {format_duration(wait)}."
+        )
+        headers["retry-after"] = str(max(1, math.ceil(wait)))
+        headers["retry-after-ms"] = str(math.ceil(wait * 1000))
+        return _error(message, "requests", "rate_limit_exceeded")
+
+    def overloaded(self, headers: dict[str, str]) -> _Refusal:
+        headers["Retry-After"] = "1"
+        return 503, _BODY_503
+
+    def server_error(self) -> bytes:
+        return _BODY_500
+
+    def success(
+        self,
+        sim: Simulator,
+        state: _ModelState,
+        ask: _Ask,
+        answer: tuple[str, str],
+        usage: tuple[int, int, int],
+        latency: float,
+        headers: dict[str, str],
+    ) -> bytes:
+        content, finish = answer
+        prompt_tokens, completion_tokens, _ = usage
+        payload = orjson.dumps(
+            {
+                "id": f"chatcmpl-{sim.response_id()}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": state.reported,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content, "refusal": None},
+                        "logprobs": None,
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+                "system_fingerprint": state.fingerprint,
+            }
+        )
+        headers["openai-processing-ms"] = str(round(latency * 1000))
+        return payload
+
+
+# -- Anthropic Messages ------------------------------------------------------------------------
+
+
+def _anthropic_error(type_: str, message: str) -> bytes:
+    return orjson.dumps({"type": "error", "error": {"type": type_, "message": message}})
+
+
+_ANTHROPIC_BAD_KEY = _anthropic_error("authentication_error", "invalid x-api-key")
+_ANTHROPIC_LOW_CREDIT = _anthropic_error(
+    "invalid_request_error",
+    "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
+    "to upgrade or purchase credits.",
+)
+_ANTHROPIC_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "stream",
+        "metadata",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "service_tier",
+    }
+)
+_ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
+#: What a `stop_reason: refusal` answer explains (Anthropic adds `stop_details`).
+ANTHROPIC_REFUSAL_EXPLANATION = "This request was declined by the safety classifiers."
+
+
+def _anthropic_text(content: Any, where: str) -> str:
+    """A Messages `content` (or `system`): a string or a list of text blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for block in content:
+            if not isinstance(block, Mapping) or block.get("type") != "text":
+                raise ValueError(f"{where}: only text blocks are simulated")
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise ValueError(f"{where}: a text block needs a string 'text'")
+            texts.append(text)
+        return "".join(texts)
+    raise ValueError(f"{where}: Input should be a valid string or a list of blocks")
+
+
+def _rfc3339(epoch: float) -> str:
+    """A reset time the way `anthropic-ratelimit-*-reset` writes it (whole seconds, UTC)."""
+    return datetime.fromtimestamp(math.ceil(epoch), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Anthropic(_Dialect):
+    """POST /v1/messages, Anthropic's Messages protocol."""
+
+    def authorized(self, request: web.Request, key: str) -> bool:
+        given = request.headers.get("x-api-key", "").encode()
+        return hmac.compare_digest(given, key.encode())
+
+    def unauthorized(self) -> _Refusal:
+        return 401, _ANTHROPIC_BAD_KEY
+
+    def read(self, request: web.Request, raw: bytes) -> _Ask | _Refusal:
+        def bad(message: str) -> _Refusal:
+            return 400, _anthropic_error("invalid_request_error", message)
+
+        if not request.headers.get("anthropic-version"):
+            return bad("anthropic-version: header is required")
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return bad("There was an error parsing the body of your request as JSON.")
+        if not isinstance(body, dict):
+            return bad("The request body must be a JSON object.")
+        for key in body:
+            if key not in _ANTHROPIC_FIELDS:
+                return bad(f"{key}: Extra inputs are not permitted")
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            return bad("model: Field required")
+        max_tokens = body.get("max_tokens")
+        if max_tokens is None:
+            return bad("max_tokens: Field required")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            return bad("max_tokens: Input should be a positive integer")
+        temperature = body.get("temperature")
+        if temperature is not None and (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or not 0 <= temperature <= 1
+        ):
+            return bad("temperature: range: 0..1")
+        if body.get("stream"):
+            return bad("stream: the simulator does not stream")
+        raw_messages = body.get("messages")
+        if not isinstance(raw_messages, list) or not raw_messages:
+            return bad("messages: at least one message is required")
+        messages: list[Message] = []
+        try:
+            if "system" in body:
+                messages.append(
+                    {"role": "system", "content": _anthropic_text(body["system"], "system")}
+                )
+            for i, m in enumerate(raw_messages):
+                if not isinstance(m, Mapping):
+                    return bad(f"messages.{i}: Input should be an object")
+                role = m.get("role")
+                if role not in ("user", "assistant"):
+                    return bad(
+                        f'messages.{i}.role: Unexpected role "{role}". The Messages API accepts '
+                        'a top-level `system` parameter, not "system" as an input message role.'
+                    )
+                messages.append(
+                    {"role": role, "content": _anthropic_text(m.get("content"), f"messages.{i}")}
+                )
+        except ValueError as exc:
+            return bad(str(exc))
+        return _Ask(model, tuple(messages), max_tokens)
+
+    def fatal(self, status: int, model: str) -> _Refusal:
+        if status == 401:
+            return 401, _ANTHROPIC_BAD_KEY
+        if status == 402:
+            return 402, _anthropic_error(
+                "billing_error", "There is an issue with your billing or payment information."
+            )
+        if status == 403:
+            return 403, _anthropic_error(
+                "permission_error",
+                "Your API key does not have permission to use the specified resource.",
+            )
+        if status == 404:
+            return 404, _anthropic_error("not_found_error", f"model: {model}")
+        return 400, _anthropic_error("invalid_request_error", "Invalid request.")
+
+    def quota(self, state: _ModelState) -> _Refusal:
+        return 400, _ANTHROPIC_LOW_CREDIT
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        return {"request-id": request_id}
+
+    def limit_headers(self, state: _ModelState, headers: dict[str, str]) -> None:
+        wall = time.time()
+        for name, bucket in (("requests", state.requests), ("tokens", state.tokens)):
+            if bucket is not None:
+                headers[f"anthropic-ratelimit-{name}-limit"] = str(bucket.limit)
+                headers[f"anthropic-ratelimit-{name}-remaining"] = str(bucket.remaining())
+                headers[f"anthropic-ratelimit-{name}-reset"] = _rfc3339(wall + bucket.reset_s())
+
+    def rate_limited(
+        self,
+        state: _ModelState,
+        kind: str,
+        bucket: _Bucket,
+        wait: float,
+        requested: float,
+        headers: dict[str, str],
+    ) -> bytes:
+        unit = "requests" if kind == "requests" else "input and output tokens"
+        headers["retry-after"] = str(max(1, math.ceil(wait)))
+        return _anthropic_error(
+            "rate_limit_error",
+            f"This request would exceed your organization's rate limit of {bucket.limit} {unit} "
+            f"per minute (model: {state.name}). For details, refer to: "
+            "https://docs.claude.com/en/api/rate-limits. You can see the response headers for "
+            "current usage. Please reduce the prompt length or the maximum tokens requested, "
+            "or try again later.",
+        )
+
+    def burst(self, state: _ModelState, wait: float, headers: dict[str, str]) -> bytes:
+        headers["retry-after"] = str(max(1, math.ceil(wait)))
+        return _anthropic_error(
+            "rate_limit_error",
+            "Your organization's usage increased sharply; please ramp up traffic gradually.",
+        )
+
+    def overloaded(self, headers: dict[str, str]) -> _Refusal:
+        headers["retry-after"] = "1"
+        return 529, _anthropic_error("overloaded_error", "Overloaded")
+
+    def server_error(self) -> bytes:
+        return _anthropic_error("api_error", "Internal server error")
+
+    def success(
+        self,
+        sim: Simulator,
+        state: _ModelState,
+        ask: _Ask,
+        answer: tuple[str, str],
+        usage: tuple[int, int, int],
+        latency: float,
+        headers: dict[str, str],
+    ) -> bytes:
+        content, finish = answer
+        prompt_tokens, completion_tokens, _ = usage
+        body: dict[str, Any] = {
+            "id": f"msg_{sim.response_id()}",
+            "type": "message",
+            "role": "assistant",
+            "model": state.reported,
+            "content": [{"type": "text", "text": content}] if content else [],
+            "stop_reason": _ANTHROPIC_STOP.get(finish, finish),
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": prompt_tokens,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": completion_tokens,
+            },
+        }
+        if finish == "content_filter":
+            body["stop_details"] = {
+                "type": "refusal",
+                "category": None,
+                "explanation": ANTHROPIC_REFUSAL_EXPLANATION,
+            }
+        return orjson.dumps(body)
+
+
+# -- Gemini generateContent --------------------------------------------------------------------
+
+
+def _google_error(code: int, status: str, message: str, *details: Mapping[str, Any]) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message, "status": status}
+    if details:
+        error["details"] = list(details)
+    return orjson.dumps({"error": error})
+
+
+_GOOGLE_HELP = {
+    "@type": "type.googleapis.com/google.rpc.Help",
+    "links": [
+        {
+            "description": "Learn more about Gemini API quotas",
+            "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
+        }
+    ],
+}
+_GEMINI_BAD_KEY = _google_error(
+    400,
+    "INVALID_ARGUMENT",
+    "API key not valid. Please pass a valid API key.",
+    {
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": "API_KEY_INVALID",
+        "domain": "googleapis.com",
+        "metadata": {"service": "generativelanguage.googleapis.com"},
+    },
+)
+_GEMINI_FIELDS = frozenset(
+    {
+        "contents",
+        "systemInstruction",
+        "generationConfig",
+        "safetySettings",
+        "tools",
+        "toolConfig",
+        "cachedContent",
+    }
+)
+_GEMINI_GENERATION_FIELDS = frozenset(
+    {
+        "temperature",
+        "maxOutputTokens",
+        "seed",
+        "thinkingConfig",
+        "topP",
+        "topK",
+        "candidateCount",
+        "stopSequences",
+        "responseMimeType",
+        "presencePenalty",
+        "frequencyPenalty",
+    }
+)
+_GEMINI_THRESHOLDS = frozenset(
+    {
+        "HARM_BLOCK_THRESHOLD_UNSPECIFIED",
+        "BLOCK_LOW_AND_ABOVE",
+        "BLOCK_MEDIUM_AND_ABOVE",
+        "BLOCK_ONLY_HIGH",
+        "BLOCK_NONE",
+        "OFF",
+    }
+)
+_GEMINI_FINISH = {"stop": "STOP", "length": "MAX_TOKENS"}
+_GEMINI_BLOCK_REASONS = ("SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST")
+#: The daily quota a Gemini-mode `insufficient_quota` model has used up.
+GEMINI_DAILY_QUOTA_ID = "GenerateRequestsPerDayPerProjectPerModel-FreeTier"
+GEMINI_DAILY_QUOTA_VALUE = 250
+_GEMINI_QUOTAS = {
+    "requests": (
+        "GenerateRequestsPerMinutePerProjectPerModel",
+        "generativelanguage.googleapis.com/generate_content_paid_tier_requests",
+    ),
+    "tokens": (
+        "GenerateContentInputTokensPerModelPerMinute",
+        "generativelanguage.googleapis.com/generate_content_paid_tier_input_token_count",
+    ),
+}
+
+
+def gemini_block(seed: int, model: str, messages: Sequence[Mapping[str, str]]) -> tuple[str, str]:
+    """How Gemini mode withholds a `content_filter` answer, deterministically per prompt:
+    ("candidate", finishReason) or ("prompt", promptFeedback.blockReason)."""
+    h = int(stable_hash(["gemini-block", seed, model, list(normalize_messages(messages))])[:8], 16)
+    where = "prompt" if h % 2 else "candidate"
+    return where, _GEMINI_BLOCK_REASONS[(h // 2) % len(_GEMINI_BLOCK_REASONS)]
+
+
+def gemini_thoughts(thinking: int | None, prompt_tokens: int) -> int:
+    """Thought tokens Gemini mode reports: none unless thinking was asked for; then half the
+    prompt plus 8, within a positive budget."""
+    if thinking is None:
+        return 0
+    used = prompt_tokens // 2 + 8
+    return used if thinking < 0 else min(thinking, used)
+
+
+def _gemini_parts(content: Any, where: str) -> str:
+    if not isinstance(content, Mapping):
+        raise ValueError(f"{where}: expected an object with parts")
+    parts = content.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise ValueError(f"{where}.parts: must not be empty")
+    texts = []
+    for part in parts:
+        if not isinstance(part, Mapping) or not isinstance(part.get("text"), str):
+            raise ValueError(f"{where}.parts: only text parts are simulated")
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+class _Gemini(_Dialect):
+    """POST /v1beta/models/{model}:generateContent, Google's native Gemini protocol."""
+
+    def authorized(self, request: web.Request, key: str) -> bool:
+        given = request.headers.get("x-goog-api-key") or request.query.get("key", "")
+        return hmac.compare_digest(given.encode(), key.encode())
+
+    def unauthorized(self) -> _Refusal:
+        return 400, _GEMINI_BAD_KEY
+
+    def read(self, request: web.Request, raw: bytes) -> _Ask | _Refusal:
+        def bad(message: str) -> _Refusal:
+            return 400, _google_error(400, "INVALID_ARGUMENT", message)
+
+        model = request.match_info.get("model", "")
+        if not model:
+            return bad("model is required")
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return bad("Invalid JSON payload received.")
+        if not isinstance(body, dict):
+            return bad("Invalid JSON payload received. Expected an object.")
+        for key in body:
+            if key not in _GEMINI_FIELDS:
+                return bad(
+                    f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.'
+                )
+        config = body.get("generationConfig", {})
+        if not isinstance(config, dict):
+            return bad("generationConfig: expected an object")
+        for key in config:
+            if key not in _GEMINI_GENERATION_FIELDS:
+                return bad(
+                    f'Invalid JSON payload received. Unknown name "{key}" at '
+                    "'generation_config': Cannot find field."
+                )
+        max_tokens = config.get("maxOutputTokens")
+        if max_tokens is not None and (
+            not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+        ):
+            return bad("generation_config.max_output_tokens: must be a positive integer")
+        thinking: int | None = None
+        think = config.get("thinkingConfig")
+        if think is not None:
+            if not isinstance(think, dict) or set(think) - {"thinkingBudget", "thinkingLevel"}:
+                return bad("generation_config.thinking_config: unknown field")
+            if "thinkingBudget" in think and "thinkingLevel" in think:
+                return bad("thinking_budget and thinking_level are not supported together.")
+            budget = think.get("thinkingBudget")
+            if budget is not None:
+                if not isinstance(budget, int) or isinstance(budget, bool) or budget < -1:
+                    return bad("generation_config.thinking_config.thinking_budget: invalid")
+                thinking = budget or None
+            elif "thinkingLevel" in think:
+                thinking = -1
+        safety = body.get("safetySettings", [])
+        if not isinstance(safety, list):
+            return bad("safety_settings: expected a list")
+        for setting in safety:
+            if (
+                not isinstance(setting, dict)
+                or not str(setting.get("category", "")).startswith("HARM_CATEGORY_")
+                or setting.get("threshold") not in _GEMINI_THRESHOLDS
+            ):
+                return bad(f"safety_settings: invalid setting {setting!r}")
+        contents = body.get("contents")
+        if not isinstance(contents, list) or not contents:
+            return bad("* GenerateContentRequest.contents: contents is not specified")
+        messages: list[Message] = []
+        try:
+            if "systemInstruction" in body:
+                system = _gemini_parts(body["systemInstruction"], "system_instruction")
+                messages.append({"role": "system", "content": system})
+            for i, c in enumerate(contents):
+                role = c.get("role", "user") if isinstance(c, Mapping) else None
+                if role not in ("user", "model"):
+                    return bad("Please use a valid role: user, model.")
+                text = _gemini_parts(c, f"contents[{i}]")
+                messages.append(
+                    {"role": "assistant" if role == "model" else "user", "content": text}
+                )
+        except ValueError as exc:
+            return bad(str(exc))
+        return _Ask(model, tuple(messages), max_tokens, thinking)
+
+    def fatal(self, status: int, model: str) -> _Refusal:
+        if status == 401:  # Gemini says "bad key" with a 400 and a reason
+            return 400, _GEMINI_BAD_KEY
+        if status == 402:
+            return 400, _google_error(
+                400,
+                "FAILED_PRECONDITION",
+                "Gemini API free tier is not available in your country. Please enable billing "
+                "on your project in Google AI Studio.",
+            )
+        if status == 403:
+            return 403, _google_error(
+                403, "PERMISSION_DENIED", "The caller does not have permission"
+            )
+        if status == 404:
+            return 404, _google_error(
+                404,
+                "NOT_FOUND",
+                f"models/{model} is not found for API version v1beta, or is not supported for "
+                "generateContent. Call ListModels to see the list of available models and their "
+                "supported methods.",
+            )
+        return 400, _google_error(400, "INVALID_ARGUMENT", "Request contains an invalid argument.")
+
+    def quota(self, state: _ModelState) -> _Refusal:
+        metric = "generativelanguage.googleapis.com/generate_content_free_tier_requests"
+        return 429, _google_error(
+            429,
+            "RESOURCE_EXHAUSTED",
+            "You exceeded your current quota, please check your plan and billing details. For "
+            "more information on this error, head to: "
+            "https://ai.google.dev/gemini-api/docs/rate-limits.\n"
+            f"* Quota exceeded for metric: {metric}, limit: {GEMINI_DAILY_QUOTA_VALUE}, "
+            f"model: {state.name}\nPlease retry in 23.5s.",
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [
+                    {
+                        "quotaMetric": metric,
+                        "quotaId": GEMINI_DAILY_QUOTA_ID,
+                        "quotaDimensions": {"location": "global", "model": state.name},
+                        "quotaValue": str(GEMINI_DAILY_QUOTA_VALUE),
+                    }
+                ],
+            },
+            _GOOGLE_HELP,
+            # Google sends a short retry hint even for a daily quota: a client must not obey it.
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "23s"},
+        )
+
+    def rate_limited(
+        self,
+        state: _ModelState,
+        kind: str,
+        bucket: _Bucket,
+        wait: float,
+        requested: float,
+        headers: dict[str, str],
+    ) -> bytes:
+        quota_id, metric = _GEMINI_QUOTAS[kind]
+        return _google_error(
+            429,
+            "RESOURCE_EXHAUSTED",
+            "You exceeded your current quota, please check your plan and billing details. For "
+            "more information on this error, head to: "
+            "https://ai.google.dev/gemini-api/docs/rate-limits.\n"
+            f"* Quota exceeded for metric: {metric}, limit: {bucket.limit}, "
+            f"model: {state.name}\nPlease retry in {wait:.6f}s.",
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [
+                    {
+                        "quotaMetric": metric,
+                        "quotaId": quota_id,
+                        "quotaDimensions": {"location": "global", "model": state.name},
+                        "quotaValue": str(bucket.limit),
+                    }
+                ],
+            },
+            _GOOGLE_HELP,
+            {
+                "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                "retryDelay": f"{max(1, math.ceil(wait))}s",
+            },
+        )
+
+    def burst(self, state: _ModelState, wait: float, headers: dict[str, str]) -> bytes:
+        return _google_error(
+            429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."
+        )
+
+    def overloaded(self, headers: dict[str, str]) -> _Refusal:
+        return 503, _google_error(
+            503, "UNAVAILABLE", "The model is overloaded. Please try again later."
+        )
+
+    def server_error(self) -> bytes:
+        return _google_error(
+            500,
+            "INTERNAL",
+            "An internal error has occurred. Please retry or report in "
+            "https://developers.generativeai.google/guide/troubleshooting",
+        )
+
+    def thoughts(self, ask: _Ask, prompt_tokens: int) -> int:
+        return gemini_thoughts(ask.thinking, prompt_tokens)
+
+    def success(
+        self,
+        sim: Simulator,
+        state: _ModelState,
+        ask: _Ask,
+        answer: tuple[str, str],
+        usage: tuple[int, int, int],
+        latency: float,
+        headers: dict[str, str],
+    ) -> bytes:
+        content, finish = answer
+        prompt_tokens, completion_tokens, thoughts = usage
+        metadata: dict[str, Any] = {"promptTokenCount": prompt_tokens}
+        body: dict[str, Any] = {}
+        if finish == "content_filter":
+            where, reason = gemini_block(sim.profile.seed, ask.model, ask.messages)
+            ratings = [
+                {"category": "HARM_CATEGORY_HATE_SPEECH", "probability": "HIGH", "blocked": True}
+            ]
+            if where == "prompt":
+                body["promptFeedback"] = {"blockReason": reason, "safetyRatings": ratings}
+            else:
+                body["candidates"] = [
+                    {"finishReason": reason, "index": 0, "safetyRatings": ratings}
+                ]
+        else:
+            body["candidates"] = [
+                {
+                    "content": {"parts": [{"text": content}], "role": "model"},
+                    "finishReason": _GEMINI_FINISH.get(finish, finish.upper()),
+                    "index": 0,
+                }
+            ]
+            metadata["candidatesTokenCount"] = completion_tokens
+        metadata["totalTokenCount"] = prompt_tokens + metadata.get("candidatesTokenCount", 0)
+        if thoughts:
+            metadata["thoughtsTokenCount"] = thoughts
+            metadata["totalTokenCount"] += thoughts
+        metadata["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": prompt_tokens}]
+        body["usageMetadata"] = metadata
+        body["modelVersion"] = state.reported
+        body["responseId"] = sim.response_id()
+        return orjson.dumps(body)
+
+
+OPENAI = _OpenAI()
+ANTHROPIC = _Anthropic()
+GEMINI = _Gemini()
+#: The protocols served, by name (the route of each is in `Simulator.start`).
+PROTOCOLS: Mapping[str, _Dialect] = MappingProxyType(
+    {"openai": OPENAI, "anthropic": ANTHROPIC, "gemini": GEMINI}
+)
+
+
 # --------------------------------------------------------------------------------------------
 # The server
 
@@ -377,7 +1205,7 @@ class Simulator:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.profile = profile
-        self._require = f"Bearer {require_key}".encode() if require_key is not None else None
+        self._key = require_key
         self._clock = clock
         self._sleep = sleep
         self._request_rng = rng_for(profile.seed, "requests")
@@ -392,11 +1220,14 @@ class Simulator:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Listen on host:port (0 = ephemeral) and return the base URL ".../v1"."""
+        """Listen on host:port (0 = ephemeral) and return the base URL ".../v1" (the OpenAI and
+        Anthropic base URL; Gemini's is the same root with "/v1beta")."""
         if self._runner is not None:
             raise RuntimeError("simulator already started")
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/chat/completions", self._handler(OPENAI))
+        app.router.add_post("/v1/messages", self._handler(ANTHROPIC))
+        app.router.add_post("/v1beta/models/{model}:generateContent", self._handler(GEMINI))
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_get("/stats", self._stats)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
@@ -473,8 +1304,8 @@ class Simulator:
     # -- handlers ----------------------------------------------------------------------------
 
     async def _list_models(self, request: web.Request) -> web.Response:
-        if self._require is not None and not self._authorized(request):
-            return self._reject(401, _BODY_401)
+        if self._key is not None and not OPENAI.authorized(request, self._key):
+            return self._reject(*OPENAI.unauthorized())
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": "ibias-simulator"}
             for name in self.profile.models
@@ -486,34 +1317,33 @@ class Simulator:
         body = orjson.dumps(self.stats().to_json(prompts=prompts))
         return web.Response(body=body, content_type=_JSON)
 
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        self._requests += 1
-        self._in_flight += 1
-        if self._in_flight > self._peak:
-            self._peak = self._in_flight
-        task = asyncio.current_task()
-        if task is not None:
-            self._active.add(task)
-        try:
-            return await self._complete(request)
-        finally:
-            self._in_flight -= 1
+    def _handler(self, dialect: _Dialect) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            self._requests += 1
+            self._in_flight += 1
+            if self._in_flight > self._peak:
+                self._peak = self._in_flight
+            task = asyncio.current_task()
             if task is not None:
-                self._active.discard(task)
+                self._active.add(task)
+            try:
+                return await self._complete(request, dialect)
+            finally:
+                self._in_flight -= 1
+                if task is not None:
+                    self._active.discard(task)
 
-    def _authorized(self, request: web.Request) -> bool:
-        given = request.headers.get("Authorization", "").encode()
-        assert self._require is not None
-        return hmac.compare_digest(given, self._require)
+        return handle
+
+    def response_id(self) -> str:
+        """The id of the answer being written (unique per server: the request counter)."""
+        return f"{self._id_prefix}{self._seq:016x}"
 
     def _reject(
         self, status: int, body: bytes, headers: dict[str, str] | None = None
     ) -> web.Response:
         self._rejected[status] = self._rejected.get(status, 0) + 1
         return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
-
-    def _bad_request(self, message: str, param: str | None = None) -> web.Response:
-        return self._reject(400, _error(message, "invalid_request_error", None, param))
 
     def _state(self, model: str) -> _ModelState:
         state = self._models.get(model)
@@ -524,39 +1354,20 @@ class Simulator:
             self._models[model] = state
         return state
 
-    async def _complete(self, request: web.Request) -> web.StreamResponse:
-        if self._require is not None and not self._authorized(request):
-            return self._reject(401, _BODY_401)
-        try:
-            body = orjson.loads(await request.read())
-        except orjson.JSONDecodeError:
-            return self._bad_request("We could not parse the JSON body of your request.")
-        if not isinstance(body, dict):
-            return self._bad_request("The request body must be a JSON object.")
-        model = body.get("model")
-        if not isinstance(model, str) or not model:
-            return self._bad_request("you must provide a model parameter", "model")
-        raw_messages = body.get("messages")
-        if not isinstance(raw_messages, list) or not raw_messages:
-            return self._bad_request("'messages' must be a non-empty array", "messages")
-        try:
-            messages = normalize_messages(raw_messages)
-        except ValueError as exc:
-            return self._bad_request(str(exc), "messages")
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-        if max_tokens is not None and (
-            not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
-        ):
-            return self._bad_request("max_tokens must be a positive integer", "max_tokens")
-        if body.get("stream"):
-            return self._bad_request("the simulator does not stream", "stream")
+    async def _complete(self, request: web.Request, d: _Dialect) -> web.StreamResponse:
+        if self._key is not None and not d.authorized(request, self._key):
+            return self._reject(*d.unauthorized())
+        ask = d.read(request, await request.read())
+        if not isinstance(ask, _Ask):
+            return self._reject(*ask)
+        model, messages, max_tokens = ask.model, ask.messages, ask.max_tokens
 
         state = self._state(model)
         profile = state.profile
         if profile.fatal_status is not None:
-            return self._reject(profile.fatal_status, _fatal_body(profile.fatal_status, model))
+            return self._reject(*d.fatal(profile.fatal_status, model))
         if profile.insufficient_quota:
-            return self._reject(429, _BODY_QUOTA)
+            return self._reject(*d.quota(state))
 
         content, finish = answer_for(self.profile.seed, model, messages, profile.persona)
         prompt_tokens = estimate_tokens(sum(len(m["content"]) for m in messages))
@@ -565,14 +1376,15 @@ class Simulator:
             content = content[: max_tokens * 4]
             completion_tokens = max_tokens
             finish = "length"
-        total_tokens = prompt_tokens + completion_tokens
+        thoughts = 0 if finish == "content_filter" else d.thoughts(ask, prompt_tokens)
+        total_tokens = prompt_tokens + completion_tokens + thoughts
 
         self._seq += 1
         request_id = f"req_{self._id_prefix}{self._seq:024x}"
-        headers = {"x-request-id": request_id, "openai-version": "2020-10-01"}
+        headers = d.headers(request_id)
         now = self._clock()
         if state.requests is not None or state.tokens is not None:
-            limited = self._enforce_limits(state, total_tokens, now, headers)
+            limited = self._enforce_limits(d, state, total_tokens, now, headers)
             if limited is not None:
                 return limited
 
@@ -581,7 +1393,7 @@ class Simulator:
         fault: str | None = None
         if state.burst_left > 0 and now < state.burst_until:
             state.burst_left -= 1
-            return self._fault_429(state, now, headers)
+            return self._fault_429(d, state, now, headers)
         if state.fault_total > 0:
             u = rng.random()
             if u < state.fault_total:
@@ -604,10 +1416,10 @@ class Simulator:
             if fault == "429":
                 state.burst_until = now + BURST_S
                 state.burst_left = BURST_EXTRA
-                return self._fault_429(state, now, headers, count=False)
+                return self._fault_429(d, state, now, headers, count=False)
             if fault == "503":
-                headers["Retry-After"] = "1"
-                return web.Response(status=503, body=_BODY_503, content_type=_JSON, headers=headers)
+                status, body = d.overloaded(headers)
+                return web.Response(status=status, body=body, content_type=_JSON, headers=headers)
             if fault == "drop":
                 _close(request)
                 return web.Response(status=500)
@@ -619,35 +1431,23 @@ class Simulator:
         if latency > 0:
             await self._sleep(latency)
         if fault == "500":
-            return web.Response(status=500, body=_BODY_500, content_type=_JSON, headers=headers)
+            return web.Response(
+                status=500, body=d.server_error(), content_type=_JSON, headers=headers
+            )
         if fault == "malformed":
             return web.Response(
                 status=200, body=_BODY_MALFORMED, content_type=_JSON, headers=headers
             )
 
-        payload = orjson.dumps(
-            {
-                "id": f"chatcmpl-{self._id_prefix}{self._seq:016x}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": state.reported,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content, "refusal": None},
-                        "logprobs": None,
-                        "finish_reason": finish,
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": total_tokens,
-                },
-                "system_fingerprint": state.fingerprint,
-            }
+        payload = d.success(
+            self,
+            state,
+            ask,
+            (content, finish),
+            (prompt_tokens, completion_tokens, thoughts),
+            latency,
+            headers,
         )
-        headers["openai-processing-ms"] = str(round(latency * 1000))
         if fault == "truncated":
             cut = payload[: len(payload) // 2]
             return web.Response(status=200, body=cut, content_type=_JSON, headers=headers)
@@ -661,7 +1461,7 @@ class Simulator:
         return web.Response(status=200, body=payload, content_type=_JSON, headers=headers)
 
     def _enforce_limits(
-        self, state: _ModelState, tokens: int, now: float, headers: dict[str, str]
+        self, d: _Dialect, state: _ModelState, tokens: int, now: float, headers: dict[str, str]
     ) -> web.Response | None:
         """Admit the request against RPM and TPM or answer the provider's 429."""
         rb, tb = state.requests, state.tokens
@@ -681,39 +1481,28 @@ class Simulator:
                 rb.level -= 1
             if tb is not None:
                 tb.level -= tokens
-            _limit_headers(state, headers)
+            d.limit_headers(state, headers)
             return None
         kind, bucket, wait, requested = refused
         self._rate_limited_by[kind] += 1
-        unit = "requests per min (RPM)" if kind == "requests" else "tokens per min (TPM)"
-        used = bucket.limit - bucket.remaining()
-        wait_text = format_duration(wait)
-        message = (
-            f"Rate limit reached for {state.name} in organization {_ORG} on {unit}: "
-            f"Limit {bucket.limit}, Used {used}, Requested {int(requested)}. "
-            f"Please try again in {wait_text}. Visit "
-            "https://platform.openai.com/account/rate-limits to learn more."
-        )
-        _limit_headers(state, headers)
-        headers["retry-after"] = str(max(1, math.ceil(wait)))
-        headers["retry-after-ms"] = str(max(1, math.ceil(wait * 1000)))
-        body = _error(message, kind, "rate_limit_exceeded")
+        d.limit_headers(state, headers)
+        body = d.rate_limited(state, kind, bucket, wait, requested, headers)
         return web.Response(status=429, body=body, content_type=_JSON, headers=headers)
 
     def _fault_429(
-        self, state: _ModelState, now: float, headers: dict[str, str], *, count: bool = True
+        self,
+        d: _Dialect,
+        state: _ModelState,
+        now: float,
+        headers: dict[str, str],
+        *,
+        count: bool = True,
     ) -> web.Response:
         """A transient 429 burst (shared capacity trouble), distinct from limit enforcement."""
         if count:
             self._faults["429"] += 1
         wait = max(0.001, state.burst_until - now)
-        message = (
-            f"Too many requests for {state.name} right now. "
-            f"Please try again in {format_duration(wait)}."
-        )
-        headers["retry-after"] = str(max(1, math.ceil(wait)))
-        headers["retry-after-ms"] = str(math.ceil(wait * 1000))
-        body = _error(message, "requests", "rate_limit_exceeded")
+        body = d.burst(state, wait, headers)
         return web.Response(status=429, body=body, content_type=_JSON, headers=headers)
 
 

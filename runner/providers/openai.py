@@ -31,9 +31,16 @@ from ibias.runner.retries import (
     Verdict,
     classify_exception,
     classify_http,
+    redact,
 )
 
-__all__ = ["OpenAIProvider", "openai_limits", "openai_sampling", "parse_chat_completion"]
+__all__ = [
+    "OpenAIProvider",
+    "embedded_error",
+    "openai_limits",
+    "openai_sampling",
+    "parse_chat_completion",
+]
 
 
 def openai_sampling(sampling: Sampling) -> dict[str, Any]:
@@ -148,8 +155,10 @@ class OpenAIProvider(Provider):
         try:
             return parse_chat_completion(body, status, headers)
         except MalformedResponse as exc:
+            # Looked at only when the body is no completion, so answers are parsed once.
+            embedded = embedded_error(status, headers, body)
             raise ProviderError(
-                self.classify_exception(exc), status=status, headers=headers
+                embedded or self.classify_exception(exc), status=status, headers=headers
             ) from None
 
     def classify_response(
@@ -163,6 +172,45 @@ class OpenAIProvider(Provider):
 
     def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
         return openai_limits(headers)
+
+
+def embedded_error(status: int, headers: Mapping[str, str], body: bytes) -> Classification | None:
+    """The classification of an error object sent with a 2xx status, or None if the body holds
+    none.
+
+    Gemini's OpenAI endpoint sends its errors as a JSON array of error objects
+    (`[{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [...]}}]`); with an
+    error status runner/retries.py reads that array like any error body. Some hosts send an
+    error object, or such an array, with a 200 instead of a completion (OpenRouter for
+    upstream failures): that body is classified as the HTTP status its `code` names, so a quota
+    error stays a quota error rather than a malformed completion retried eight times. Without a
+    usable code it is a malformed answer, retried, with the provider's message kept.
+    """
+    if not body or body.lstrip()[:1] not in (b"[", b"{"):
+        return None
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(data, list):
+        data = next((d for d in data if isinstance(d, dict) and "error" in d), None)
+    if not isinstance(data, dict) or "error" not in data or "choices" in data:
+        return None
+    err = data["error"]
+    code = err.get("code") if isinstance(err, dict) else None
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+        inner = classify_http(code, headers, body, now=time.time())
+        return Classification(
+            inner.verdict,
+            inner.kind,
+            redact(f"{inner.message} (sent with HTTP {status})"),
+            inner.delay_hint_s,
+            inner.is_rate_limit,
+        )
+    text = err.get("message") if isinstance(err, dict) else err
+    return Classification(
+        Verdict.RETRY, "malformed", redact(f"HTTP {status} body is an error: {text}")
+    )
 
 
 def parse_chat_completion(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:

@@ -78,6 +78,102 @@ ROUTES = {
         },
         {},
     ),
+    # Gemini's OpenAI endpoint: errors as a JSON array of Google error objects
+    "gemini-429": (
+        429,
+        [
+            {
+                "error": {
+                    "code": 429,
+                    "message": "Resource has been exhausted (e.g. check quota).",
+                    "status": "RESOURCE_EXHAUSTED",
+                    "details": [
+                        {
+                            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                            "violations": [
+                                {"quotaId": "GenerateRequestsPerMinutePerProjectPerModel"}
+                            ],
+                        },
+                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"},
+                    ],
+                }
+            }
+        ],
+        {},
+    ),
+    "gemini-daily": (
+        429,
+        [
+            {
+                "error": {
+                    "code": 429,
+                    "message": "Quota exceeded.",
+                    "status": "RESOURCE_EXHAUSTED",
+                    "details": [
+                        {
+                            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                            "violations": [
+                                {"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}
+                            ],
+                        }
+                    ],
+                }
+            }
+        ],
+        {},
+    ),
+    "gemini-400": (
+        400,
+        [
+            {
+                "error": {
+                    "code": 400,
+                    "message": 'Invalid JSON payload received. Unknown name "seed".',
+                    "status": "INVALID_ARGUMENT",
+                }
+            }
+        ],
+        {},
+    ),
+    "gemini-badkey": (
+        400,
+        [
+            {
+                "error": {
+                    "code": 400,
+                    "message": "API key not valid. Please pass a valid API key.",
+                    "status": "INVALID_ARGUMENT",
+                    "details": [
+                        {
+                            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                            "reason": "API_KEY_INVALID",
+                        }
+                    ],
+                }
+            }
+        ],
+        {},
+    ),
+    "gemini-404": (
+        404,
+        [{"error": {"code": 404, "message": "models/x is not found", "status": "NOT_FOUND"}}],
+        {},
+    ),
+    "gemini-503": (
+        503,
+        [None, {"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}}],
+        {},
+    ),
+    "empty-list-500": (500, [], {}),
+    # an error object, or an array of them, sent with a 200 instead of a completion
+    "ok-502": (200, {"error": {"code": 502, "message": "upstream failed"}}, {}),
+    "ok-list-429": (
+        200,
+        [{"error": {"code": 429, "message": "Please try again in 2s.", "status": "x"}}],
+        {},
+    ),
+    "ok-list-401": (200, [{"error": {"code": 401, "message": "bad key sk-abcdefgh123"}}], {}),
+    "ok-no-code": (200, {"error": {"message": "something broke"}}, {}),
 }
 
 
@@ -172,3 +268,34 @@ async def test_connection_refused_is_retryable():
     with pytest.raises(ProviderError) as err:
         await call("http://127.0.0.1:9", "plain")
     assert err.value.classification.verdict is Verdict.RETRY
+
+
+@pytest.mark.parametrize(
+    ("model", "verdict", "kind", "hint", "rate_limit", "needle"),
+    [
+        ("gemini-429", Verdict.RETRY, "http_429", 7.0, True, "Resource has been exhausted"),
+        ("gemini-daily", Verdict.FATAL, "daily_quota", None, False, "Quota exceeded."),
+        ("gemini-400", Verdict.FATAL, "bad_request", None, False, 'Unknown name "seed"'),
+        ("gemini-badkey", Verdict.FATAL, "auth", None, False, "API key not valid"),
+        ("gemini-404", Verdict.FATAL, "not_found", None, False, "models/x is not found"),
+        ("gemini-503", Verdict.RETRY, "http_503", None, False, "overloaded"),
+        ("empty-list-500", Verdict.RETRY, "http_500", None, False, "HTTP 500"),
+        ("ok-502", Verdict.RETRY, "http_502", None, False, "upstream failed (sent with HTTP 200)"),
+        ("ok-list-429", Verdict.RETRY, "http_429", 2.0, True, "(sent with HTTP 200)"),
+        ("ok-list-401", Verdict.FATAL, "auth", None, False, "bad key [redacted]"),
+        ("ok-no-code", Verdict.RETRY, "malformed", None, False, "is an error: something broke"),
+    ],
+)
+async def test_json_array_and_embedded_error_bodies(
+    server, model, verdict, kind, hint, rate_limit, needle
+):
+    with pytest.raises(ProviderError) as err:
+        await call(server, model)
+    cls = err.value.classification
+    assert (cls.verdict, cls.kind, cls.delay_hint_s, cls.is_rate_limit) == (
+        verdict,
+        kind,
+        hint,
+        rate_limit,
+    )
+    assert needle in cls.message and "sk-secret" not in cls.message

@@ -6,7 +6,9 @@ import pytest
 
 from ibias.runner.config import ModelConfig, implemented_providers, load_config
 from ibias.runner.providers import registry
+from ibias.runner.providers.anthropic import AnthropicProvider
 from ibias.runner.providers.base import Limits, Provider, ProviderContext, Reply, Sampling
+from ibias.runner.providers.gemini import GeminiProvider
 from ibias.runner.providers.openai import OpenAIProvider, openai_limits, openai_sampling
 from ibias.runner.providers.registry import (
     UnknownProviderError,
@@ -35,19 +37,20 @@ def _models(tmp_path) -> tuple[ModelConfig, ...]:
 
 
 def test_builtin_providers_are_registered_and_cover_the_config():
-    assert {"openai", "simulator"} <= set(registered_providers())
+    assert {"anthropic", "gemini", "openai", "simulator"} <= set(registered_providers())
     # every provider name the config accepts can be built (config.py keeps its own list)
     assert set(implemented_providers()) == set(registered_providers())
     assert provider_class("openai") is OpenAIProvider and OpenAIProvider.name == "openai"
     assert provider_class("simulator") is SimulatorProvider
+    assert provider_class("anthropic") is AnthropicProvider
+    assert provider_class("gemini") is GeminiProvider
 
 
 def test_unknown_name_is_a_clear_error():
     with pytest.raises(UnknownProviderError) as err:
-        provider_class("gemini")
-    assert str(err.value) == (
-        "no provider registered as 'gemini' (registered: " + ", ".join(registered_providers()) + ")"
-    )
+        provider_class("llamacpp")
+    known = ", ".join(registered_providers())
+    assert str(err.value) == f"no provider registered as 'llamacpp' (registered: {known})"
 
 
 class _Dummy(Provider):

@@ -1,0 +1,288 @@
+"""Anthropic's native Messages API (POST {base_url}/messages, base_url like
+"https://api.anthropic.com/v1").
+
+Why native rather than Anthropic's OpenAI-compatibility layer: that layer is partial (no
+`stop_reason: refusal`, no rate-limit headers), and a bias audit must tell a refusal from an
+answer and pace itself by the limits the provider announces.
+
+The dialect, as this class speaks it:
+
+* request: headers `x-api-key` (only in the session's default headers, never in a repr or a
+  message) and `anthropic-version`; body `model`, `system` (every system message of the chat,
+  joined by a blank line, as the top-level field the API wants), `messages` (user and assistant
+  turns), `max_tokens` (required by the API; the trial's neutral `max_tokens`) and
+  `temperature`. The neutral `seed` has no Anthropic counterpart and is not sent.
+* reply: the text blocks of `content` joined; `stop_reason` stored in the vocabulary the
+  analysis reads (`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` ->
+  `content_filter`; anything else as sent), the original stays in `raw`. `stop_reason: refusal`
+  (the safety classifiers stopped the answer) is a refusal, a `Reply` and not an error: its
+  content is None (any partial text stays in `raw`) and `refusal` holds the API's explanation.
+  Tokens: `usage.input_tokens` (plus any cache creation and cache read tokens) as prompt tokens,
+  `usage.output_tokens` as completion tokens. `model` is the provider model.
+* errors: runner/retries.py's policy, plus Anthropic's error types: `authentication_error`,
+  `permission_error`, `not_found_error` and billing errors (`billing_error`, or a 4xx saying the
+  credit balance is too low) stop the model; 429 `rate_limit_error` and 529 `overloaded_error`
+  are retried, waiting at least `retry-after` (or an `anthropic-ratelimit-*-reset` whose budget
+  is used up).
+* limits: `anthropic-ratelimit-requests-limit` is the RPM; `anthropic-ratelimit-tokens-limit`
+  (input plus output tokens per minute, the most restrictive limit in effect) the TPM, else the
+  sum of the `-input-tokens-limit` and `-output-tokens-limit` headers.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
+
+import aiohttp
+import orjson
+
+from ibias.prompts.base import Message
+from ibias.runner.config import ModelConfig
+from ibias.runner.providers.base import (
+    Limits,
+    Provider,
+    ProviderContext,
+    ProviderError,
+    Reply,
+    Sampling,
+)
+from ibias.runner.providers.registry import provider
+from ibias.runner.retries import (
+    Classification,
+    MalformedResponse,
+    Verdict,
+    classify_exception,
+    classify_http,
+    describe_error,
+    error_body,
+)
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DEFAULT_BASE_URL",
+    "AnthropicProvider",
+    "anthropic_limits",
+    "anthropic_request",
+    "classify_anthropic",
+    "parse_message",
+]
+
+#: The Messages API version every request names (the only stable one to date).
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
+
+_STOP_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+#: Error types that no retry can fix, with the kind stored in `attempts.error_kind`.
+_FATAL_TYPES = {
+    "authentication_error": "auth",
+    "permission_error": "forbidden",
+    "not_found_error": "not_found",
+    "billing_error": "billing",
+}
+_LOW_CREDIT = re.compile(r"(?i)credit balance is too low|purchase credits|billing")
+
+
+def anthropic_request(
+    model: str, messages: Sequence[Message], sampling: Sampling
+) -> dict[str, Any]:
+    """The Messages request body for a chat and the trial's neutral sampling parameters."""
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    turns = [
+        {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
+    ]
+    body: dict[str, Any] = {"model": model}
+    if system:
+        body["system"] = "\n\n".join(system)
+    body["messages"] = turns
+    body["max_tokens"] = sampling.max_tokens
+    body["temperature"] = sampling.temperature
+    return body
+
+
+def classify_anthropic(
+    status: int, headers: Mapping[str, str], body: bytes, now: float | None = None
+) -> Classification:
+    """runner/retries.py's policy with Anthropic's error types on top (see the module doc)."""
+    if 200 <= status < 300:
+        return classify_http(status, headers, body, now)
+    info = error_body(body)
+    if 400 <= status < 500 and (
+        info.type == "billing_error"
+        or (info.type == "invalid_request_error" and _LOW_CREDIT.search(info.message))
+    ):
+        return Classification(Verdict.FATAL, "billing", describe_error(status, info))
+    kind = _FATAL_TYPES.get(info.type)
+    if kind is not None:
+        return Classification(Verdict.FATAL, kind, describe_error(status, info))
+    return classify_http(status, headers, body, now)
+
+
+def anthropic_limits(headers: Mapping[str, str]) -> Limits | None:
+    """RPM and TPM from the `anthropic-ratelimit-*-limit` headers, or None if there are none."""
+    lower = {str(k).lower(): str(v) for k, v in headers.items()}
+
+    def number(name: str) -> int | None:
+        return _positive_int(lower.get(f"anthropic-ratelimit-{name}-limit"))
+
+    rpm = number("requests")
+    tpm = number("tokens")
+    if tpm is None:
+        parts = [number("input-tokens"), number("output-tokens")]
+        if all(p is not None for p in parts):
+            tpm = sum(p for p in parts if p is not None)
+    if rpm is None and tpm is None:
+        return None
+    return Limits(rpm=rpm, tpm=tpm)
+
+
+def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:
+    """Read the fields ibias stores from a Messages response body."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise MalformedResponse(f"HTTP {status} body is not JSON ({len(body)} bytes)") from None
+    if not isinstance(data, dict):
+        raise MalformedResponse("message body is not a JSON object")
+    blocks = data.get("content")
+    if not isinstance(blocks, list):
+        raise MalformedResponse("message has no content list")
+    texts = [
+        b["text"]
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    ]
+    stop_reason = _opt_str(data.get("stop_reason"))
+    content: str | None = "".join(texts) if texts else None
+    refusal: str | None = None
+    if stop_reason == "refusal":
+        details = data.get("stop_details")
+        explanation = details.get("explanation") if isinstance(details, dict) else None
+        refusal = explanation if isinstance(explanation, str) and explanation else "refused"
+        content = None  # a partial answer cut by the classifiers is not an answer; raw keeps it
+    usage = data.get("usage")
+    prompt_tokens = completion_tokens = None
+    if isinstance(usage, dict):
+        inputs = [
+            _opt_int(usage.get(k))
+            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        ]
+        if inputs[0] is not None:
+            prompt_tokens = sum(n for n in inputs if n is not None)
+        completion_tokens = _opt_int(usage.get("output_tokens"))
+    return Reply(
+        content=content,
+        finish_reason=None if stop_reason is None else _STOP_REASONS.get(stop_reason, stop_reason),
+        refusal=refusal,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        provider_model=_opt_str(data.get("model")),
+        system_fingerprint=None,
+        raw=data,
+        status=status,
+        headers=headers,
+    )
+
+
+@provider("anthropic")
+class AnthropicProvider(Provider):
+    """`Provider` for POST {base_url}/messages."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        model: str,
+        api_key: str | None,
+        timeout_s: float,
+        max_connections: int,
+        version: str = ANTHROPIC_VERSION,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/messages"
+        self.model = model
+        self.version = version
+        self._api_key = api_key
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
+        return cls(
+            base_url=model.base_url or DEFAULT_BASE_URL,
+            model=model.model,
+            api_key=api_key,
+            timeout_s=model.timeout_s,
+            max_connections=model.max_concurrency,
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"{type(self).__name__}(url={self.url!r}, model={self.model!r})"
+
+    async def start(self) -> None:
+        headers = {"Content-Type": "application/json", "anthropic-version": self.version}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections, keepalive_timeout=30, enable_cleanup_closed=True
+        )
+        self._session = aiohttp.ClientSession(
+            headers=headers, timeout=self._timeout, connector=connector, raise_for_status=False
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
+        if self._session is None:
+            raise RuntimeError("provider not started")
+        payload = anthropic_request(self.model, messages, sampling)
+        try:
+            async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
+                body = await resp.read()
+                status = resp.status
+                headers = {k.lower(): v for k, v in resp.headers.items()}
+        except Exception as exc:  # timeouts, dropped connections, truncated bodies
+            raise ProviderError(self.classify_exception(exc)) from None
+        verdict = classify_anthropic(status, headers, body, now=time.time())
+        if verdict.verdict is not Verdict.OK:
+            raise ProviderError(verdict, status=status, headers=headers)
+        try:
+            return parse_message(body, status, headers)
+        except MalformedResponse as exc:
+            raise ProviderError(
+                self.classify_exception(exc), status=status, headers=headers
+            ) from None
+
+    def classify_exception(self, exc: BaseException) -> Classification:
+        return classify_exception(exc)
+
+    def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
+        return anthropic_limits(headers)
+
+
+def _positive_int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -1,0 +1,477 @@
+"""Google's native Gemini API: POST {base_url}/models/{model}:generateContent, base_url like
+"https://generativelanguage.googleapis.com/v1beta".
+
+The dialect, as this class speaks it:
+
+* request: the key in the `x-goog-api-key` header (never in the URL, where it would end up in
+  exception texts); body `contents` (user turns as `user`, assistant turns as `model`),
+  `systemInstruction` (every system message, joined by a blank line), `generationConfig` with
+  the neutral sampling mapped (`temperature`, `maxOutputTokens`, `seed`) and the model's
+  `thinkingConfig`, and the model's `safetySettings` (see `GeminiOptions`).
+* reply: the text of the first candidate's parts (thought-summary parts left out).
+  `finishReason` SAFETY, PROHIBITED_CONTENT, BLOCKLIST, SPII and IMAGE_SAFETY, and a 200 with
+  no candidates whose `promptFeedback.blockReason` says the prompt was blocked, are refusals: a
+  `Reply` with content None, finish_reason `content_filter` and `refusal` naming the reason.
+  Other finish reasons are stored in the vocabulary the analysis reads (STOP -> `stop`,
+  MAX_TOKENS -> `length`, anything else lower-cased); the original stays in `raw`.
+  Tokens from `usageMetadata`: `promptTokenCount` as prompt tokens, `candidatesTokenCount` plus
+  `thoughtsTokenCount` as completion tokens (thoughts are billed as output, so they count in
+  the cost and the budget; the separate counts stay in `raw`). `modelVersion` is the provider
+  model.
+* errors: runner/retries.py's policy (429 RESOURCE_EXHAUSTED waits for `RetryInfo.retryDelay`;
+  400 API_KEY_INVALID, 403, 404 stop the model), plus: a 429 naming a quota whose id contains
+  `PerDay` stops the model for this run with one line saying when the quota resets (midnight
+  Pacific time), so a resume after that continues; a 429 naming a quota whose value is 0 (the
+  model is not available to this project or tier) stops it too.
+* limits: Gemini sends no rate-limit headers. A 429 names the quota it hit and its value
+  (`QuotaFailure.violations[].quotaValue`): the provider remembers per-minute request and token
+  quotas from those and announces them through `limits_from_headers`, so a model without
+  `rpm`/`tpm` in the config is paced from its first 429 on.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from types import MappingProxyType
+from typing import Any, Self
+from urllib.parse import quote
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import aiohttp
+import orjson
+
+from ibias.prompts.base import Message, SettingsError
+from ibias.runner.config import ModelConfig
+from ibias.runner.providers.base import (
+    Limits,
+    Provider,
+    ProviderContext,
+    ProviderError,
+    Reply,
+    Sampling,
+)
+from ibias.runner.providers.registry import provider
+from ibias.runner.retries import (
+    Classification,
+    MalformedResponse,
+    QuotaViolation,
+    Verdict,
+    classify_exception,
+    classify_http,
+    describe_error,
+    error_body,
+    quota_violations,
+    redact,
+)
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "GeminiOptions",
+    "GeminiProvider",
+    "classify_gemini",
+    "gemini_request",
+    "limits_from_quotas",
+    "next_quota_reset",
+    "parse_generate_content",
+]
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+
+#: Finish reasons that mean a filter withheld the answer (stored as refusals).
+BLOCKING_FINISH_REASONS = frozenset(
+    {"SAFETY", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII", "IMAGE_SAFETY"}
+)
+_FINISH_REASONS = {"STOP": "stop", "MAX_TOKENS": "length"}
+
+#: `HarmBlockThreshold` values the API accepts.
+SAFETY_THRESHOLDS = frozenset(
+    {
+        "HARM_BLOCK_THRESHOLD_UNSPECIFIED",
+        "BLOCK_LOW_AND_ABOVE",
+        "BLOCK_MEDIUM_AND_ABOVE",
+        "BLOCK_ONLY_HIGH",
+        "BLOCK_NONE",
+        "OFF",
+    }
+)
+#: Categories are checked by form, not by a list: Google adds categories over time.
+_CATEGORY = re.compile(r"HARM_CATEGORY_[A-Z_]+")
+THINKING_LEVELS = ("minimal", "low", "medium", "high")
+#: -1 asks for dynamic thinking, 0 turns it off (where the model allows), else a token budget;
+#: the largest any model accepts is 32,768 (each model checks its own range).
+THINKING_BUDGET_MIN = -1
+THINKING_BUDGET_MAX = 32_768
+#: Where daily quotas reset: midnight in this zone.
+QUOTA_ZONE = "America/Los_Angeles"
+
+
+@dataclass(frozen=True)
+class GeminiOptions:
+    """Per-model request settings that the neutral sampling parameters do not cover.
+
+    * `safety_settings`: harm category -> block threshold, sent as `safetySettings` (empty: the
+      API's defaults). Categories are `HARM_CATEGORY_*` names, thresholds one of
+      `SAFETY_THRESHOLDS`.
+    * `thinking_budget`: `generationConfig.thinkingConfig.thinkingBudget` (Gemini 2.5): -1
+      dynamic, 0 off, else tokens up to 32,768. None: not sent (the model's default).
+    * `thinking_level`: `thinkingConfig.thinkingLevel` (Gemini 3): minimal, low, medium or
+      high. The API refuses both in one request, so at most one may be set.
+
+    Note that Gemini counts thinking tokens against `maxOutputTokens`: a small `max_tokens`
+    with dynamic thinking can end in MAX_TOKENS before any answer text.
+    """
+
+    safety_settings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    thinking_budget: int | None = None
+    thinking_level: str | None = None
+
+    def __post_init__(self) -> None:
+        for category, threshold in self.safety_settings.items():
+            if not isinstance(category, str) or not _CATEGORY.fullmatch(category):
+                raise SettingsError(
+                    f"safety_settings.{category}",
+                    "unknown harm category; expected a name like HARM_CATEGORY_HATE_SPEECH",
+                )
+            if threshold not in SAFETY_THRESHOLDS:
+                raise SettingsError(
+                    f"safety_settings.{category}",
+                    f"expected one of {sorted(SAFETY_THRESHOLDS)}, got {threshold!r}",
+                )
+        budget = self.thinking_budget
+        if budget is not None and (
+            isinstance(budget, bool)
+            or not isinstance(budget, int)
+            or not THINKING_BUDGET_MIN <= budget <= THINKING_BUDGET_MAX
+        ):
+            raise SettingsError(
+                "thinking_budget",
+                f"expected an integer from {THINKING_BUDGET_MIN} (dynamic) to "
+                f"{THINKING_BUDGET_MAX}, got {budget!r}",
+            )
+        if self.thinking_level is not None and self.thinking_level not in THINKING_LEVELS:
+            raise SettingsError(
+                "thinking_level",
+                f"expected one of {list(THINKING_LEVELS)}, got {self.thinking_level!r}",
+            )
+        if budget is not None and self.thinking_level is not None:
+            raise SettingsError(
+                "thinking_level", "give either thinking_budget or thinking_level, not both"
+            )
+        object.__setattr__(self, "safety_settings", MappingProxyType(dict(self.safety_settings)))
+
+    @classmethod
+    def from_mapping(cls, table: Mapping[str, Any]) -> GeminiOptions:
+        """Options from config keys (`safety_settings`, `thinking_budget`, `thinking_level`);
+        any other key, or a bad value, raises SettingsError naming the key."""
+        known = {"safety_settings", "thinking_budget", "thinking_level"}
+        for key in table:
+            if key not in known:
+                raise SettingsError(str(key), f"unknown key; expected one of {sorted(known)}")
+        settings = table.get("safety_settings") or {}
+        if not isinstance(settings, Mapping):
+            raise SettingsError("safety_settings", "expected a table of category = threshold")
+        return cls(
+            safety_settings=dict(settings),
+            thinking_budget=table.get("thinking_budget"),
+            thinking_level=table.get("thinking_level"),
+        )
+
+    @classmethod
+    def from_model(cls, model: ModelConfig) -> GeminiOptions:
+        """The options a model config carries, read from attributes of the same names, absent
+        ones as None (the config grows these keys separately from the provider)."""
+        table = {
+            name: value
+            for name in ("safety_settings", "thinking_budget", "thinking_level")
+            if (value := getattr(model, name, None)) is not None
+        }
+        return cls.from_mapping(table)
+
+    def generation_extras(self) -> dict[str, Any]:
+        """The `thinkingConfig` entry of `generationConfig`, if any."""
+        if self.thinking_budget is not None:
+            return {"thinkingConfig": {"thinkingBudget": self.thinking_budget}}
+        if self.thinking_level is not None:
+            return {"thinkingConfig": {"thinkingLevel": self.thinking_level}}
+        return {}
+
+
+def gemini_request(
+    messages: Sequence[Message], sampling: Sampling, options: GeminiOptions | None = None
+) -> dict[str, Any]:
+    """The generateContent body for a chat, the trial's neutral sampling and the options."""
+    options = options or GeminiOptions()
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    contents = [
+        {"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
+        for m in messages
+        if m["role"] != "system"
+    ]
+    generation: dict[str, Any] = {
+        "temperature": sampling.temperature,
+        "maxOutputTokens": sampling.max_tokens,
+    }
+    if sampling.seed is not None:
+        generation["seed"] = sampling.seed
+    generation.update(options.generation_extras())
+    body: dict[str, Any] = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
+    body["generationConfig"] = generation
+    if options.safety_settings:
+        body["safetySettings"] = [
+            {"category": c, "threshold": t} for c, t in options.safety_settings.items()
+        ]
+    return body
+
+
+def next_quota_reset(now: float) -> datetime:
+    """The next midnight Pacific time after `now` (epoch seconds), in UTC: when Gemini's daily
+    quotas reset. Without a time-zone database, Pacific Standard Time (UTC-8) is assumed."""
+    zone: tzinfo
+    try:
+        zone = ZoneInfo(QUOTA_ZONE)
+    except ZoneInfoNotFoundError:  # pragma: no cover - Debian and the tzdata wheel ship it
+        zone = timezone(timedelta(hours=-8))
+    local = datetime.fromtimestamp(now, zone)
+    tomorrow = (local + timedelta(days=1)).date()
+    midnight = datetime(tomorrow.year, tomorrow.month, tomorrow.day, tzinfo=zone)
+    return midnight.astimezone(UTC)
+
+
+def _daily_message(violation: QuotaViolation | None, now: float) -> str:
+    reset = next_quota_reset(now)
+    name = (violation.quota_id or violation.metric) if violation else ""
+    what = f"daily quota {name}" if name else "a daily quota"
+    if violation is not None and violation.value is not None:
+        what += f" ({violation.value:,} per day)"
+    return redact(
+        f"HTTP 429: {what} is used up; it resets at midnight Pacific time "
+        f"({reset:%Y-%m-%d %H:%M} UTC): run again after that to continue"
+    )
+
+
+def classify_gemini(
+    status: int, headers: Mapping[str, str], body: bytes, now: float | None = None
+) -> Classification:
+    """runner/retries.py's policy with Gemini's quota rules on top (see the module doc)."""
+    if now is None:
+        now = time.time()
+    base = classify_http(status, headers, body, now)
+    if status != 429:
+        return base
+    info = error_body(body)
+    violations = quota_violations(info)
+    daily = [v for v in violations if v.per_day]
+    if daily or base.kind == "daily_quota":
+        return Classification(
+            Verdict.FATAL, "daily_quota", _daily_message(daily[0] if daily else None, now)
+        )
+    zero = [v for v in violations if v.value == 0]
+    if zero:
+        name = zero[0].quota_id or zero[0].metric
+        return Classification(
+            Verdict.FATAL,
+            "quota_zero",
+            redact(
+                f"HTTP 429: quota {name} is 0 for this model: it is not available to this "
+                f"project or tier ({describe_error(status, info)})"
+            ),
+        )
+    return base
+
+
+def limits_from_quotas(violations: Sequence[QuotaViolation]) -> Limits | None:
+    """Per-minute request and token quotas named in a 429, as limits (None if none)."""
+    rpm = tpm = None
+    for v in violations:
+        if not v.per_minute or not v.value:
+            continue
+        if v.counts_tokens:
+            tpm = v.value if tpm is None else min(tpm, v.value)
+        else:
+            rpm = v.value if rpm is None else min(rpm, v.value)
+    if rpm is None and tpm is None:
+        return None
+    return Limits(rpm=rpm, tpm=tpm)
+
+
+def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:
+    """Read the fields ibias stores from a generateContent response body."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise MalformedResponse(f"HTTP {status} body is not JSON ({len(body)} bytes)") from None
+    if not isinstance(data, dict):
+        raise MalformedResponse("generateContent body is not a JSON object")
+    usage = data.get("usageMetadata")
+    prompt_tokens = completion_tokens = None
+    if isinstance(usage, dict):
+        prompt_tokens = _opt_int(usage.get("promptTokenCount"))
+        completion_tokens = (_opt_int(usage.get("candidatesTokenCount")) or 0) + (
+            _opt_int(usage.get("thoughtsTokenCount")) or 0
+        )
+    candidates = data.get("candidates")
+    content: str | None = None
+    refusal: str | None = None
+    finish: str | None = None
+    if isinstance(candidates, list) and candidates:
+        candidate = candidates[0]
+        if not isinstance(candidate, dict):
+            raise MalformedResponse("generateContent candidate is not an object")
+        native = _opt_str(candidate.get("finishReason"))
+        content = _candidate_text(candidate)
+        if native in BLOCKING_FINISH_REASONS:
+            finish, refusal, content = "content_filter", f"response blocked: {native}", None
+        elif native is not None:
+            finish = _FINISH_REASONS.get(native, native.lower())
+    elif candidates is None or candidates == []:
+        feedback = data.get("promptFeedback")
+        reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
+        if not isinstance(reason, str) or not reason:
+            raise MalformedResponse("generateContent has no candidates and no block reason")
+        assert isinstance(feedback, dict)
+        refusal = f"prompt blocked: {reason}"
+        message = feedback.get("blockReasonMessage")
+        if isinstance(message, str) and message:
+            refusal += f" ({message})"
+        finish = "content_filter"
+    else:
+        raise MalformedResponse("generateContent candidates is not a list")
+    return Reply(
+        content=content,
+        finish_reason=finish,
+        refusal=refusal,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        provider_model=_opt_str(data.get("modelVersion")),
+        system_fingerprint=None,
+        raw=data,
+        status=status,
+        headers=headers,
+    )
+
+
+def _candidate_text(candidate: Mapping[str, Any]) -> str | None:
+    body = candidate.get("content")
+    parts = body.get("parts") if isinstance(body, dict) else None
+    if not isinstance(parts, list):
+        return None
+    texts = [
+        p["text"]
+        for p in parts
+        if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+    ]
+    return "".join(texts) if texts else None
+
+
+@provider("gemini")
+class GeminiProvider(Provider):
+    """`Provider` for POST {base_url}/models/{model}:generateContent."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        model: str,
+        api_key: str | None,
+        timeout_s: float,
+        max_connections: int,
+        options: GeminiOptions | None = None,
+    ) -> None:
+        name = model.removeprefix("models/")
+        self.url = f"{base_url.rstrip('/')}/models/{quote(name, safe='')}:generateContent"
+        self.model = model
+        self.options = options or GeminiOptions()
+        self._api_key = api_key
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._announced: Limits | None = None
+
+    @classmethod
+    def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
+        return cls(
+            base_url=model.base_url or DEFAULT_BASE_URL,
+            model=model.model,
+            api_key=api_key,
+            timeout_s=model.timeout_s,
+            max_connections=model.max_concurrency,
+            options=GeminiOptions.from_model(model),
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"{type(self).__name__}(url={self.url!r}, model={self.model!r})"
+
+    async def start(self) -> None:
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["x-goog-api-key"] = self._api_key
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections, keepalive_timeout=30, enable_cleanup_closed=True
+        )
+        self._session = aiohttp.ClientSession(
+            headers=headers, timeout=self._timeout, connector=connector, raise_for_status=False
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
+        if self._session is None:
+            raise RuntimeError("provider not started")
+        payload = gemini_request(messages, sampling, self.options)
+        try:
+            async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
+                body = await resp.read()
+                status = resp.status
+                headers = {k.lower(): v for k, v in resp.headers.items()}
+        except Exception as exc:  # timeouts, dropped connections, truncated bodies
+            raise ProviderError(self.classify_exception(exc)) from None
+        verdict = classify_gemini(status, headers, body, now=time.time())
+        if verdict.verdict is not Verdict.OK:
+            if status == 429:
+                self._remember_quotas(body)
+            raise ProviderError(verdict, status=status, headers=headers)
+        try:
+            return parse_generate_content(body, status, headers)
+        except MalformedResponse as exc:
+            raise ProviderError(
+                self.classify_exception(exc), status=status, headers=headers
+            ) from None
+
+    def _remember_quotas(self, body: bytes) -> None:
+        learnt = limits_from_quotas(quota_violations(error_body(body)))
+        if learnt is None:
+            return
+        known = self._announced or Limits()
+        self._announced = Limits(
+            rpm=_smaller(known.rpm, learnt.rpm), tpm=_smaller(known.tpm, learnt.tpm)
+        )
+
+    def classify_exception(self, exc: BaseException) -> Classification:
+        return classify_exception(exc)
+
+    def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
+        """Gemini announces no limits in headers: what the last 429s' quotas named, if any."""
+        return self._announced
+
+
+def _smaller(a: int | None, b: int | None) -> int | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b)
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
