@@ -100,6 +100,9 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     price_input: Price = 0.0
     price_output: Price = 0.0
     sim: dict[str, Any] | None = None
+    safety_settings: dict[str, str] | None = None
+    thinking_budget: Annotated[int, Meta(ge=-1, le=32768)] | None = None
+    thinking_level: Text | None = None
 
 
 class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -143,6 +146,12 @@ class ModelConfig:
     price_input: float
     price_output: float
     sim: Mapping[str, Any] = field(default_factory=dict)
+    safety_settings: Mapping[str, str] | None = None
+    """Gemini only: harm category -> block threshold (runner/providers/gemini.py)."""
+    thinking_budget: int | None = None
+    """Gemini only: thinking tokens (-1 dynamic, 0 off)."""
+    thinking_level: str | None = None
+    """Gemini only: minimal, low, medium or high (not with thinking_budget)."""
 
     def params(self) -> dict[str, Any]:
         """Sampling parameters sent with every request (part of the trial key)."""
@@ -207,6 +216,25 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             model_profile_from_dict(t.sim)
         except SettingsError as exc:
             raise SettingsError(join_key(f"{where}.sim", exc.key), exc.message) from None
+    gemini_keys = {
+        k: v
+        for k, v in (
+            ("safety_settings", t.safety_settings),
+            ("thinking_budget", t.thinking_budget),
+            ("thinking_level", t.thinking_level),
+        )
+        if v is not None
+    }
+    if gemini_keys and t.provider != "gemini":
+        key = next(iter(gemini_keys))
+        raise SettingsError(f"{where}.{key}", "unknown key (it is for provider = 'gemini')")
+    if gemini_keys:
+        from ibias.runner.providers.gemini import GeminiOptions  # only Gemini models
+
+        try:
+            GeminiOptions.from_mapping(gemini_keys)
+        except SettingsError as exc:
+            raise SettingsError(join_key(where, exc.key), exc.message) from None
     return ModelConfig(
         id=t.id,
         provider=t.provider,
@@ -223,6 +251,9 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
         price_input=t.price_input,
         price_output=t.price_output,
         sim=t.sim if t.sim is not None else {},
+        safety_settings=t.safety_settings,
+        thinking_budget=t.thinking_budget,
+        thinking_level=t.thinking_level,
     )
 
 

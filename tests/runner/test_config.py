@@ -258,7 +258,7 @@ def test_paper_experiment_errors_carry_the_full_path(tmp_path):
 
 
 def test_unimplemented_provider_says_so(tmp_path):
-    text = config_text(tmp_path).replace('provider = "openai"', 'provider = "gemini"')
+    text = config_text(tmp_path).replace('provider = "openai"', 'provider = "llamacpp"')
     assert "not implemented yet" in error(text, tmp_path)
     text = config_text(tmp_path).replace('provider = "openai"', 'provider = "acme"')
     assert error(text, tmp_path) == (
@@ -547,3 +547,27 @@ def test_an_unknown_key_at_any_level_is_named_with_its_full_path(tmp_path, table
         parse_config(to_toml(doc), path)
     where = render_path([*table, key]) if table else render_path([key])
     assert str(err.value).startswith(f"{path}: {where}: "), str(err.value)
+
+
+def test_gemini_options_are_checked_and_only_for_gemini(tmp_path):
+    gemini = config_text(tmp_path).replace('provider = "openai"', 'provider = "gemini"')
+    ok = gemini.replace(
+        'provider = "gemini"',
+        'provider = "gemini"\nthinking_budget = 0\n'
+        'safety_settings = { HARM_CATEGORY_HATE_SPEECH = "BLOCK_NONE" }',
+    )
+    model = parse(ok, tmp_path).models[0]
+    assert model.thinking_budget == 0
+    assert model.safety_settings == {"HARM_CATEGORY_HATE_SPEECH": "BLOCK_NONE"}
+    both = gemini.replace(
+        'provider = "gemini"', 'provider = "gemini"\nthinking_budget = 0\nthinking_level = "low"'
+    )
+    assert "models[0].thinking_level" in error(both, tmp_path)
+    bad = gemini.replace('provider = "gemini"', 'provider = "gemini"\nthinking_budget = 99999')
+    assert error(bad, tmp_path).startswith("models[0].thinking_budget: expected an integer")
+    other = config_text(tmp_path).replace(
+        'provider = "openai"', 'provider = "openai"\nthinking_level = "low"'
+    )
+    assert error(other, tmp_path) == (
+        "models[0].thinking_level: unknown key (it is for provider = 'gemini')"
+    )
