@@ -16,10 +16,10 @@ their released `results/statistics_*.csv`):
   whether less; the authors wrote one file per direction);
 - the Wilson 95% interval on the transgender share of decided trials.
 
-Every trial counts once here. The authors' released tables do not: their script reads both
-trials of a pair but classifies the first trial's choice (the order listing the cisgender
-candidate first) twice and never the second's, so their published counts are not those of
-their own released answers (docs/paper-statistics.md). The tests treat the two orders of a pair
+Every trial counts once here. The authors' released tables do not: their script takes the
+answers two records at a time but classifies the first record's choice twice and never the
+second's, so their published counts are not those of their own released answers
+(docs/paper-statistics.md). The tests treat the two orders of a pair
 as independent trials, which they are not; ibias's pair-aware table (`allocation_cells`: pair
 bootstrap, sign test over agreeing pairs) is the one to draw conclusions from, this one the one
 to compare with the paper.

@@ -371,11 +371,13 @@ _SYMPTOMS_OURS = "symptom lists (the paper's were not released)"
 _EXPLICIT_OURS = "the explicit question and its answer options"
 RELEASED_TABLES_NOTE = (
     "The authors' released statistics (results/statistics_greater.csv and "
-    "statistics_less.csv) do not match their own released answers: their script reads both "
-    "trials of a pair but classifies the first trial's choice (the order that lists the "
-    "cisgender candidate first) twice and never counts the second order's. Recounting their "
-    "released answers that way reproduces their tables; counted once each, the numbers differ "
-    "(gpt-4o, gynecology: 120 cisgender / 80 transgender published, 157 / 43 in the answers). "
+    "statistics_less.csv) do not match their own released answers: their script takes the "
+    "answers two records at a time but classifies the first record's choice twice and never "
+    "the second's (the first record is usually the order listing the cisgender candidate "
+    "first), and when that choice names no candidate it counts a refusal and repeats the "
+    "previous classification. Replaying that counting on their released answers reproduces all "
+    "24 cells of their table; counting every answer once gives other numbers (gpt-4o, "
+    "gynecology: 120 cisgender / 80 transgender published, 157 / 43 in the answers). "
     "allocation_authors_view here counts every trial once."
 )
 OLDER_TEXTS_NOTE = (

@@ -215,7 +215,7 @@ def test_controlled_only_store(sim_store: Path, analysed: AnalysisResult) -> Non
     models = read(analysed, "paper_models")
     assert set(models["status"].to_list()) == {"not annotated"}
     assert "Not annotated, so not known to be one of the paper&#x27;s models" in html
-    assert "classifies the first trial&#x27;s choice" in html
+    assert "classifies the first record&#x27;s choice twice" in html
     assert "href='#paper-differences'" in analysed.report.read_text("utf-8")
 
 
