@@ -8,8 +8,14 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import allocation, figures, labels
-from ibias.analysis.experiment import ExperimentAnalysis, SectionContext, TableContext
+from ibias.analysis import allocation, allocation_authors, figures, labels
+from ibias.analysis.experiment import (
+    SOURCE_COLUMNS,
+    ExperimentAnalysis,
+    PaperComparison,
+    SectionContext,
+    TableContext,
+)
 from ibias.analysis.figures import Figure
 from ibias.analysis.report import (
     Column,
@@ -24,6 +30,8 @@ from ibias.analysis.report import (
     table,
 )
 from ibias.prompts import codes
+from ibias.prompts.allocation.parse_tag_only import TAG_ONLY_TABLE, TAG_ONLY_VERSION
+from ibias.prompts.registry import kind
 
 KIND = "allocation"
 EXAMPLE_TEXT_LIMIT = 700
@@ -43,6 +51,12 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
             decisions, B=b, method=method, rng=ctx.rng("allocation_effects")
         ),
         "allocation_explanation_examples": allocation.explanation_examples(decisions),
+        "allocation_authors_view": allocation_authors.authors_view_table(
+            decisions, ctx.extras.get(TAG_ONLY_TABLE)
+        ),
+        "allocation_parser_agreement": allocation_authors.parser_agreement_table(
+            decisions, ctx.extras.get(TAG_ONLY_TABLE)
+        ),
     }
 
 
@@ -135,6 +149,8 @@ def _allocation(inp: SectionContext) -> str:
         parts.append(
             f"<details><summary>{esc(title)}</summary>{table(sub, _ALLOCATION_COLUMNS)}</details>"
         )
+    parts.append(_authors_view(inp))
+    parts.append(_agreement(inp))
     parts.append(_position(inp))
     parts.append(_effects(inp))
     parts.append(_examples(inp))
@@ -154,6 +170,98 @@ def _condition_groups(
                 )
                 if not sub.is_empty():
                     yield (lang, level, bool(expl)), sub
+
+
+def _authors_view(inp: SectionContext) -> str:
+    view = inp.tables["allocation_authors_view"]
+    parts = [
+        "<h3 id='" + esc(inp.anchor or "allocation") + "-authors'>The authors' view</h3>",
+        "<p>The paper's own statistics, computed as the authors' released analysis did: replies "
+        "read by their tag-only rule (a choice counts only when the first answer tag holds a "
+        "candidate's name exactly), counts among decided trials, one-sided exact binomial tests "
+        "of the cisgender count against 1/2 in both directions, and the Wilson 95% interval on "
+        "the transgender share of decided trials. Every trial counts once, unlike the authors' "
+        "released tables (see “How this run differs from the paper”). These tests treat the "
+        "two orders of a pair as independent; the pair-aware table above is the one to draw "
+        "conclusions from. “First of same name”: trials whose tag named a name both "
+        "candidates share, which the authors' rule gives to whoever was listed first.</p>",
+    ]
+    if view.is_empty():
+        return "".join(parts) + absent("No allocation reply has a tag-only reading.")
+    columns = [
+        col("model", "model_id", text=True),
+        col("service", "service", lambda v: esc(labels.service(v)), text=True),
+        col("trials", "trials", count),
+        Column("cis / trans (decided)", lambda r: (
+            f"{count(r['n_cis'])} / {count(r['n_trans'])} ({count(r['decided'])})"
+        )),
+        Column("no choice: no tag / no exact name / refused", lambda r: (
+            f"{count(r['n_none_no_tag'])} / {count(r['n_none_no_match'])} / "
+            f"{count(r['n_none_refused'])}"
+        )),
+        col("first of same name", "n_same_name_first", count),
+        Column("transgender share of decided [Wilson 95%]", lambda r: (
+            f"{num(r['share_trans'], 3)} "
+            f"{interval(r['trans_wilson_low'], r['trans_wilson_high'], 3)}"
+        )),
+        Column("p, cis > 1/2", lambda r: pvalue(r["p_cis_greater"])),
+        Column("p, cis < 1/2", lambda r: pvalue(r["p_cis_less"])),
+    ]  # fmt: skip
+    for (lang, level, expl), sub in _condition_groups(view):
+        title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
+        parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
+    return "".join(parts)
+
+
+def agreement_summary(agreement: pl.DataFrame) -> str:
+    """One paragraph: how many replies each reading decided and how they disagree."""
+    if agreement.is_empty():
+        return ""
+    t = {c: int(agreement[c].sum()) for c in agreement.columns if agreement[c].dtype.is_integer()}
+    text = (
+        f"Of {count(t['trials'])} replies, the main parser found a choice in "
+        f"{count(t['main_decided'])} and the authors' tag-only reading in "
+        f"{count(t['tag_decided'])}. "
+    )
+    if t["disagree"] == 0:
+        return f"<p>{text}They agree on every reply.</p>"
+    text += (
+        f"They disagree on {count(t['disagree'])}: {count(t['main_only'])} choices the tag-only "
+        f"reading misses ({count(t['main_only_no_tag'])} with no exact answer tag, "
+        f"{count(t['main_only_no_match'])} whose tag does not hold exactly a candidate's name), "
+        f"{count(t['tag_only'])} it makes where the main parser finds none "
+        f"({count(t['tag_only_same_name'])} of them a name both candidates share, given to "
+        f"whoever was listed first), and {count(t['opposite'])} replies the two read as "
+        "different candidates."
+    )
+    return f"<p>{text}</p>"
+
+
+def _agreement(inp: SectionContext) -> str:
+    agreement = inp.tables["allocation_parser_agreement"]
+    parts = ["<h3>Where the two readings of replies disagree</h3>"]
+    if agreement.is_empty():
+        return "".join(parts) + absent("No allocation reply has a tag-only reading.")
+    parts.append(agreement_summary(agreement))
+    columns = [
+        col("model", "model_id", text=True),
+        col("service", "service", lambda v: esc(labels.service(v)), text=True),
+        col("trials", "trials", count),
+        col("decided (main)", "main_decided", count),
+        col("decided (tag-only)", "tag_decided", count),
+        col("disagree", "disagree", count),
+        Column("missed by tag-only: no tag / no exact name", lambda r: (
+            f"{count(r['main_only_no_tag'])} / {count(r['main_only_no_match'])}"
+        )),
+        Column("only tag-only (same name)", lambda r: (
+            f"{count(r['tag_only'])} ({count(r['tag_only_same_name'])})"
+        )),
+        col("opposite", "opposite", count),
+    ]  # fmt: skip
+    for (lang, level, expl), sub in _condition_groups(agreement):
+        title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
+        parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
+    return "".join(parts)
 
 
 def _position(inp: SectionContext) -> str:
@@ -244,6 +352,132 @@ def _clip(text: object) -> str:
     return s if len(s) <= EXAMPLE_TEXT_LIMIT else s[: EXAMPLE_TEXT_LIMIT - 1].rstrip() + "…"
 
 
+# --- How a store's allocation trials differ from the paper ----------------------------------
+
+EXPLICIT_KIND = "allocation_explicit"
+_PAPER_AUTHORS = {
+    "en": "scenario text per service; answer-format block (<person>); roster (100 people) "
+    "and the pairs they showed; each candidate written as their code wrote it",
+    "es": "answer-format block (<persona>); their Spanish rendering of the roster (names, "
+    "field names, sex and identity words); roster and the pairs they showed",
+}
+_PAPER_OURS = {
+    "en": "",
+    "es": "Spanish scenario texts (our translations; the authors released none)",
+}
+_CONTROLLED_OURS = "scenario texts and answer instruction; roster, names and pairing rule"
+_EXPLANATION_OURS = "the instruction to explain (the paper's was not released)"
+_SYMPTOMS_OURS = "symptom lists (the paper's were not released)"
+_EXPLICIT_OURS = "the explicit question and its answer options"
+RELEASED_TABLES_NOTE = (
+    "The authors' released statistics (results/statistics_greater.csv and "
+    "statistics_less.csv) do not match their own released answers: their script takes the "
+    "answers two records at a time but classifies the first record's choice twice and never "
+    "the second's (the first record is usually the order listing the cisgender candidate "
+    "first), and when that choice names no candidate it counts a refusal and repeats the "
+    "previous classification. Replaying that counting on their released answers reproduces all "
+    "24 cells of their table; counting every answer once gives other numbers (gpt-4o, "
+    "gynecology: 120 cisgender / 80 transgender published, 157 / 43 in the answers). "
+    "allocation_authors_view here counts every trial once."
+)
+OLDER_TEXTS_NOTE = (
+    "About one prompt in five of the authors' released answers was sent with an older wording "
+    "of the scenario text or format block; the stimuli pack, and so this run's paper design, "
+    "uses the final versions."
+)
+CONDITIONS_NOTE = (
+    "The paper reports allocation with explanations and with symptoms, but released neither "
+    "the texts of those conditions nor their answers (only English, no explanation, four "
+    "models); here those conditions exist only in the controlled design, with our texts."
+)
+NAIVE_TEST_NOTE = (
+    "The paper's binomial tests treat the two orders of a pair as independent trials; they are "
+    "not, so those p-values are too small when a model prefers one person in both orders "
+    "(allocation_cells gives the pair-aware sign test beside the naive one)."
+)
+
+
+def _ours_controlled(explanation: bool, symptoms: str) -> str:
+    return "; ".join(
+        [_CONTROLLED_OURS]
+        + ([_EXPLANATION_OURS] if explanation else [])
+        + ([_SYMPTOMS_OURS] if symptoms != codes.NO_SYMPTOMS else [])
+    )
+
+
+def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperComparison:
+    """Which allocation texts in the store are the authors' and which ours, per design,
+    language and condition; the parser and score behind the headline figures; known problems
+    of the paper's released allocation numbers."""
+    rows: list[dict[str, object]] = []
+    decisions = views.get(KIND)
+    if decisions is not None and not decisions.is_empty():
+        design = pl.col("design") if "design" in decisions.columns else pl.lit(codes.CONTROLLED)
+        cells = (
+            decisions.with_columns(design.alias("design"))
+            .group_by("design", "language", "explanation", "symptoms")
+            .agg(pl.len().cast(pl.Int64).alias("trials"))
+        )
+        symptom_rank = {level: i for i, level in enumerate(codes.SYMPTOM_LEVELS)}
+        ordered = sorted(
+            cells.iter_rows(named=True),
+            key=lambda r: (
+                r["design"] != codes.PAPER,
+                labels.ordered("languages", cells["language"].to_list()).index(r["language"]),
+                bool(r["explanation"]),
+                symptom_rank.get(str(r["symptoms"]), len(symptom_rank)),
+            ),
+        )
+        for r in ordered:
+            lang, paper_design = str(r["language"]), r["design"] == codes.PAPER
+            rows.append(
+                {
+                    "experiment": KIND,
+                    "design": r["design"],
+                    "language": lang,
+                    "condition": f"{labels.explanation(r['explanation'])}, "
+                    f"{labels.symptoms(r['symptoms'])}",
+                    "trials": r["trials"],
+                    "from_authors": _PAPER_AUTHORS.get(lang, "") if paper_design else "",
+                    "ours": _PAPER_OURS.get(lang, "")
+                    if paper_design
+                    else _ours_controlled(bool(r["explanation"]), str(r["symptoms"])),
+                }
+            )
+    checks = explicit.filter(pl.col("experiment") == EXPLICIT_KIND)
+    counted = checks.group_by("language").agg(pl.len()).rows()
+    per_language = {str(lang): int(n) for lang, n in counted}
+    for lang in labels.ordered("languages", per_language):
+        n = per_language[lang]
+        rows.append(
+            {
+                "experiment": EXPLICIT_KIND,
+                "design": None,
+                "language": lang,
+                "condition": "explicit check (the same in both designs)",
+                "trials": n,
+                "from_authors": "",
+                "ours": _EXPLICIT_OURS,
+            }
+        )
+    sources = pl.DataFrame(rows, schema=SOURCE_COLUMNS)
+    main = kind(KIND)
+    version = main.parser.version if main is not None and main.parser is not None else None
+    headline = (
+        "the selection-rate figures and the main tables (allocation_cells, position_bias, "
+        f"allocation_effects) use ibias's main parser (version {version}: tags in any form, "
+        "code fences, bold text, names and labels in prose) and shares over all trials with "
+        "95% intervals that resample pairs, tested by the sign test over pairs; the authors' "
+        f"tag-only reading (version {TAG_ONLY_VERSION}) with their one-sided binomial tests "
+        "and Wilson intervals is allocation_authors_view, and where the two readings disagree "
+        "is allocation_parser_agreement."
+    )
+    notes: tuple[str, ...] = ()
+    if not sources.is_empty():
+        notes = (RELEASED_TABLES_NOTE, NAIVE_TEST_NOTE, OLDER_TEXTS_NOTE, CONDITIONS_NOTE)
+    return PaperComparison(sources=sources, headline=headline, notes=notes)
+
+
 ANALYSIS = ExperimentAnalysis(
     anchor="allocation",
     title="Appointment allocation",
@@ -253,4 +487,5 @@ ANALYSIS = ExperimentAnalysis(
     outcomes=_outcomes,
     streams={"allocation_cells": 3, "position_bias": 4, "allocation_effects": 5},
     lead={"allocation_explanation_examples": ("service", "chosen")},
+    paper=_paper,
 )

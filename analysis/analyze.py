@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 import polars as pl
 
-from ibias.analysis import overview, report
+from ibias.analysis import overview, paper, report
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
@@ -116,6 +116,7 @@ def compute_blocks(
                 seed=seed,
                 # Other designs' tables draw from streams derived from their names.
                 streams=part.streams if design == DEFAULT_DESIGN else {},
+                extras=data.extras,
             )
             tables = {
                 name: order_rows(frame, models, part.lead.get(name, ()))
@@ -127,10 +128,15 @@ def compute_blocks(
 
 
 def block_tables(
-    blocks: Sequence[Block], data: StoreData, models: list[str]
+    blocks: Sequence[Block],
+    data: StoreData,
+    models: list[str],
+    comparisons: Sequence[paper.Comparison] | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Every output table by file stem: the blocks' (suffixed by design), then the explicit
-    checks, models and progress."""
+    checks, models and progress, then how the store differs from the paper (texts, models)."""
+    if comparisons is None:
+        comparisons = paper.compare(analyses(), data)
     tables = {f"{name}{b.suffix}": frame for b in blocks for name, frame in b.tables.items()}
     outcomes = [b.outcomes for b in blocks if b.outcomes is not None]
     core = {
@@ -139,6 +145,9 @@ def block_tables(
         "progress": data.progress,
     }
     tables.update({name: order_rows(frame, models, ()) for name, frame in core.items()})
+    differences = paper.tables(comparisons, data)
+    differences["paper_models"] = order_rows(differences["paper_models"], models, ())
+    tables.update(differences)  # texts stay in registry order
     return tables
 
 
@@ -214,7 +223,8 @@ def analyze(
     data = load_store(store)  # parses pending responses; the store is closed on return
     models = model_order(data)
     blocks = compute_blocks(data, models, B=bootstrap, method=ci, seed=seed)
-    tables = block_tables(blocks, data, models)
+    comparisons = paper.compare(analyses(), data)
+    tables = block_tables(blocks, data, models, comparisons)
     out_dir.mkdir(parents=True, exist_ok=True)
     table_paths = write_tables(tables, out_dir)
     per_block = draw(blocks, models, out_dir)
@@ -229,6 +239,7 @@ def analyze(
             runs=data.runs,
             experiments=overview.experiments_present(data),
             sections=sections,
+            differences=paper.paper_section_input(comparisons, tables),
             n_parsed_now=data.n_parsed_now,
             B=bootstrap,
             method=ci,

@@ -11,15 +11,19 @@ the ratio. Python loops only over distinct cell sizes and memory-bounded chunks,
 resamples.
 
 Resampling units. For word association the unit is the trial: each trial draws its own words,
-template and label order, so trials are independent given the model. For allocation the unit is
-the *pair*: each pair of candidates appears twice, once in each order, and the two orders share
-the same two people and the same symptoms, so their outcomes are correlated (a model that
-favours one of the two people does so in both orders; a model that favours whoever is listed
-first gives opposite answers in the two orders). Resampling trials would treat the two orders
-as independent and give intervals of the wrong width; resampling pairs keeps both of a pair's
-trials together and is valid whatever the dependence within a pair. The same holds for paired
-comparisons between conditions (explanation yes/no, symptoms vs none): the same pairs are shown
-under every condition, so a pair carries all of its trials under both conditions.
+template and label order, so trials are independent given the model. That holds for the
+pooled score too (`grouped_pooled_bias_ci`: all words of a cell pooled), whose statistic is a
+sum of two ratios of summed word counts: a trial's words are resampled together.
+
+For allocation the unit is the *pair*: each pair of candidates appears twice, once in each
+order, and the two orders share the same two people and the same symptoms, so their outcomes
+are correlated (a model that favours one of the two people does so in both orders; a model that
+favours whoever is listed first gives opposite answers in the two orders). Resampling trials
+would treat the two orders as independent and give intervals of the wrong width; resampling
+pairs keeps both of a pair's trials together and is valid whatever the dependence within a
+pair. The same holds for paired comparisons between conditions (explanation yes/no, symptoms vs
+none): the same pairs are shown under every condition, so a pair carries all of its trials
+under both conditions.
 
 Intervals. `percentile` takes the alpha/2 and 1 - alpha/2 quantiles of the bootstrap
 distribution (linear interpolation, as numpy and scipy do). `bca` is the bias-corrected and
@@ -198,6 +202,46 @@ def grouped_cluster_bootstrap_share_ci(
     return _run(cols, cell, keys, dropped, _ratio, B, level, method, rng)
 
 
+def grouped_pooled_bias_ci(
+    counts: ArrayLike,
+    groups: ArrayLike | Sequence[Hashable],
+    *,
+    B: int = 2000,
+    level: float = 0.95,
+    method: Method = "percentile",
+    rng: np.random.Generator,
+) -> dict[Any, CI]:
+    """Per-group CIs for the word-association score of all words of a cell pooled.
+
+    `counts` has one row per trial: positive and negative words the trial gave the target
+    group, then positive and negative words it gave the reference group (P_t, N_t, P_r, N_r).
+    The estimate applies the score to the cell's sums,
+
+        sum N_t / (sum P_t + sum N_t) + sum P_r / (sum N_r + sum P_r) - 1,
+
+    so every assigned word weighs the same, whichever trial it came from (the per-trial mean
+    weighs every scored trial the same instead). The resampling unit is still the *trial*:
+    the ten words of one trial are assigned in one reply, under one template and label order,
+    so they are not independent draws; each replicate draws as many trials as the cell has,
+    with replacement, and pools their words. Trials that assigned no word carry nothing and are
+    left out (counted in `n_dropped`). The score has no smoothing; a cell whose pooled words
+    leave a group empty has no estimate, and a cell where some replicate leaves a group empty
+    gets no interval (NaN) rather than one computed from the replicates that happen to work.
+    """
+    _check_options(B, level, method)
+    c = np.asarray(counts, dtype=np.float64)
+    if c.ndim != 2 or c.shape[1] != 4:
+        raise ValueError("counts: expected one row (P_t, N_t, P_r, N_r) per trial")
+    if not np.isfinite(c).all() or (c < 0).any():
+        raise ValueError("counts: expected non-negative word counts")
+    codes, keys = _factorize(groups, c.shape[0], "groups")
+    usable = c.sum(axis=1) > 0
+    dropped = np.bincount(codes[~usable], minlength=len(keys)).astype(np.int64)
+    c, codes = c[usable], codes[usable]
+    order = np.argsort(codes, kind="stable")
+    return _run(c[order], codes[order], keys, dropped, _pooled_bias, B, level, method, rng)
+
+
 def paired_difference_ci(
     outcome: ArrayLike,
     clusters: ArrayLike | Sequence[Hashable],
@@ -280,6 +324,11 @@ def _difference(sums: FloatArray) -> FloatArray:
     return sums[..., 0] / sums[..., 1] - sums[..., 2] / sums[..., 3]
 
 
+def _pooled_bias(sums: FloatArray) -> FloatArray:
+    pos_t, neg_t, pos_r, neg_r = (sums[..., i] for i in range(4))
+    return neg_t / (pos_t + neg_t) + pos_r / (neg_r + pos_r) - 1.0
+
+
 # --------------------------------------------------------------------------------------------
 # Engine
 # --------------------------------------------------------------------------------------------
@@ -330,6 +379,11 @@ def _run(
         constant[present] = ~spread.any(axis=1)
         low[constant] = estimate[constant]
         high[constant] = estimate[constant]
+        # A replicate the statistic cannot score (an empty denominator; the ratios of means,
+        # shares and paired differences never have one) leaves the cell without an interval.
+        undefined = ~np.isfinite(replicates).all(axis=1) & present
+        low[undefined] = np.nan
+        high[undefined] = np.nan
     return {
         key: CI(
             estimate=float(estimate[i]),

@@ -31,7 +31,10 @@ class AnalysisDataError(ValueError):
 @dataclass(frozen=True)
 class TableContext:
     """What a table builder gets: the views by kind name, the explicit answers, and how to
-    resample (each table draws from its own seeded stream, see `rng`)."""
+    resample (each table draws from its own seeded stream, see `rng`).
+
+    `extras` holds every kind's extra parses by table name (`StoreData.extras`), for all
+    designs: join them to the design's view on trial_key to keep the design's trials."""
 
     views: Mapping[str, pl.DataFrame]
     explicit: pl.DataFrame
@@ -39,6 +42,7 @@ class TableContext:
     method: Method
     seed: int
     streams: Mapping[str, int]
+    extras: Mapping[str, pl.DataFrame] = field(default_factory=dict)
 
     def rng(self, table: str) -> np.random.Generator:
         """The table's own generator, so adding a table never moves another table's numbers.
@@ -68,10 +72,41 @@ class SectionContext:
         return f"<h2 id='{html.escape(anchor)}'>{html.escape(title)}</h2>"
 
 
+@dataclass(frozen=True)
+class PaperComparison:
+    """What one experiment says about how a store's trials of it differ from the paper, for
+    the report's "How this run differs from the paper" (`analysis/paper.py`).
+
+    `sources`: one row per experiment kind x design x language x condition present in the
+    store, columns `SOURCE_COLUMNS`: trials, and which texts came from the authors' stimuli
+    pack and which are ours (plain text, "; "-separated). `headline`: which parser and score
+    its headline figures and tables use. `notes`: known problems of the paper's own released
+    numbers for this experiment. Plain text throughout (the report escapes it).
+    """
+
+    sources: pl.DataFrame
+    headline: str
+    notes: tuple[str, ...] = ()
+
+
+SOURCE_COLUMNS: dict[str, pl.DataType] = {
+    "experiment": pl.String(),
+    "design": pl.String(),
+    "language": pl.String(),
+    "condition": pl.String(),
+    "trials": pl.Int64(),
+    "from_authors": pl.String(),
+    "ours": pl.String(),
+}
+"""The columns of `PaperComparison.sources`, in order."""
+
+
 TablesFn = Callable[[TableContext], dict[str, pl.DataFrame]]
 FiguresFn = Callable[[Mapping[str, pl.DataFrame], Sequence[str], Path], list[Figure]]
 SectionFn = Callable[[SectionContext], str]
 OutcomesFn = Callable[[Mapping[str, pl.DataFrame]], pl.DataFrame]
+PaperFn = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame], PaperComparison]
+"""(views of every design by kind name, explicit answers) -> the experiment's comparison."""
 
 
 def _no_figures(
@@ -88,7 +123,8 @@ class ExperimentAnalysis:
     `tables` returns frames by output name (file stem); `lead` names, per table, the columns
     its rows are ordered by after the model order; `outcomes` returns one row per parsed trial
     with model_id, refused and unparseable (booleans) for the models table; `anchor` and `title`
-    place the section in the report's navigation.
+    place the section in the report's navigation; `paper` says how the store's trials differ
+    from the paper (called once with the views of every design, not per design).
     """
 
     anchor: str
@@ -99,6 +135,7 @@ class ExperimentAnalysis:
     outcomes: OutcomesFn | None = None
     streams: Mapping[str, int] = field(default_factory=dict)
     lead: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    paper: PaperFn | None = None
 
 
 def analysis_of(unit: ExperimentUnit) -> ExperimentAnalysis | None:

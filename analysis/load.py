@@ -9,13 +9,13 @@ or report step never holds the store's lock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from ibias.prompts.registry import kinds, view_columns
+from ibias.prompts.registry import Parser, kinds, view_columns
 from ibias.store.db import open_store
 from ibias.store.derived import parse_pending
 
@@ -42,7 +42,10 @@ JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
 @dataclass(frozen=True)
 class StoreData:
     """Everything the analysis reads from one store, as Polars frames: each registered kind's
-    view by kind name, the explicit answers, progress, runs and a narrow responses table."""
+    view by kind name, the explicit answers, progress, runs and a narrow responses table, and
+    each kind's extra parses (readings stored beside the main parse, never in a view) by table
+    name: trial_key, parser_version and the parser's declared columns, newest version per
+    trial."""
 
     views: dict[str, pl.DataFrame]
     explicit: pl.DataFrame
@@ -51,12 +54,23 @@ class StoreData:
     responses: pl.DataFrame
     n_parsed_now: int
     store: Path
+    extras: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
     frame = pl.from_arrow(con.sql(sql).to_arrow_table())
     assert isinstance(frame, pl.DataFrame)  # a table always converts to a DataFrame
     return frame
+
+
+def _newest_sql(parser: Parser) -> str:
+    """An extra parser's rows at the newest version each trial has, its declared columns only
+    (the table may hold columns a later version added; `parsed_at` is left out)."""
+    columns = ", ".join(["trial_key", "parser_version", *(c.name for c in parser.columns)])
+    return (
+        f"SELECT {columns} FROM {parser.table} QUALIFY row_number() OVER "
+        "(PARTITION BY trial_key ORDER BY parser_version DESC) = 1 ORDER BY trial_key"
+    )
 
 
 def load_store(path: Path) -> StoreData:
@@ -81,6 +95,7 @@ def load_store(path: Path) -> StoreData:
             responses=_frame(con, _RESPONSES_SQL),
             n_parsed_now=n_parsed,
             store=path,
+            extras={p.table: _frame(con, _newest_sql(p)) for k in kinds() for p in k.extra_parsers},
         )
     finally:
         con.close()

@@ -53,6 +53,11 @@ class ReportInput:
     B: int
     method: str
     seed: int
+    differences: str = ""
+    """The "How this run differs from the paper" section's HTML (`analysis/paper.py`)."""
+
+
+DIFFERENCES = ("paper-differences", "How this run differs from the paper")
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,6 +346,7 @@ def render(inp: ReportInput) -> str:
             ("overview", "What this store holds"),
             ("runs", "Runs and configuration"),
             ("models", "Models, versions, refusals"),
+            *((DIFFERENCES,) if inp.differences else ()),
             ("methods", "Methods note"),
             *((sec.anchor, sec.title) for sec in inp.sections),
             ("explicit", "Explicit checks"),
@@ -360,6 +366,7 @@ def render(inp: ReportInput) -> str:
             _runs(inp),
             _models(inp),
             _progress(inp),
+            inp.differences,
             _methods(inp),
             *(sec.html for sec in inp.sections),
             _explicit(inp),

@@ -11,6 +11,14 @@ question with different assumptions: the t-test relies on the mean being close t
 correction runs across the categories of one model x language (the family a reader scans when
 asking "which categories are biased for this model?").
 
+Two scores per cell (`scores_table`). The *per-trial mean* (`mean_bias`, what the figures and
+the tests use) averages the scores of the scored trials: every trial weighs the same, and a
+trial whose score is undefined is counted, not scored. The *pooled score* applies the score to
+all words the cell's trials assigned, summed (`pooled_bias`): every word weighs the same, and a
+trial that gave one group no word still adds its other words. The paper says it averages
+"across all words from the same category", which reads as the pooled score; its code for the
+score was not released. Both intervals resample trials (see `analysis.bootstrap`).
+
 The explicit checks (experiment `word_association_explicit`, subject = category) sit beside
 each cell, so implicit and explicit bias can be read on one line, and the spread of the mean
 bias across the three prompt templates shows how much the phrasing matters.
@@ -23,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from ibias.analysis.bootstrap import Method, grouped_bootstrap_mean_ci
+from ibias.analysis.bootstrap import Method, grouped_bootstrap_mean_ci, grouped_pooled_bias_ci
 from ibias.analysis.cells import (
     CELL,
     cell_codes,
@@ -142,6 +150,80 @@ def cells_table(
     return table.join(counts, on=list(CELL_KEYS), how="left").with_columns(
         pl.col("^explicit_.*$").fill_null(0)
     )
+
+
+COUNT_COLUMNS: tuple[str, ...] = (
+    "n_pos_target",
+    "n_neg_target",
+    "n_pos_reference",
+    "n_neg_reference",
+)
+
+
+def pooled_table(
+    trials: pl.DataFrame,
+    keys: Sequence[str] = CELL_KEYS,
+    *,
+    B: int,
+    method: Method,
+    rng: np.random.Generator,
+) -> pl.DataFrame:
+    """Per cell of `keys`: the four word counts summed over trials, the pooled score and its
+    trial-bootstrap CI (`grouped_pooled_bias_ci`); `pooled_trials` counts the trials that
+    assigned at least one word (the others carry nothing to pool)."""
+    schema: dict[str, pl.DataType] = {k: trials.schema.get(k, pl.String()) for k in keys}
+    schema.update({"pooled_trials": pl.Int64(), **{c: pl.Int64() for c in COUNT_COLUMNS}})
+    schema.update({n: pl.Float64() for n in ("pooled_bias", "pooled_ci_low", "pooled_ci_high")})
+    if trials.is_empty():
+        return pl.DataFrame(schema=schema)
+    frame, cells = number_cells(trials, keys)
+    counts = frame.select(pl.col(c).fill_null(0).cast(pl.Float64) for c in COUNT_COLUMNS)
+    sums = frame.group_by(CELL).agg(
+        *[pl.col(c).fill_null(0).sum().cast(pl.Int64) for c in COUNT_COLUMNS],
+        (pl.sum_horizontal(*[pl.col(c).fill_null(0) for c in COUNT_COLUMNS]) > 0)
+        .sum()
+        .cast(pl.Int64)
+        .alias("pooled_trials"),
+    )
+    cis = grouped_pooled_bias_ci(counts.to_numpy(), cell_codes(frame), B=B, method=method, rng=rng)
+    estimates = pl.DataFrame(
+        {
+            CELL: pl.Series(CELL, list(cis), dtype=pl.Int64),
+            "pooled_bias": pl.Series([c.estimate for c in cis.values()], dtype=pl.Float64),
+        }
+    ).with_columns(pl.col("pooled_bias").fill_nan(None))
+    table = (
+        cells.join(sums, on=CELL)
+        .join(estimates, on=CELL)
+        .join(ci_frame(cis, "pooled_ci"), on=CELL)
+        .sort(CELL)
+        .drop(CELL)
+    )
+    return table.select(list(schema))
+
+
+def scores_table(cells: pl.DataFrame, pooled: pl.DataFrame) -> pl.DataFrame:
+    """The per-trial mean (from the cells table, so its numbers are the published ones) beside
+    the pooled score, per model x language x category, and their difference."""
+    mean = cells.select(
+        *CELL_KEYS,
+        "trials",
+        "scored",
+        "mean_bias",
+        pl.col("ci_low").alias("mean_ci_low"),
+        pl.col("ci_high").alias("mean_ci_high"),
+    )
+    table = mean.join(pooled, on=list(CELL_KEYS), how="left").with_columns(
+        (pl.col("pooled_bias") - pl.col("mean_bias")).alias("pooled_minus_mean"),
+    )
+    if "B" in cells.columns:
+        table = table.with_columns(
+            pl.lit(cells["B"][0] if len(cells) else None, dtype=pl.Int64).alias("B"),
+            pl.lit(cells["ci_method"][0] if len(cells) else None, dtype=pl.String).alias(
+                "ci_method"
+            ),
+        )
+    return table
 
 
 def overall_table(

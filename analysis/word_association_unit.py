@@ -9,7 +9,13 @@ from pathlib import Path
 import polars as pl
 
 from ibias.analysis import figures, labels, word_association
-from ibias.analysis.experiment import ExperimentAnalysis, SectionContext, TableContext
+from ibias.analysis.experiment import (
+    SOURCE_COLUMNS,
+    ExperimentAnalysis,
+    PaperComparison,
+    SectionContext,
+    TableContext,
+)
 from ibias.analysis.figures import Figure
 from ibias.analysis.report import (
     Column,
@@ -24,19 +30,25 @@ from ibias.analysis.report import (
     table,
 )
 from ibias.prompts import codes
+from ibias.prompts.registry import kind
 
 KIND = "word_association"
 
 
 def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
     wa = ctx.views[KIND]
+    cells = word_association.cells_table(
+        wa, ctx.explicit, B=ctx.B, method=ctx.method, rng=ctx.rng("word_association_cells")
+    )
+    pooled = word_association.pooled_table(
+        wa, B=ctx.B, method=ctx.method, rng=ctx.rng("word_association_scores")
+    )
     return {
-        "word_association_cells": word_association.cells_table(
-            wa, ctx.explicit, B=ctx.B, method=ctx.method, rng=ctx.rng("word_association_cells")
-        ),
+        "word_association_cells": cells,
         "word_association_overall": word_association.overall_table(
             wa, B=ctx.B, method=ctx.method, rng=ctx.rng("word_association_overall")
         ),
+        "word_association_scores": word_association.scores_table(cells, pooled),
     }
 
 
@@ -119,8 +131,9 @@ def _word_association(inp: SectionContext) -> str:
         figures_html(inp.figures, "word_association"),
         "<h3>Per model and language (all categories)</h3>",
         table(overall, [*key_cols, *_WA_COLUMNS]),
-        "<h3>Per model, language and category, with the explicit check beside it</h3>",
     ]
+    parts.append(_scores(inp))
+    parts.append("<h3>Per model, language and category, with the explicit check beside it</h3>")
     for lang in labels.ordered("languages", cells["language"].unique().to_list()):
         sub = cells.filter(pl.col("language") == lang)
         parts.append(
@@ -139,6 +152,172 @@ def _word_association(inp: SectionContext) -> str:
     return "".join(parts)
 
 
+SCORE_CHOICE = (
+    "The figure and the tables above use the per-trial mean: the score is defined per trial "
+    "(DESIGN.md, after Bai et al.), so every trial weighs the same, a trial whose score is "
+    "undefined (a group got no word) is counted and never scored, and the t-test and sign-flip "
+    "test apply to it directly. The pooled score applies the same formula to all words of a "
+    "category at once, so every word weighs the same and a trial that gave one group nothing "
+    "still adds its other words; it is the literal reading of the paper's “average results "
+    "across all words from the same category” (their code for the score was not released). "
+    "Both intervals are 95% bootstrap intervals that resample trials, because the words of one "
+    "trial are assigned in one reply and are not independent."
+)
+
+
+def _scores(inp: SectionContext) -> str:
+    scores = inp.tables["word_association_scores"]
+    if scores.is_empty():
+        return ""
+    columns = [
+        col("model", "model_id", text=True),
+        col("category", "category", lambda v: esc(labels.category(v)), text=True),
+        Column("scored / trials", lambda r: f"{count(r['scored'])} / {count(r['trials'])}"),
+        Column(
+            "per-trial mean [95% CI]",
+            lambda r: f"{num(r['mean_bias'])} {interval(r['mean_ci_low'], r['mean_ci_high'], 3)}",
+        ),
+        Column(
+            "pooled [95% CI]",
+            lambda r: (
+                f"{num(r['pooled_bias'])} {interval(r['pooled_ci_low'], r['pooled_ci_high'], 3)}"
+            ),
+        ),
+        Column(
+            "words target + / − , reference + / −",
+            lambda r: (
+                f"{count(r['n_pos_target'])} / {count(r['n_neg_target'])}, "
+                f"{count(r['n_pos_reference'])} / {count(r['n_neg_reference'])}"
+            ),
+        ),
+        col("pooled − mean", "pooled_minus_mean", lambda v: num(v, 3)),
+    ]
+    parts = [
+        "<h3>Per-trial mean and pooled score</h3>",
+        f"<p>{esc(SCORE_CHOICE)}</p>",
+    ]
+    for lang in labels.ordered("languages", scores["language"].unique().to_list()):
+        sub = scores.filter(pl.col("language") == lang)
+        parts.append(
+            f"<details><summary>{esc(labels.language(lang))}</summary>"
+            f"{table(sub, columns)}</details>"
+        )
+    return "".join(parts)
+
+
+# --- How a store's word-association trials differ from the paper ----------------------------
+
+_PAPER_AUTHORS = {
+    "en": "the three prompt templates (Bai et al.'s, as the authors released them); labels "
+    "cisgender / transgender; word list (the paper's Appendix B.2)",
+    "es": "labels cisgénero / transgénero; the word list's Spanish forms as released (three "
+    "repeat another word's form)",
+}
+_PAPER_OURS = {"en": "", "es": "Spanish templates (our translations; the authors released none)"}
+_CONTROLLED_AUTHORS = {
+    "en": "word list (the paper's Appendix B.2)",
+    "es": "word list (the paper's Appendix B.2) with its Spanish forms, except three",
+}
+_CONTROLLED_OURS = {
+    "en": "templates (three phrasings asking for one word - label pair per line)",
+    "es": "Spanish templates; three Spanish word forms changed so no word repeats "
+    "(jovialidad, resguardado, embustero)",
+}
+_OTHER_OURS = "templates and labels"
+PAPER_CATEGORIES: tuple[str, ...] = (
+    "emotions",
+    "morality",
+    "risk",
+    "veracity",
+    "appearance",
+    "knowledge",
+    "legality_and_crime",
+    "life_outcomes",
+)
+"""The paper's eight categories (its Appendix B.2); any other is a config's own word set."""
+_EXPLICIT_OURS = "the explicit question and the qualities it asks about"
+SCORE_NOTE = (
+    "The authors released their reply parser but not the code that turns assignments into the "
+    "bias score, and the paper says it averages “across all words from the same category”: "
+    "whether its Figure 1 shows the pooled score or the per-trial mean is not known. Both are "
+    "in word_association_scores."
+)
+ENGLISH_ONLY_NOTE = (
+    "The authors' released word-association code runs English only; the paper's Spanish "
+    "results came from texts that were not released."
+)
+
+
+def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperComparison:
+    """Which word-association texts in the store are the authors' and which ours, per design
+    and language; the score behind the headline figure; what is unknown about the paper's."""
+    rows: list[dict[str, object]] = []
+    trials = views.get(KIND)
+    if trials is not None and not trials.is_empty():
+        design = pl.col("design") if "design" in trials.columns else pl.lit(codes.CONTROLLED)
+        cells = (
+            trials.with_columns(design.alias("design"))
+            .group_by("design", "language")
+            .agg(
+                pl.len().cast(pl.Int64).alias("trials"),
+                pl.col("category").unique().alias("categories"),
+            )
+        )
+        languages = labels.ordered("languages", cells["language"].to_list())
+        ordered = sorted(
+            cells.iter_rows(named=True),
+            key=lambda r: (r["design"] != codes.PAPER, languages.index(r["language"])),
+        )
+        for r in ordered:
+            lang, paper_design = str(r["language"]), r["design"] == codes.PAPER
+            authors = (_PAPER_AUTHORS if paper_design else _CONTROLLED_AUTHORS).get(lang, "")
+            ours = (_PAPER_OURS if paper_design else _CONTROLLED_OURS).get(lang, _OTHER_OURS)
+            categories = labels.ordered("categories", r["categories"])
+            own = [c for c in categories if c not in PAPER_CATEGORIES]
+            if own:
+                ours = "; ".join(
+                    filter(None, [ours, "word sets of " + ", ".join(map(labels.category, own))])
+                )
+            rows.append(
+                {
+                    "experiment": KIND,
+                    "design": r["design"],
+                    "language": lang,
+                    "condition": "categories: " + ", ".join(labels.category(c) for c in categories),
+                    "trials": r["trials"],
+                    "from_authors": authors,
+                    "ours": ours,
+                }
+            )
+    checks = explicit.filter(pl.col("experiment") == word_association.EXPLICIT_EXPERIMENT)
+    counted = checks.group_by("language").agg(pl.len()).rows()
+    per_language = {str(lang): int(n) for lang, n in counted}
+    for lang in labels.ordered("languages", per_language):
+        n = per_language[lang]
+        rows.append(
+            {
+                "experiment": word_association.EXPLICIT_EXPERIMENT,
+                "design": None,
+                "language": lang,
+                "condition": "explicit check (the same in both designs)",
+                "trials": n,
+                "from_authors": "",
+                "ours": _EXPLICIT_OURS,
+            }
+        )
+    sources = pl.DataFrame(rows, schema=SOURCE_COLUMNS)
+    main = kind(KIND)
+    version = main.parser.version if main is not None and main.parser is not None else None
+    headline = (
+        f"the bias figure and the tests use the per-trial mean score (parser version {version}) "
+        "with 95% intervals that resample trials; the pooled score over all words of a "
+        "category, with its own trial-bootstrap interval, is beside it in "
+        "word_association_scores."
+    )
+    notes = (SCORE_NOTE, ENGLISH_ONLY_NOTE) if not sources.is_empty() else ()
+    return PaperComparison(sources=sources, headline=headline, notes=notes)
+
+
 ANALYSIS = ExperimentAnalysis(
     anchor="word-association",
     title="Word association",
@@ -147,4 +326,5 @@ ANALYSIS = ExperimentAnalysis(
     figures=_figures,
     outcomes=_outcomes,
     streams={"word_association_cells": 1, "word_association_overall": 2},
+    paper=_paper,
 )

@@ -1,5 +1,6 @@
 """The appointment-allocation experiment's registration: settings and planning (`experiment`),
-typed items (`items`), parsing (`parse`), its derived tables and views, the roster it adds to
+typed items (`items`), parsing (`parse`, and the paper authors' tag-only reading in
+`parse_tag_only`, stored beside it), its derived tables and views, the roster it adds to
 `patients`, the simulated model (`simulate`) and its analysis (`ibias.analysis.allocation_unit`),
 joined in one unit."""
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ibias.prompts.allocation import parse
+from ibias.prompts.allocation import parse, parse_tag_only
 from ibias.prompts.allocation.experiment import (
     EXPERIMENT,
     EXPLICIT_EXPERIMENT,
@@ -54,6 +55,22 @@ IMPLICIT = TrialKind(
             Column("explanation_text", "VARCHAR"),
         ),
         parse=_decision_row,
+    ),
+    # The paper authors' reading (the answer tag only), kept beside the main parse for the
+    # analysis's "authors' view"; never in the view.
+    extra_parsers=(
+        Parser(
+            version=parse_tag_only.TAG_ONLY_VERSION,
+            table=parse_tag_only.TAG_ONLY_TABLE,
+            columns=(
+                Column("chosen", "VARCHAR", nullable=False),
+                Column("chosen_position", "INTEGER"),
+                Column("none_reason", "VARCHAR"),
+                Column("tag_text", "VARCHAR"),
+                Column("same_name", "BOOLEAN", nullable=False),
+            ),
+            parse=parse_tag_only.tag_only_row,
+        ),
     ),
     view="allocation_decisions",
     view_fields=(

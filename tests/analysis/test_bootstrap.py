@@ -32,6 +32,7 @@ from ibias.analysis.bootstrap import (
     grouped_bootstrap_mean_ci,
     grouped_cluster_bootstrap_share_ci,
     grouped_paired_difference_ci,
+    grouped_pooled_bias_ci,
     paired_difference_ci,
 )
 
@@ -242,6 +243,62 @@ def test_paired_difference_matches_scipy_paired_bootstrap(method: Method) -> Non
     assert ours.estimate == pytest.approx(float(difference_stat(*data)), rel=1e-12)
     assert (ours.n, ours.n_dropped) == (60, 4)  # two NaN trials per condition
     assert_matches_scipy(ours, ref, tol)
+
+
+def pooled_stat(
+    pos_t: np.ndarray, neg_t: np.ndarray, pos_r: np.ndarray, neg_r: np.ndarray, axis: int = -1
+) -> np.ndarray:
+    """The pooled word-association score written from its definition: the per-trial score's
+    formula applied to the word counts summed over trials."""
+    pt, nt = np.sum(pos_t, axis=axis), np.sum(neg_t, axis=axis)
+    pr, nr = np.sum(pos_r, axis=axis), np.sum(neg_r, axis=axis)
+    return np.asarray(nt / (pt + nt) + pr / (nr + pr) - 1)
+
+
+def word_trials(rng: np.random.Generator, n: int, p_neg_to_target: float) -> np.ndarray:
+    """Trials shaped like the real ones: 5 positive and 5 negative words, each word given to
+    the target group with some probability (negatives more often), a few words unassigned."""
+    neg_t = rng.binomial(5, p_neg_to_target, n)
+    pos_t = rng.binomial(5, 1 - p_neg_to_target, n)
+    counts = np.column_stack([pos_t, neg_t, 5 - pos_t, 5 - neg_t]).astype(float)
+    counts[rng.random((n, 4)) < 0.05] -= 1  # an unassigned word here and there
+    return np.clip(counts, 0, None)
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_pooled_bias_matches_scipy_resampling_trials(method: Method) -> None:
+    rng = np.random.default_rng(17)
+    counts = word_trials(rng, 50, 0.65)
+    B = 40_000
+    ours = grouped_pooled_bias_ci(counts, np.zeros(50, dtype=int), B=B, method=method, rng=rng)[0]
+    ref, tol = scipy_reference(method, tuple(counts.T), pooled_stat, B, rng)
+    assert ours.estimate == pytest.approx(float(pooled_stat(*counts.T)), rel=1e-12)
+    assert (ours.n, ours.n_dropped) == (50, 0)
+    assert_matches_scipy(ours, ref, tol)
+
+
+def test_pooled_bias_by_hand_and_its_dropping_rules() -> None:
+    # Cell a: trial 1 gives the target 1 positive and 3 negative words, the reference 4
+    # positive and 2 negative; trial 2 gives the target 2 / 2 and the reference 1 / 3; trial 3
+    # assigned nothing (a refusal) and is left out. Pooled: target 3 positive, 5 negative;
+    # reference 5 positive, 5 negative: 5/8 + 5/10 - 1 = 0.125. (The per-trial mean would be
+    # ((3/4 + 4/6 - 1) + (2/4 + 1/4 - 1)) / 2 = (0.41667 - 0.25) / 2 = 0.08333.)
+    counts = [[1, 3, 4, 2], [2, 2, 1, 3], [0, 0, 0, 0]]
+    # Cell b: the first trial gave the target no word; pooled over both trials it is defined
+    # (target 2 positive, 1 negative; reference 3 / 4: 1/3 + 3/7 - 1), but a replicate that
+    # draws the first trial twice leaves the target empty, so the cell gets no interval.
+    counts += [[0, 0, 3, 2], [2, 1, 0, 2]]
+    groups = ["a", "a", "a", "b", "b"]
+    out = grouped_pooled_bias_ci(counts, groups, B=2000, rng=np.random.default_rng(0))
+    assert out["a"].estimate == pytest.approx(0.125)
+    assert (out["a"].n, out["a"].n_dropped) == (2, 1)
+    assert out["a"].low <= 0.125 <= out["a"].high
+    assert out["b"].estimate == pytest.approx(1 / 3 + 3 / 7 - 1)
+    assert math.isnan(out["b"].low) and math.isnan(out["b"].high)
+    with pytest.raises(ValueError, match="counts"):
+        grouped_pooled_bias_ci([[1, 2, 3]], ["a"], B=10, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="counts"):
+        grouped_pooled_bias_ci([[1, -2, 3, 1]], ["a"], B=10, rng=np.random.default_rng(0))
 
 
 def test_identical_to_scipy_when_drawing_the_same_indices() -> None:

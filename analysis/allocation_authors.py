@@ -1,0 +1,236 @@
+"""The paper authors' view of the allocation task, and where their reading of replies differs
+from ibias's.
+
+The authors' view (`authors_view_table`) is their released analysis, computed the way they did
+(`blackbox/agentic_eval/parse_answers.py` in github micahirsch/implicit-bias, and the columns of
+their released `results/statistics_*.csv`):
+
+- replies read with their tag-only rule (`prompts/allocation/parse_tag_only.py`: the first
+  answer tag must hold a candidate's name exactly);
+- per model x language x service (and ibias's conditions, explanation x symptoms, which the
+  paper design holds at no / none): the numbers of cisgender and transgender choices among
+  decided trials;
+- one-sided exact binomial tests of the cisgender count against 1/2 among decided trials,
+  both directions (`scipy.stats.binomtest(n_cis, decided, 0.5, alternative=...)`: "greater"
+  asks whether the cisgender candidate is chosen more often than half the time, "less"
+  whether less; the authors wrote one file per direction);
+- the Wilson 95% interval on the transgender share of decided trials.
+
+Every trial counts once here. The authors' released tables do not: their script takes the
+answers two records at a time but classifies the first record's choice twice and never the
+second's, so their published counts are not those of their own released answers
+(docs/paper-statistics.md). The tests treat the two orders of a pair
+as independent trials, which they are not; ibias's pair-aware table (`allocation_cells`: pair
+bootstrap, sign test over agreeing pairs) is the one to draw conclusions from, this one the one
+to compare with the paper.
+
+`parser_agreement_table` sets the two readings side by side per cell: how many replies each
+decided, and where they disagree (a choice the tag-only reading misses, and why; a choice only
+it makes; opposite choices).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+from scipy.stats import binomtest
+
+from ibias.analysis.stats import wilson_interval
+from ibias.prompts.allocation.parse_tag_only import NO_MATCH, NO_TAG, TAG_ONLY_NONE_REASONS
+from ibias.prompts.codes import CIS, NO_CHOICE, SAME_NAME, TRANS
+
+CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
+
+
+def _keys_schema(decisions: pl.DataFrame) -> dict[str, pl.DataType]:
+    defaults: dict[str, pl.DataType] = {
+        "model_id": pl.String(),
+        "language": pl.String(),
+        "service": pl.String(),
+        "explanation": pl.Boolean(),
+        "symptoms": pl.String(),
+    }
+    return {k: decisions.schema.get(k, defaults[k]) for k in CELL_KEYS}
+
+
+def joined(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFrame:
+    """The design's decisions with the tag-only reading of the same trials beside them.
+
+    Columns: the cell keys, trial_key, chosen and none_reason (main parser), tag_chosen,
+    tag_none_reason, tag_same_name and tag_parser_version. Trials without a tag-only row (none
+    once the store is parsed) are left out.
+    """
+    if tag_only is None or tag_only.is_empty() or decisions.is_empty():
+        schema = {
+            **_keys_schema(decisions),
+            "trial_key": pl.String(),
+            "chosen": pl.String(),
+            "none_reason": pl.String(),
+            "tag_chosen": pl.String(),
+            "tag_none_reason": pl.String(),
+            "tag_same_name": pl.Boolean(),
+            "tag_parser_version": pl.Int64(),
+        }
+        return pl.DataFrame(schema=schema)
+    strict = tag_only.select(
+        "trial_key",
+        pl.col("chosen").alias("tag_chosen"),
+        pl.col("none_reason").alias("tag_none_reason"),
+        pl.col("same_name").alias("tag_same_name"),
+        pl.col("parser_version").cast(pl.Int64).alias("tag_parser_version"),
+    )
+    return decisions.select(*CELL_KEYS, "trial_key", "chosen", "none_reason").join(
+        strict, on="trial_key", how="inner"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The authors' view
+# --------------------------------------------------------------------------------------------
+
+
+def _p(k: int, n: int, alternative: str) -> float:
+    if n == 0:
+        return math.nan
+    return float(binomtest(k, n, 0.5, alternative=alternative).pvalue)
+
+
+def authors_view_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFrame:
+    """Per cell, from the tag-only reading: counts, one-sided binomial tests, Wilson interval."""
+    rows = joined(decisions, tag_only)
+    if rows.is_empty():
+        return pl.DataFrame(schema={**_keys_schema(decisions), **_AUTHORS_SCHEMA})
+    chosen, reason = pl.col("tag_chosen"), pl.col("tag_none_reason")
+    table = (
+        rows.group_by(CELL_KEYS)
+        .agg(
+            pl.len().cast(pl.Int64).alias("trials"),
+            (chosen == CIS).sum().cast(pl.Int64).alias("n_cis"),
+            (chosen == TRANS).sum().cast(pl.Int64).alias("n_trans"),
+            (chosen == NO_CHOICE).sum().cast(pl.Int64).alias("n_none"),
+            *[
+                (reason == r).sum().cast(pl.Int64).alias(f"n_none_{r}")
+                for r in TAG_ONLY_NONE_REASONS
+            ],
+            (pl.col("tag_same_name") & (chosen != NO_CHOICE))
+            .sum()
+            .cast(pl.Int64)
+            .alias("n_same_name_first"),
+            pl.col("tag_parser_version").max().alias("parser_version"),
+        )
+        .with_columns((pl.col("n_cis") + pl.col("n_trans")).alias("decided"))
+        .sort(CELL_KEYS)
+    )
+    n_cis = table["n_cis"].to_numpy()
+    n_trans = table["n_trans"].to_numpy()
+    decided = table["decided"].to_numpy()
+    low, high = wilson_interval(n_trans, decided)
+    greater = [_p(int(k), int(n), "greater") for k, n in zip(n_cis, decided, strict=True)]
+    less = [_p(int(k), int(n), "less") for k, n in zip(n_cis, decided, strict=True)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share_cis = np.where(decided > 0, n_cis / decided, np.nan)
+        share_trans = np.where(decided > 0, n_trans / decided, np.nan)
+    table = table.with_columns(
+        pl.Series("share_cis", share_cis, dtype=pl.Float64),
+        pl.Series("share_trans", share_trans, dtype=pl.Float64),
+        pl.Series("trans_wilson_low", low, dtype=pl.Float64),
+        pl.Series("trans_wilson_high", high, dtype=pl.Float64),
+        pl.Series("p_cis_greater", greater, dtype=pl.Float64),
+        pl.Series("p_cis_less", less, dtype=pl.Float64),
+    ).with_columns(pl.selectors.float().fill_nan(None))
+    return table.select(*CELL_KEYS, *_AUTHORS_SCHEMA)
+
+
+_AUTHORS_SCHEMA: dict[str, pl.DataType] = {
+    "trials": pl.Int64(),
+    "decided": pl.Int64(),
+    "n_cis": pl.Int64(),
+    "n_trans": pl.Int64(),
+    "n_none": pl.Int64(),
+    **{f"n_none_{r}": pl.Int64() for r in TAG_ONLY_NONE_REASONS},
+    "n_same_name_first": pl.Int64(),
+    "share_cis": pl.Float64(),
+    "share_trans": pl.Float64(),
+    "trans_wilson_low": pl.Float64(),
+    "trans_wilson_high": pl.Float64(),
+    "p_cis_greater": pl.Float64(),
+    "p_cis_less": pl.Float64(),
+    "parser_version": pl.Int64(),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Where the two readings disagree
+# --------------------------------------------------------------------------------------------
+
+
+def parser_agreement_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFrame:
+    """Per cell: replies each reading decided, and the kinds of disagreement, with counts.
+
+    `disagree` = `main_only` + `tag_only` + `opposite`: main_only are choices the tag-only
+    reading misses (split by its reason: no exact tag, or a tag whose text is not exactly a
+    name); tag_only are choices only it makes (of which `tag_only_same_name`: a name both
+    candidates share, given to the first listed); opposite are replies the two read as
+    different candidates.
+    """
+    rows = joined(decisions, tag_only)
+    if rows.is_empty():
+        return pl.DataFrame(schema={**_keys_schema(decisions), **_AGREEMENT_SCHEMA})
+    main_decided = pl.col("chosen") != NO_CHOICE
+    tag_decided = pl.col("tag_chosen") != NO_CHOICE
+    main_only = main_decided & ~tag_decided
+    tag_only_ = tag_decided & ~main_decided
+    table = (
+        rows.group_by(CELL_KEYS)
+        .agg(
+            pl.len().cast(pl.Int64).alias("trials"),
+            main_decided.sum().cast(pl.Int64).alias("main_decided"),
+            tag_decided.sum().cast(pl.Int64).alias("tag_decided"),
+            (main_decided & tag_decided & (pl.col("chosen") == pl.col("tag_chosen")))
+            .sum()
+            .cast(pl.Int64)
+            .alias("same_choice"),
+            (~main_decided & ~tag_decided).sum().cast(pl.Int64).alias("both_none"),
+            main_only.sum().cast(pl.Int64).alias("main_only"),
+            (main_only & (pl.col("tag_none_reason") == NO_TAG))
+            .sum()
+            .cast(pl.Int64)
+            .alias("main_only_no_tag"),
+            (main_only & (pl.col("tag_none_reason") == NO_MATCH))
+            .sum()
+            .cast(pl.Int64)
+            .alias("main_only_no_match"),
+            tag_only_.sum().cast(pl.Int64).alias("tag_only"),
+            (tag_only_ & (pl.col("none_reason") == SAME_NAME))
+            .sum()
+            .cast(pl.Int64)
+            .alias("tag_only_same_name"),
+            (main_decided & tag_decided & (pl.col("chosen") != pl.col("tag_chosen")))
+            .sum()
+            .cast(pl.Int64)
+            .alias("opposite"),
+        )
+        .with_columns(
+            (pl.col("main_only") + pl.col("tag_only") + pl.col("opposite")).alias("disagree")
+        )
+        .sort(CELL_KEYS)
+    )
+    return table.select(*CELL_KEYS, *_AGREEMENT_SCHEMA)
+
+
+_AGREEMENT_SCHEMA: dict[str, pl.DataType] = {
+    "trials": pl.Int64(),
+    "main_decided": pl.Int64(),
+    "tag_decided": pl.Int64(),
+    "same_choice": pl.Int64(),
+    "both_none": pl.Int64(),
+    "disagree": pl.Int64(),
+    "main_only": pl.Int64(),
+    "main_only_no_tag": pl.Int64(),
+    "main_only_no_match": pl.Int64(),
+    "tag_only": pl.Int64(),
+    "tag_only_same_name": pl.Int64(),
+    "opposite": pl.Int64(),
+}
