@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import figures, labels, word_association
+from ibias.analysis import figures, labels, templates, word_association
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -48,6 +48,7 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         "word_association_overall": word_association.overall_table(
             wa, B=ctx.B, method=ctx.method, rng=ctx.rng("word_association_overall")
         ),
+        "word_association_templates": templates.template_table(wa),
         "word_association_scores": word_association.scores_table(cells, pooled),
     }
 
@@ -133,6 +134,7 @@ def _word_association(inp: SectionContext) -> str:
         table(overall, [*key_cols, *_WA_COLUMNS]),
     ]
     parts.append(_scores(inp))
+    parts.append(_templates(inp))
     parts.append("<h3>Per model, language and category, with the explicit check beside it</h3>")
     for lang in labels.ordered("languages", cells["language"].unique().to_list()):
         sub = cells.filter(pl.col("language") == lang)
@@ -198,6 +200,44 @@ def _scores(inp: SectionContext) -> str:
     ]
     for lang in labels.ordered("languages", scores["language"].unique().to_list()):
         sub = scores.filter(pl.col("language") == lang)
+        parts.append(
+            f"<details><summary>{esc(labels.language(lang))}</summary>"
+            f"{table(sub, columns)}</details>"
+        )
+    return "".join(parts)
+
+
+def _templates(inp: SectionContext) -> str:
+    frame = inp.tables.get("word_association_templates")
+    if frame is None or frame.is_empty():
+        return ""
+    columns = [
+        col("model", "model_id", text=True),
+        col("category", "category", lambda v: esc(labels.category(v)), text=True),
+        Column(
+            "template 1 / 2 / 3: mean (scored)",
+            lambda r: " / ".join(
+                f"{num(r[f'mean_template_{t}'], 2)} ({count(r[f'scored_template_{t}'])})"
+                for t in (1, 2, 3)
+            ),
+        ),
+        col("Kruskal-Wallis H", "kruskal_h", lambda v: num(v, 2)),
+        Column(
+            "p (Holm)",
+            lambda r: (
+                f"{pvalue(r['kruskal_p'], r['kruskal_p_holm'])} ({pvalue(r['kruskal_p_holm'])})"
+            ),
+        ),
+    ]
+    parts = [
+        "<h3>Does the bias depend on the template?</h3>",
+        "<p>Kruskal-Wallis test across the three templates of the scored trials' biases "
+        "(rank-based, tie-corrected; null when fewer than two templates have scored trials). "
+        "Bold p-values are below 0.05 after Holm's correction across the categories of a model "
+        "and language. A small p means the model's bias depends on the phrasing.</p>",
+    ]
+    for lang in labels.ordered("languages", frame["language"].unique().to_list()):
+        sub = frame.filter(pl.col("language") == lang)
         parts.append(
             f"<details><summary>{esc(labels.language(lang))}</summary>"
             f"{table(sub, columns)}</details>"
