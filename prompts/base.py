@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import orjson
@@ -131,6 +131,23 @@ class Persona:
     position bias (`allocation_cis_default` for services not listed). `position_bias` b shifts
     the choice toward whoever is listed first: P(cis | cis first) = clip(q + b),
     P(cis | cis second) = clip(q - b). `refusal_rate` is the probability of declining a task.
+
+    Structure (every effect 0 by default, and a persona without any answers exactly as one
+    without these fields would). All are on the logit scale; the responders' modules give the
+    exact models and the functions that compute what they imply:
+
+    - `person_sd`: a random effect u ~ N(0, person_sd^2) per allocation candidate *as shown*
+      (name, age and gender identity), the same in every prompt that shows that person, so the
+      two orders of a pair share it. `name_sd`: a random effect v ~ N(0, name_sd^2) per name as
+      shown, whatever the age and identity beside it (it follows a name across an identity
+      swap; the person effect does not). Both are drawn from `effects_key` and what is shown.
+    - `explanation_effect[service]`: added when the prompt asks for an explanation.
+    - `urgency_effect[service][urgency]` ("high" / "low"): added when the candidates' symptoms
+      are shown and are of that urgency.
+    - `template_shift[k - 1]`: added to logit(word_bias) on word-association template k.
+    - `effects_key`: what keys the random effects besides the shown person: the simulator sets
+      it to (answer seed, model name) for every answer (`answering_as`), so each model under
+      each seed has its own draw of person and name effects.
     """
 
     word_bias: float = 0.5
@@ -138,6 +155,16 @@ class Persona:
     allocation_cis_default: float = 0.5
     position_bias: float = 0.0
     refusal_rate: float = 0.0
+    person_sd: float = 0.0
+    name_sd: float = 0.0
+    explanation_effect: Mapping[str, float] = field(default_factory=dict)
+    urgency_effect: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    template_shift: tuple[float, ...] = ()
+    effects_key: tuple[JSONValue, ...] = ()
+
+    def answering_as(self, seed: int, model: str) -> Persona:
+        """This persona answering as `model` under answer seed `seed` (sets `effects_key`)."""
+        return replace(self, effects_key=(seed, model))
 
 
 class Responder(Protocol):

@@ -19,6 +19,12 @@ TOML layout::
     allocation_cis = {emergency_care = 0.7}
     rpm = 3000
     tpm = 1000000
+    # structure (logit scale; all 0 by default; see prompts.base.Persona)
+    person_sd = 1.0                   # a random effect per candidate as shown
+    name_sd = 0.5                     # a random effect per name as shown
+    explanation_effect = {gynecology = -0.8}
+    urgency_effect = {hiv_testing = {high = -1.0, low = 0.3}}
+    template_shift = [0.0, 0.4, -0.4] # per word-association template 1, 2, 3
 
 A model table starts from `[default]` and overrides only the keys it names (`faults` /
 `fault_rate` replace the default's fault rates as a whole).
@@ -50,6 +56,11 @@ FatalStatus = Literal[400, 401, 402, 403, 404]
 assert get_args(FaultKind) == FAULT_KINDS and set(get_args(FatalStatus)) == FATAL_STATUSES
 
 Probability = Annotated[float, Meta(ge=0, le=1)]
+#: A shift on the logit scale (10 turns p = 0.5 into 0.99995).
+Logit = Annotated[float, Meta(ge=-10, le=10)]
+#: The standard deviation of a random effect on the logit scale.
+LogitSD = Annotated[float, Meta(ge=0, le=5)]
+Urgency = Literal["high", "low"]
 #: Requests or tokens per minute: the same bound as a run config's rpm and tpm.
 Rate = Annotated[int, Meta(ge=1, le=10**9)]
 
@@ -65,6 +76,11 @@ class SimModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_
     allocation_cis_default: Probability | UnsetType = UNSET
     position_bias: Annotated[float, Meta(ge=-1, le=1)] | UnsetType = UNSET
     refusal_rate: Probability | UnsetType = UNSET
+    person_sd: LogitSD | UnsetType = UNSET
+    name_sd: LogitSD | UnsetType = UNSET
+    explanation_effect: dict[str, Logit] | UnsetType = UNSET
+    urgency_effect: dict[str, dict[Urgency, Logit]] | UnsetType = UNSET
+    template_shift: Annotated[list[Logit], Meta(max_length=100)] | UnsetType = UNSET
     latency_ms: Annotated[float, Meta(ge=0, le=3_600_000)] | UnsetType = UNSET
     latency_sigma: Annotated[float, Meta(ge=0, le=10)] | UnsetType = UNSET
     faults: dict[FaultKind, Probability] | UnsetType = UNSET
@@ -116,17 +132,35 @@ class ModelProfile:
     hang_s: float = 120.0
 
     def __post_init__(self) -> None:
-        p = self.persona
         # Freeze the mappings we were handed so the value cannot change behind our back.
         object.__setattr__(self, "faults", MappingProxyType(dict(self.faults)))
-        if not isinstance(p.allocation_cis, MappingProxyType):
-            frozen = MappingProxyType(dict(p.allocation_cis))
-            object.__setattr__(self, "persona", replace(p, allocation_cis=frozen))
+        object.__setattr__(self, "persona", _frozen(self.persona))
 
     @property
     def fault_total(self) -> float:
         """Probability that a request draws some fault."""
         return sum(self.faults.values())
+
+
+def _frozen(p: Persona) -> Persona:
+    """`p` with its mappings read-only copies (itself when they already are)."""
+    if (
+        isinstance(p.allocation_cis, MappingProxyType)
+        and isinstance(p.explanation_effect, MappingProxyType)
+        and isinstance(p.urgency_effect, MappingProxyType)
+        and all(isinstance(v, MappingProxyType) for v in p.urgency_effect.values())
+        and isinstance(p.template_shift, tuple)
+    ):
+        return p
+    return replace(
+        p,
+        allocation_cis=MappingProxyType(dict(p.allocation_cis)),
+        explanation_effect=MappingProxyType(dict(p.explanation_effect)),
+        urgency_effect=MappingProxyType(
+            {k: MappingProxyType(dict(v)) for k, v in p.urgency_effect.items()}
+        ),
+        template_shift=tuple(p.template_shift),
+    )
 
 
 def spread_faults(rate: float) -> Mapping[str, float]:
@@ -251,10 +285,15 @@ def _profile(t: SimModelTable) -> ModelProfile:
         faults = {str(kind): rate for kind, rate in t.faults.items()}
     persona = Persona(
         word_bias=get(t.word_bias, 0.5),
-        allocation_cis=MappingProxyType(dict(get(t.allocation_cis, {}))),
+        allocation_cis=get(t.allocation_cis, {}),
         allocation_cis_default=get(t.allocation_cis_default, 0.5),
         position_bias=get(t.position_bias, 0.0),
         refusal_rate=get(t.refusal_rate, 0.0),
+        person_sd=get(t.person_sd, 0.0),
+        name_sd=get(t.name_sd, 0.0),
+        explanation_effect=get(t.explanation_effect, {}),
+        urgency_effect={str(k): dict(v) for k, v in get(t.urgency_effect, {}).items()},
+        template_shift=tuple(get(t.template_shift, ())),
     )
     return ModelProfile(
         persona=persona,

@@ -225,14 +225,15 @@ def answer_for(
     The refusal draw always happens first, so raising a model's refusal rate refuses a superset
     of the prompts it refused before and leaves every other answer unchanged. Responders get a
     persona with refusal_rate 0: refusals are decided here, once, so the profile's rate is the
-    rate a client observes.
+    rate a client observes; and answering as (seed, model), which keys the persona's person and
+    name effects (`Persona.answering_as`).
     """
     rng = rng_for(seed, "answer", model, messages)
     if rng.random() < persona.refusal_rate:
         if rng.random() < CONTENT_FILTER_SHARE:
             return "", "content_filter"
         return REFUSAL_TEXT, "stop"
-    answering = replace(persona, refusal_rate=0.0) if persona.refusal_rate else persona
+    answering = replace(persona.answering_as(seed, model), refusal_rate=0.0)
     for responder in registry.responders():
         text = responder(messages, answering, rng)
         if text is not None:

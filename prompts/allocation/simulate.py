@@ -1,22 +1,50 @@
 """The simulator's answers to allocation prompts and explicit checks.
 
 It reads only what a model would see: it finds the patient blocks ("Patient 1" / "Paciente 1")
-with their names and stated gender identities, recognises the service from the scenario text,
-and sees whether an explanation was asked for. It then chooses the cisgender candidate with the
-persona's probability q for that service, shifted by the position bias b toward whoever is
-listed first (P(cis | cis first) = clip(q + b), P(cis | cis second) = clip(q - b)), refuses at
-the persona's refusal rate, and words the answer in one of the formats real models use. All
+with their names, ages, stated gender identities and symptoms, recognises the service from the
+scenario text, and sees whether an explanation was asked for. It refuses at the persona's
+refusal rate, chooses as below, and words the answer in one of the formats real models use. All
 randomness comes from the `rng` it is given, so a trial always gets the same answer.
+
+The choice model. For a prompt showing a cisgender candidate c and a transgender candidate t,
+
+    eta  = logit(q_s) + e_s [explanation asked] + h_s,k [symptoms of urgency k shown]
+           + (u_c + v_c) - (u_t + v_t)
+    q*   = sigmoid(eta)                                   (q* = q_s when every term is 0)
+    P(cis | cis listed first)  = clip(q* + b),   P(cis | cis listed second) = clip(q* - b)
+
+with q_s = `allocation_cis[s]` (else `allocation_cis_default`) for the service s the prompt
+shows, e_s = `explanation_effect[s]`, h_s,k = `urgency_effect[s][k]` (k = "high" or "low", when
+every candidate's symptom is a shipped symptom of urgency k), b = `position_bias`, and clip to
+[0, 1]. Unlisted services and conditions add 0. u is the person effect: person_sd * z with z a
+standard normal drawn from SHA-256 of (`effects_key`, the name, age and gender identity as
+shown), so the same shown person has the same u in every prompt (both orders of a pair, every
+service, condition and explanation request), and the two orders of a pair are correlated. v is
+the name effect: name_sd * z' with z' drawn from (`effects_key`, the name as shown) only, so it
+stays with a name whatever identity or age is shown beside it. z and z' are independent, and
+independent across distinct people and names. With q_s at 0 or 1 nothing moves it. A prompt
+that does not show one cisgender and one transgender candidate gets no person or name terms.
+
+What it implies: `cis_probability` gives P(cis) for one prompt (given the shown people, i.e.
+conditional on their effects), `conditional_cis_share` the expected share of a set of prompts
+(a cell of a run: "planted for this roster"), and `expected_cis_share` the share over the
+population of people (u and v integrated out: the difference of the two candidates' effects is
+N(0, 2 (person_sd^2 + name_sd^2)) for two people with different names), which is what a study
+that samples pairs estimates.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
+import itertools
+import math
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from statistics import NormalDist
 
 from ibias.prompts.allocation.content import (
     default_services,
@@ -25,8 +53,8 @@ from ibias.prompts.allocation.content import (
     templates,
 )
 from ibias.prompts.allocation.text import normalise
-from ibias.prompts.base import Message, Persona
-from ibias.prompts.codes import CIS, TRANS
+from ibias.prompts.base import JSONValue, Message, Persona, canonical_json
+from ibias.prompts.codes import CIS, HIGH, LOW, TRANS
 
 
 @dataclass(frozen=True)
@@ -36,6 +64,9 @@ class SeenCandidate:
     position: int
     name: str
     identity: str  # one of codes.IDENTITY_GROUPS
+    age: str = ""  # as shown
+    gender_identity: str = ""  # the identity slug (controlled design) or the shown text folded
+    symptom: str | None = None  # as shown
 
 
 @dataclass(frozen=True)
@@ -47,20 +78,57 @@ class SeenAllocation:
     explanation: bool
     candidates: tuple[SeenCandidate, ...]
     label: str | None = None  # how the prompt labels its blocks, when not our template's
+    urgency: str | None = None  # "high" / "low" when every candidate shows a symptom of it
+
+
+@dataclass(frozen=True)
+class _BlockPatterns:
+    header: re.Pattern[str]
+    name: re.Pattern[str]
+    age: re.Pattern[str]
+    symptom: re.Pattern[str]
+    identities: dict[str, str]  # identity label (normalised) -> slug
+
+
+def _line_pattern(template: str, placeholder: str, value: str) -> re.Pattern[str]:
+    """The line of `template` holding `placeholder`, with the placeholder as group 1."""
+    line = next(x for x in template.splitlines() if placeholder in x)
+    prefix, _, suffix = line.partition(placeholder)
+    return re.compile(rf"^{re.escape(prefix)}({value}){re.escape(suffix)}\s*$", re.M)
 
 
 @cache
-def _block_patterns() -> dict[str, tuple[re.Pattern[str], re.Pattern[str], dict[str, str]]]:
-    """Per language: the block-header regex, the name-line regex, identity label -> slug."""
+def _block_patterns() -> dict[str, _BlockPatterns]:
+    """Per language: how a patient block's header, name, age and symptom lines read."""
     out = {}
     for lang, t in templates().items():
-        header = re.compile(rf"^{re.escape(t.label)} (\d+)\s*$", re.M)
-        name_line = next(line for line in t.patient_block.splitlines() if "{name}" in line)
-        prefix = name_line.split("{name}")[0]
-        name_re = re.compile(rf"^{re.escape(prefix)}(.+?)\s*$", re.M)
-        identities = {normalise(label): slug for slug, label in t.identity.items()}
-        out[lang] = (header, name_re, identities)
+        out[lang] = _BlockPatterns(
+            header=re.compile(rf"^{re.escape(t.label)} (\d+)\s*$", re.M),
+            name=_line_pattern(t.patient_block, "{name}", ".+?"),
+            age=_line_pattern(t.patient_block, "{age}", r"\d+"),
+            symptom=_line_pattern(t.symptom_line, "{symptom}", ".+?"),
+            identities={normalise(label): slug for slug, label in t.identity.items()},
+        )
     return out
+
+
+@cache
+def _urgencies() -> dict[str, str]:
+    """Each shipped symptom (normalised, any language and service) -> its urgency."""
+    seen: dict[str, set[str]] = {}
+    for service in default_services().values():
+        for text in service.texts.values():
+            for urgency in (HIGH, LOW):
+                for symptom in text.symptoms(urgency):
+                    seen.setdefault(normalise(symptom), set()).add(urgency)
+    return {k: v.pop() for k, v in seen.items() if len(v) == 1}
+
+
+def _urgency_of(candidates: Sequence[SeenCandidate]) -> str | None:
+    """The urgency every candidate's symptom shows, if they all show one of the same."""
+    known = _urgencies()
+    found = {known.get(normalise(c.symptom)) if c.symptom else None for c in candidates}
+    return found.pop() if len(found) == 1 else None
 
 
 _PAPER_BLOCK = re.compile(r"^## (Person|Persona) (\d+):\s*\n\s*(\{.*?\})\s*$", re.M)
@@ -102,7 +170,10 @@ def read_paper_allocation(text: str) -> SeenAllocation | None:
         groups = {g for g in (CIS, TRANS) if g in identity.split()}
         if len(groups) != 1:
             return None
-        candidates.append(SeenCandidate(int(block.group(2)), str(values[0]), groups.pop()))
+        age = str(values[1]) if len(values) > 2 else ""
+        candidates.append(
+            SeenCandidate(int(block.group(2)), str(values[0]), groups.pop(), age, identity)
+        )
     label = blocks[0].group(1)
     words = set(re.findall(r"[a-z]+", normalise(text[: blocks[0].start()])))
     service = next((s for s, cue in _PAPER_SERVICES if any(w.startswith(cue) for w in words)), None)
@@ -117,27 +188,42 @@ def read_allocation(text: str) -> SeenAllocation | None:
         return paper
     if "<person>" not in text:
         return None
-    for lang, (header, name_re, identities) in _block_patterns().items():
-        heads = list(header.finditer(text))
+    for lang, pattern in _block_patterns().items():
+        heads = list(pattern.header.finditer(text))
         if len(heads) < 2:
             continue
         candidates = []
         for i, head in enumerate(heads):
             end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
             block = text[head.end() : end]
-            name = name_re.search(block)
+            name = pattern.name.search(block)
             norm_block = normalise(block)
-            found = [slug for label, slug in identities.items() if label in norm_block]
+            found = [slug for label, slug in pattern.identities.items() if label in norm_block]
             if name is None or len(found) != 1:
                 return None
+            age = pattern.age.search(block)
+            symptom = pattern.symptom.search(block)
             candidates.append(
-                SeenCandidate(int(head.group(1)), name.group(1).strip(), identity_group(found[0]))
+                SeenCandidate(
+                    int(head.group(1)),
+                    name.group(1).strip(),
+                    identity_group(found[0]),
+                    age.group(1) if age else "",
+                    found[0],
+                    symptom.group(1).strip() if symptom else None,
+                )
             )
         t = templates()[lang]
         explanation = t.instruction_explain in text or bool(
             re.search(r"\bexplain|\bexplica", text, re.I)
         )
-        return SeenAllocation(lang, _service_of(text, lang), explanation, tuple(candidates))
+        return SeenAllocation(
+            lang,
+            _service_of(text, lang),
+            explanation,
+            tuple(candidates),
+            urgency=_urgency_of(candidates),
+        )
     return None
 
 
@@ -160,6 +246,146 @@ def _clip(p: float) -> float:
     return min(1.0, max(0.0, p))
 
 
+def shifted(q: float, delta: float) -> float:
+    """sigmoid(logit(q) + delta): q itself when delta is 0 or q is 0 or 1."""
+    if delta == 0.0 or q <= 0.0 or q >= 1.0:
+        return q
+    eta = math.log(q / (1.0 - q)) + delta
+    if eta >= 0:
+        return 1.0 / (1.0 + math.exp(-eta))
+    e = math.exp(eta)
+    return e / (1.0 + e)
+
+
+_NORMAL = NormalDist()
+
+
+def standard_normal(*coords: JSONValue) -> float:
+    """A standard normal keyed by `coords`: Phi^-1(U), U uniform on (0, 1) from the first 53
+    bits of SHA-256 of their canonical JSON (the same value on every platform and run)."""
+    digest = hashlib.sha256(canonical_json(list(coords))).digest()
+    u = ((int.from_bytes(digest[:8], "big") >> 11) + 0.5) / 2.0**53
+    return _NORMAL.inv_cdf(u)
+
+
+def person_effect(candidate: SeenCandidate, persona: Persona) -> float:
+    """u + v of one shown candidate (see the module docstring): 0 without person or name sd."""
+    total = 0.0
+    if persona.person_sd:
+        key = [candidate.name, candidate.age, candidate.gender_identity]
+        total += persona.person_sd * standard_normal("person", *persona.effects_key, *key)
+    if persona.name_sd:
+        total += persona.name_sd * standard_normal("name", *persona.effects_key, candidate.name)
+    return total
+
+
+def condition_effect(
+    persona: Persona, service: str | None, explanation: bool, urgency: str | None
+) -> float:
+    """e_s [explanation] + h_s,k [urgency k]: the condition terms of the logit."""
+    slug = service or ""
+    total = persona.explanation_effect.get(slug, 0.0) if explanation else 0.0
+    if urgency is not None:
+        total += persona.urgency_effect.get(slug, {}).get(urgency, 0.0)
+    return total
+
+
+def base_preference(persona: Persona, service: str | None) -> float:
+    """q_s: the persona's P(cis) for the service without position bias or any effect."""
+    return persona.allocation_cis.get(service or "", persona.allocation_cis_default)
+
+
+def _preference(seen: SeenAllocation, persona: Persona) -> float:
+    """q* for this prompt (q_s exactly when every term is 0)."""
+    delta = condition_effect(persona, seen.service, seen.explanation, seen.urgency)
+    groups = [c.identity for c in seen.candidates[:2]]
+    if (persona.person_sd or persona.name_sd) and sorted(groups) == sorted((CIS, TRANS)):
+        cis, trans = (seen.candidates[i] for i in (groups.index(CIS), groups.index(TRANS)))
+        delta += person_effect(cis, persona) - person_effect(trans, persona)
+    return shifted(base_preference(persona, seen.service), delta)
+
+
+def cis_probability(seen: SeenAllocation, persona: Persona) -> float:
+    """P(the cisgender candidate is chosen | no refusal) for this prompt, exactly the
+    probability `simulate_allocation` draws with. Pass the persona the simulator answers with
+    (`persona.answering_as(seed, model)`) for its person and name effects."""
+    q = _preference(seen, persona)
+    first_is_cis = seen.candidates[0].identity == CIS
+    return _clip(q + persona.position_bias if first_is_cis else q - persona.position_bias)
+
+
+def conditional_cis_share(texts: Iterable[str], persona: Persona) -> float:
+    """The expected share of trials choosing the cisgender candidate over these prompts (say,
+    the rendered prompts of one cell of a run), refusals in the denominator as in the analysis:
+    the mean over prompts of (1 - refusal_rate) * `cis_probability`. The planted value given
+    the people shown; `persona` as for `cis_probability`."""
+    total = 0.0
+    n = 0
+    for text in texts:
+        seen = read_allocation(text)
+        if seen is None:
+            raise ValueError(f"not an allocation prompt: {text[:60]!r}")
+        total += cis_probability(seen, persona)
+        n += 1
+    if n == 0:
+        raise ValueError("no prompts")
+    return (1.0 - persona.refusal_rate) * total / n
+
+
+def expected_cis_share(
+    persona: Persona,
+    service: str | None,
+    *,
+    explanation: bool = False,
+    urgency: str | None = None,
+    among_answered: bool = False,
+) -> float:
+    """The expected share of trials choosing the cisgender candidate over the population of
+    pairs (people drawn afresh, each pair shown once in each order), for a service and
+    condition: (1 - refusal_rate) * E_D[(clip(q + b) + clip(q - b)) / 2], q = sigmoid(logit(q_s)
+    + condition terms + D), D ~ N(0, 2 (person_sd^2 + name_sd^2)) (the two candidates having
+    different names). `among_answered` leaves refusals out of the denominator.
+
+    Computed by Simpson's rule in the standard normal z of D over [-10, 10], split where clip
+    bends, to about 1e-9 (no effects: exactly the closed form (clip(q + b) + clip(q - b)) / 2).
+    """
+    q0 = base_preference(persona, service)
+    delta = condition_effect(persona, service, explanation, urgency)
+    b = persona.position_bias
+    tau = math.sqrt(2.0 * (persona.person_sd**2 + persona.name_sd**2))
+
+    def both_orders(q: float) -> float:
+        return (_clip(q + b) + _clip(q - b)) / 2.0
+
+    if tau == 0.0 or q0 <= 0.0 or q0 >= 1.0:
+        mean = both_orders(shifted(q0, delta))
+    else:
+        eta0 = math.log(q0 / (1.0 - q0)) + delta
+        knots = [-10.0, 10.0]
+        for edge in (1.0 - abs(b), abs(b)):  # where q + b or q - b meets 0 or 1
+            if 0.0 < edge < 1.0:
+                z = (math.log(edge / (1.0 - edge)) - eta0) / tau
+                if -10.0 < z < 10.0:
+                    knots.append(z)
+        knots.sort()
+
+        def integrand(z: float) -> float:
+            return both_orders(shifted(q0, delta + tau * z)) * _NORMAL.pdf(z)
+
+        mean = sum(_simpson(integrand, lo, hi) for lo, hi in itertools.pairwise(knots))
+        mean /= _NORMAL.cdf(10.0) - _NORMAL.cdf(-10.0)
+    return mean if among_answered else (1.0 - persona.refusal_rate) * mean
+
+
+def _simpson(f: Callable[[float], float], lo: float, hi: float, steps: int = 2000) -> float:
+    """Composite Simpson's rule for f on [lo, hi] with `steps` (even) intervals."""
+    h = (hi - lo) / steps
+    total = f(lo) + f(hi)
+    for i in range(1, steps):
+        total += (4 if i % 2 else 2) * f(lo + i * h)
+    return total * h / 3.0
+
+
 def simulate_allocation(
     seen: SeenAllocation, persona: Persona, rng: random.Random
 ) -> tuple[str, int | None]:
@@ -167,9 +393,8 @@ def simulate_allocation(
     phrases = simulator_phrases()[seen.language]
     if rng.random() < persona.refusal_rate:
         return rng.choice(phrases.refusals), None
-    q = persona.allocation_cis.get(seen.service or "", persona.allocation_cis_default)
     first, second = seen.candidates[0], seen.candidates[1]
-    p_cis = _clip(q + persona.position_bias if first.identity == CIS else q - persona.position_bias)
+    p_cis = cis_probability(seen, persona)
     want = CIS if rng.random() < p_cis else TRANS
     chosen = next((c for c in (first, second) if c.identity == want), first)
     other = second if chosen is first else first

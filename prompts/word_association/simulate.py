@@ -16,11 +16,19 @@ word's spelling (any language). A word of a user's own word set that the shipped
 have is treated as neutral: it goes to either label with probability 1/2.
 
 Persona: with probability `refusal_rate` the reply is a refusal. Otherwise a negative word
-goes to the target with probability p = `word_bias` and a positive word with probability
-1 - p, each independently. The reply's format is drawn too (numbered or bulleted lines, bold,
-separators - : – — = -> → tab or none, several pairs on one line, grouped under headings, a
-table, a code fence, a preamble or a closing sentence, label case and Spanish accents), all
-from the `rng` passed in, so one trial always gets the same reply.
+goes to the target with probability p_k and a positive word with probability 1 - p_k, each
+independently, where k is the number of the shipped template the prompt matches and
+
+    p_k = sigmoid(logit(p) + s_k),   p = `word_bias`, s_k = `template_shift[k - 1]`
+
+(p_k = p exactly when s_k is 0 or not given, or p is 0 or 1). `expected_word_score` gives the
+mean score this implies: not 2 p_k - 1, because the score is a ratio per trial and is
+undefined (so left out of the mean) when a group gets no word.
+
+The reply's format is drawn too (numbered or bulleted lines, bold, separators - : – — = -> →
+tab or none, several pairs on one line, grouped under headings, a table, a code fence, a
+preamble or a closing sentence, label case and Spanish accents), all from the `rng` passed in,
+so one trial always gets the same reply.
 
 Paper design: the authors' templates are not shipped, so their prompts cannot be matched like
 the ones above. A prompt that none of the shipped templates matches is recognised by its
@@ -34,7 +42,8 @@ comma-separated line, grouped under each label (one line each, headings with bul
 line, "Transgender words:"), the label first on every line, "w, w → label", tables by row, by
 label column or with ticks, JSON; now and then a preamble, a closing note, a code fence,
 "cis"/"trans" for the labels, Spanish accents dropped, or a word in the other number or with one
-letter dropped. The persona's word bias and refusal rate apply as above.
+letter dropped. The persona's word bias and refusal rate apply as above; the template shift does
+not (the simulator cannot tell which of the authors' templates it is shown).
 
 Explicit checks: the simulated model answers "neither" (as the paper's models did), in a few
 phrasings, or refuses with probability `refusal_rate`.
@@ -43,6 +52,7 @@ phrasings, or refuses with probability `refusal_rate`.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from collections.abc import Sequence
@@ -59,6 +69,7 @@ from ibias.prompts.word_association.data import (
     shipped_word_sets,
 )
 from ibias.prompts.word_association.labels import Form, family_of
+from ibias.prompts.word_association.score import bias_score
 from ibias.prompts.word_association.text import phrase
 
 REFERENCE_GROUP = CISGENDER
@@ -78,6 +89,7 @@ class _Pattern:
     language: str
     explicit: bool
     regex: re.Pattern[str]
+    template: int = 0  # the implicit template's number (1..K); 0 for the explicit check
 
 
 def _regex(template: str) -> re.Pattern[str]:
@@ -101,7 +113,10 @@ def _patterns() -> tuple[_Pattern, ...]:
             templates = load_templates(folder)
         except DataError:
             continue
-        out.extend(_Pattern(folder.name, False, _regex(t)) for t in templates.implicit)
+        out.extend(
+            _Pattern(folder.name, False, _regex(t), k)
+            for k, t in enumerate(templates.implicit, start=1)
+        )
         if templates.explicit is not None:
             out.append(_Pattern(folder.name, True, _regex(templates.explicit)))
     return tuple(out)
@@ -148,9 +163,68 @@ def respond(messages: tuple[Message, ...], persona: Persona, rng: random.Random)
         else:
             words = [w.strip() for w in m.group("word_lines").splitlines()]
         words = [w for w in words if w]
-        return _implicit_reply(pattern.language, words, labels, persona, rng)
+        p = template_bias(persona, pattern.template)
+        return _implicit_reply(pattern.language, words, labels, p, rng, persona.refusal_rate)
     paper = paper_prompt(text)
     return None if paper is None else paper_reply(paper, persona, rng).text
+
+
+def template_bias(persona: Persona, template: int) -> float:
+    """p_k = sigmoid(logit(word_bias) + template_shift[k - 1]) for template k (1-based); the
+    word bias itself when the shift is 0 or not given (template 0: the explicit check)."""
+    p = persona.word_bias
+    shifts = persona.template_shift
+    shift = shifts[template - 1] if 1 <= template <= len(shifts) else 0.0
+    if shift == 0.0 or p <= 0.0 or p >= 1.0:
+        return p
+    eta = math.log(p / (1.0 - p)) + shift
+    return 1.0 / (1.0 + math.exp(-eta)) if eta >= 0 else math.exp(eta) / (1.0 + math.exp(eta))
+
+
+def score_distribution(
+    p: float, n_negative: int = 5, n_positive: int = 5, smoothing: float = 0.0
+) -> tuple[float, float]:
+    """(P(score defined), E[score | defined]) of one answered trial in which each of
+    `n_negative` negative words goes to the target with probability p and each of `n_positive`
+    positive words with probability 1 - p, all words assigned, scored as
+    `score.bias_score`: N_t ~ Bin(n_negative, p), P_t ~ Bin(n_positive, 1 - p), N_r and P_r the
+    rest; with smoothing 0 the score is undefined when either group gets no word. Exact
+    enumeration; E is NaN when the score is never defined."""
+    defined = total = 0.0
+    for nt in range(n_negative + 1):
+        w_nt = math.comb(n_negative, nt) * p**nt * (1.0 - p) ** (n_negative - nt)
+        for pt in range(n_positive + 1):
+            w = w_nt * math.comb(n_positive, pt) * (1.0 - p) ** pt * p ** (n_positive - pt)
+            if w == 0.0:
+                continue
+            score = bias_score(pt, nt, n_positive - pt, n_negative - nt, smoothing)
+            if score is not None:
+                defined += w
+                total += w * score
+    return defined, (total / defined if defined > 0 else math.nan)
+
+
+def expected_word_score(
+    persona: Persona,
+    template: int | None = None,
+    *,
+    n_templates: int = 3,
+    n_negative: int = 5,
+    n_positive: int = 5,
+    smoothing: float = 0.0,
+) -> float:
+    """The mean score of the persona's scored trials (refusals and undefined scores are left
+    out, as the analysis leaves them out) on template k, or over templates 1..n_templates drawn
+    uniformly when `template` is None: sum_k P(defined | k) E[score | defined, k] / sum_k
+    P(defined | k) (a mixture conditioned on being scored, not the mean of the per-template
+    means). Not 2 p - 1: see `score_distribution`."""
+    chosen = range(1, n_templates + 1) if template is None else (template,)
+    parts = [
+        score_distribution(template_bias(persona, k), n_negative, n_positive, smoothing)
+        for k in chosen
+    ]
+    weight = sum(d for d, _ in parts)
+    return sum(d * m for d, m in parts if d > 0) / weight if weight > 0 else math.nan
 
 
 _REFUSALS = {
@@ -176,9 +250,14 @@ _PREFIXES = ("", "- ", "* ", "• ", "{n}. ", "{n}) ")
 
 
 def _implicit_reply(
-    language: str, words: list[str], labels: list[str], persona: Persona, rng: random.Random
+    language: str,
+    words: list[str],
+    labels: list[str],
+    word_bias: float,
+    rng: random.Random,
+    refusal_rate: float,
 ) -> str:
-    if rng.random() < persona.refusal_rate:
+    if rng.random() < refusal_rate:
         return rng.choice(_REFUSALS.get(language, _REFUSALS["en"]))
     target = target_index(labels)
     sentiments = _sentiments()
@@ -186,9 +265,9 @@ def _implicit_reply(
     for word in words:
         sentiment = sentiments.get(phrase(word))
         if sentiment == "negative":
-            p_target = persona.word_bias
+            p_target = word_bias
         elif sentiment == "positive":
-            p_target = 1.0 - persona.word_bias
+            p_target = 1.0 - word_bias
         else:
             p_target = 0.5
         pairs.append((word, target if rng.random() < p_target else 1 - target))
