@@ -30,7 +30,7 @@ from ibias.prompts.allocation.roster import DEFAULT_AGE_BANDS, max_roster_size
 from ibias.prompts.base import SettingsError
 from ibias.prompts.codes import NO_SYMPTOMS, PAPER
 from ibias.prompts.schema import render_path, show, validate
-from ibias.prompts.stimuli import StimuliError, load_pack
+from ibias.prompts.stimuli import pack_setting
 
 SYMPTOM_CONDITIONS = ("none", "high", "low")
 Language = Literal["en", "es"]
@@ -294,14 +294,7 @@ def paper_settings(table: Mapping[str, Any], base_dir: Path) -> PaperAllocation 
             "explicit_per_service",
             "the paper design has no explicit check of its own; set it to 0 or leave it out",
         )
-    if t.stimuli is None:
-        raise SettingsError("stimuli", 'design = "paper" needs stimuli = "PACK_FOLDER"')
-    path = Path(t.stimuli)
-    path = path if path.is_absolute() else base_dir / path
-    try:
-        pack = load_pack(path)
-    except StimuliError as exc:
-        raise SettingsError("stimuli", f"{path}: {exc}") from None
+    pack = pack_setting(t.stimuli, base_dir)
     languages = _distinct(list(t.languages), "languages")
     services = t.services if isinstance(t.services, str) else _distinct(t.services, "services")
     pairs = t.pairs_per_service if "pairs_per_service" in table else None

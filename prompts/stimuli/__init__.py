@@ -13,6 +13,7 @@ from ibias.prompts.stimuli.pack import (
     fill_template,
     join_labels,
     load_pack,
+    pack_setting,
 )
 
 __all__ = [
@@ -27,4 +28,5 @@ __all__ = [
     "fill_template",
     "join_labels",
     "load_pack",
+    "pack_setting",
 ]

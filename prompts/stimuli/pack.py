@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from ibias.prompts.base import SettingsError
 from ibias.prompts.codes import CIS, TRANS
 
 # --- Layout --------------------------------------------------------------------------------------
@@ -549,3 +550,16 @@ def _check_spanish_coverage(people: Sequence[Person], spanish: SpanishMaps) -> N
                     f"{value!r} has no Spanish form in {SPANISH_FILE} [{table}]",
                     line=line,
                 )
+
+
+def pack_setting(stimuli: str | None, base_dir: Path) -> StimuliPack:
+    """The pack a config's `stimuli` key names (relative to the config's folder), for the paper
+    design; a missing key or a broken pack is a `SettingsError` on `stimuli`, one line."""
+    if stimuli is None:
+        raise SettingsError("stimuli", 'design = "paper" needs stimuli = "PACK_FOLDER"')
+    path = Path(stimuli)
+    path = path if path.is_absolute() else base_dir / path
+    try:
+        return load_pack(path)
+    except StimuliError as exc:
+        raise SettingsError("stimuli", f"{path}: {exc}") from None

@@ -23,7 +23,7 @@ from typing import Any
 from ibias.prompts.base import SettingsError, TrialSpec
 from ibias.prompts.codes import CISGENDER, PAPER, TRANSGENDER
 from ibias.prompts.schema import validate
-from ibias.prompts.stimuli import PAPER_LABELS, StimuliError, StimuliPack, fill_template, load_pack
+from ibias.prompts.stimuli import PAPER_LABELS, StimuliPack, fill_template, pack_setting
 from ibias.prompts.word_association.data import Category
 from ibias.prompts.word_association.experiment import EXPERIMENT, TrialDraw, draw
 from ibias.prompts.word_association.items import Word, WordAssociationItem
@@ -153,12 +153,5 @@ def paper_experiment(
     if not check_paper_table(table):
         return None
     t = validate(table, WordAssociationTable)
-    if t.stimuli is None:
-        raise SettingsError("stimuli", 'design = "paper" needs stimuli = "PACK_FOLDER"')
-    path = Path(t.stimuli)
-    path = path if path.is_absolute() else base_dir / path
-    try:
-        pack = load_pack(path)
-    except StimuliError as exc:
-        raise SettingsError("stimuli", f"{path}: {exc}") from None
+    pack = pack_setting(t.stimuli, base_dir)
     return PaperWordAssociation(pack, settings, seed)
