@@ -69,6 +69,16 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port in 0..65535, got {text!r}")
+    return value
+
+
 def _probability(text: str) -> float:
     value = _non_negative_float(text)
     if value > 1:
@@ -105,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--force", action="store_true", help="let --output overwrite a file")
 
     sim = sub.add_parser("simulate", help="serve the provider simulator on loopback")
-    sim.add_argument("--port", type=int, default=8000)
+    sim.add_argument("--port", type=_port, default=8000)
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--rpm", type=_positive_int)
     sim.add_argument("--tpm", type=_positive_int)
@@ -152,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # the system refused a path: a read-only store, a full disk, ...
+        return _fail(os_error_line(exc))
     except Exception as exc:  # a bug: one line, and the traceback only on request
         if os.environ.get("IBIAS_DEBUG"):
             raise
@@ -160,6 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OSError as one line naming the path and the system's reason (no errno noise)."""
+    if exc.filename is not None and exc.strerror:
+        where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 is not None else "")
+        return f"{where}: {exc.strerror}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _fail(message: str) -> int:
