@@ -306,3 +306,25 @@ def test_explicit_aliases_still_work(tmp_path: Path) -> None:
 def test_a_folder_is_not_an_import_file(tmp_path: Path) -> None:
     with pytest.raises(ImportFileError, match="is a folder"):
         read_file(tmp_path)
+
+
+def test_the_papers_services_are_one_list() -> None:
+    """Import takes the paper design's services from `RELEASE_SERVICES` (it has no stimuli
+    pack to ask); our Spanish scenario texts must cover exactly those services."""
+    from ibias.prompts.allocation.paper import spanish_scenarios
+    from ibias.prompts.stimuli.release import RELEASE_SERVICES
+
+    assert sorted(RELEASE_SERVICES) == sorted(spanish_scenarios())
+    assert sorted(RELEASE_SERVICES) == sorted(
+        [
+            "hiv",
+            "sti",
+            "prep",
+            "gynecology",
+            "breast_ultrasound",
+            "mastectomy",
+            "transvaginal_ultrasound",
+            "prostate_study",
+            "mental_health",
+        ]
+    )
