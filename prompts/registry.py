@@ -24,6 +24,7 @@ re-parsed, the view picks the newest) or a new table.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -44,6 +45,10 @@ DEFAULT_DESIGN = "controlled"
 """The design of a kind that has several (`TrialKind.designs`) when an item names none."""
 EXPLICIT_TABLE = "parsed_explicit"
 EXPLICIT_VIEW = "explicit_answers"
+MAX_JSON_INT = 2**53
+"""The largest integer an imported item may hold: every JSON reader (DuckDB's too) keeps it."""
+SQL_INT_MAX = {"INTEGER": 2**31 - 1, "BIGINT": 2**63 - 1}
+"""The largest value a view column of each integer type holds (a larger one breaks the view)."""
 
 
 class Item(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,9 +111,11 @@ class TrialKind:
     `explicit_subject` (the item field naming what was asked about) and writes to the shared
     `parsed_explicit` table, which the store unions into the `explicit_answers` view.
     `prepare_import` turns an import line's item into the stored item's shape (defaults
-    filled, spellings normalised, ValueError for what the types cannot say); msgspec then checks
-    every type against `item`. A `free_form` kind (ad-hoc prompts, whose items the user
-    defines) keeps an imported item exactly as given.
+    filled, spellings normalised, aliases it accepts removed, ValueError for what the types
+    cannot say, such as an unknown category or a language the experiment has no texts for);
+    then every key must be a field of `item` (at every level), integers must fit the view
+    and JSON, and msgspec checks every type against `item`. A `free_form` kind (ad-hoc prompts,
+    whose items the user defines) keeps an imported item exactly as given.
     """
 
     name: str
@@ -164,15 +171,79 @@ class TrialKind:
         """Validate an import line's item (ValueError names the problem) and normalise it."""
         if self.free_form:
             return dict(raw)
+        given = raw.get("language", language)
+        if given != language:
+            raise ValueError(
+                f"`item.language` is {given!r} but the line's 'language' is {language!r}"
+            )
         prepared = {**raw, "language": language}
         if self.prepare_import is not None:
             prepared = dict(self.prepare_import(prepared, language))
+        check_import_shape(prepared, msgspec.inspect.type_info(self.item), "item")
+        for name, sql in self.view_fields:
+            value = prepared.get(name)
+            limit = SQL_INT_MAX.get(sql)
+            if limit is not None and isinstance(value, int) and not -limit <= value <= limit:
+                raise ValueError(f"`item.{name}` must be within ±{limit:,}, got {value}")
         try:
             typed = msgspec.convert(prepared, type=self.item)
         except msgspec.ValidationError as exc:
             # msgspec names the place as `$.candidates[1].age`; the line's field is `item`.
             raise ValueError(str(exc).replace("`$", "`item")) from None
         return typed.to_json()
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _plain(info: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    while isinstance(info, msgspec.inspect.Metadata):
+        info = info.type
+    return info
+
+
+def check_import_shape(value: Any, info: msgspec.inspect.Type, where: str) -> None:
+    """Raise ValueError naming the first key of `value`, at any depth, that the typed item does
+    not declare (msgspec would drop it silently: a `symptom` typo would become the default
+    `symptoms`), or an integer beyond `MAX_JSON_INT`. Types themselves are msgspec's to check.
+    """
+    info = _plain(info)
+    if isinstance(info, msgspec.inspect.StructType):
+        if not isinstance(value, Mapping):
+            return
+        fields = {f.encode_name: f for f in info.fields}
+        for key in value:
+            if key not in fields:
+                near = difflib.get_close_matches(str(key), list(fields), n=1)
+                hint = f" (did you mean `{near[0]}`?)" if near else ""
+                raise ValueError(f"unknown key `{where}.{key}`{hint}")
+        for key, sub in value.items():
+            check_import_shape(sub, fields[key].type, f"{where}.{key}")
+    elif isinstance(info, msgspec.inspect.UnionType):
+        for member in info.types:
+            check_import_shape(value, member, where)
+    elif isinstance(info, msgspec.inspect.TupleType):
+        if isinstance(value, list | tuple):
+            for i, (sub, item_type) in enumerate(zip(value, info.item_types, strict=False)):
+                check_import_shape(sub, item_type, f"{where}[{i}]")
+    elif isinstance(
+        info,
+        msgspec.inspect.ListType
+        | msgspec.inspect.VarTupleType
+        | msgspec.inspect.SetType
+        | msgspec.inspect.FrozenSetType,
+    ):
+        if isinstance(value, list | tuple):
+            for i, sub in enumerate(value):
+                check_import_shape(sub, info.item_type, f"{where}[{i}]")
+    elif (
+        isinstance(info, msgspec.inspect.IntType)
+        and _is_int(value)
+        and not -MAX_JSON_INT <= value <= MAX_JSON_INT
+    ):
+        digits = len(str(abs(value)))
+        raise ValueError(f"`{where}` must be within ±2^53, got a number of {digits} digits")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import orjson
 
 from ibias.prompts.base import SettingsError
 from ibias.prompts.stimuli.pack import StimuliError
-from ibias.runner.config import DEFAULT_STORE, ConfigError, load_config
+from ibias.runner.config import DEFAULT_STORE, MAX_CONCURRENCY, ConfigError, load_config
 from ibias.store.db import StoreError
 from ibias.store.importer import ImportFileError
 from ibias.store.lock import StoreBusyError, StoreLock
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from ibias.runner.stop import Stop
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: `analyze --bootstrap` at most: a cells x B table of replicates must fit in memory.
+MAX_BOOTSTRAP = 100_000
 
 #: Signals that stop a run gracefully. SIGHUP too: a closed terminal or ssh session should
 #: leave a consistent, resumable store, exactly like SIGTERM. (SIGHUP only where it exists.)
@@ -59,6 +61,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _bounded_int(upper: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = _positive_int(text)
+        if value > upper:
+            raise argparse.ArgumentTypeError(f"expected at most {upper:,}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _store_path(text: str) -> str:
+    """A --store value; an empty one (an unset shell variable) must not mean "the default"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text
+
+
 def _non_negative_float(text: str) -> float:
     try:
         value = float(text)
@@ -66,6 +85,16 @@ def _non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port in 0..65535, got {text!r}")
     return value
 
 
@@ -82,30 +111,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run (or resume) the trials of a config")
     run.add_argument("config")
-    run.add_argument("--store")
+    run.add_argument("--store", type=_store_path)
     run.add_argument("--max-cost", type=_non_negative_float, metavar="USD")
-    run.add_argument("--concurrency", type=_positive_int, metavar="N")
+    run.add_argument("--concurrency", type=_bounded_int(MAX_CONCURRENCY), metavar="N")
     run.add_argument("--quiet", action="store_true")
 
     plan = sub.add_parser("plan", help="count planned and remaining trials (no requests)")
     plan.add_argument("config")
-    plan.add_argument("--store")
+    plan.add_argument("--store", type=_store_path)
     plan.add_argument("--json", action="store_true")
 
     status = sub.add_parser("status", help="progress of a store, also during a run")
-    status.add_argument("--store", default=DEFAULT_STORE)
+    status.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
     status.add_argument("--json", action="store_true")
 
     sql = sub.add_parser("sql", help="one read-only SQL query over the store")
     sql.add_argument("query")
-    sql.add_argument("--store", default=DEFAULT_STORE)
+    sql.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
     shape = sql.add_mutually_exclusive_group()
     shape.add_argument("--format", choices=("table", "csv", "json"), default="table")
     shape.add_argument("--output", metavar="FILE.parquet|csv|json", help="write the result")
     sql.add_argument("--force", action="store_true", help="let --output overwrite a file")
 
     sim = sub.add_parser("simulate", help="serve the provider simulator on loopback")
-    sim.add_argument("--port", type=int, default=8000)
+    sim.add_argument("--port", type=_port, default=8000)
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--rpm", type=_positive_int)
     sim.add_argument("--tpm", type=_positive_int)
@@ -114,9 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--profile")
 
     analyze = sub.add_parser("analyze", help="tables, figures and report.html from a store")
-    analyze.add_argument("--store", default=DEFAULT_STORE)
+    analyze.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
     analyze.add_argument("--out", default="out/analysis")
-    analyze.add_argument("--bootstrap", type=_positive_int, default=2000, metavar="B")
+    analyze.add_argument("--bootstrap", type=_bounded_int(MAX_BOOTSTRAP), default=2000, metavar="B")
     analyze.add_argument("--ci", choices=("percentile", "bca"), default="percentile")
 
     demo = sub.add_parser("demo", help="the paper's grid on simulated models, then analysis")
@@ -124,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import", help="ingest replies collected elsewhere (JSONL)")
     imp.add_argument("file")
-    imp.add_argument("--store", default=DEFAULT_STORE)
+    imp.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
 
     stimuli = sub.add_parser("stimuli", help="stimuli packs: the paper's own texts")
     stimuli_sub = stimuli.add_subparsers(dest="stimuli_command", metavar="command", required=True)
@@ -152,6 +181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # the system refused a path: a read-only store, a full disk, ...
+        return _fail(os_error_line(exc))
     except Exception as exc:  # a bug: one line, and the traceback only on request
         if os.environ.get("IBIAS_DEBUG"):
             raise
@@ -160,6 +191,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OSError as one line naming the path and the system's reason (no errno noise)."""
+    if exc.filename is not None and exc.strerror:
+        where = f"{exc.filename}" + (f" -> {exc.filename2}" if exc.filename2 is not None else "")
+        return f"{where}: {exc.strerror}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _fail(message: str) -> int:

@@ -3,15 +3,24 @@
 Each JSONL line becomes one trial (with a run row naming the file) and one response; the same
 parsers then fill the derived tables, so the views and the analysis cannot tell an imported
 reply from a native one except by its `runs.command`. The whole file is validated first: a bad
-line is reported by its number and nothing from that file is imported. Importing the same file
-twice adds nothing (trial keys are hashes of the line's content).
+line is reported by its number and nothing from that file is imported.
+
+A line's trial key is the hash of what was asked (experiment, model id, language, the
+normalised item, messages, and the optional `id`), never of the reply. So within a file, lines
+with the same key and the same content are one trial (counted once); the same key with a
+different content is an error naming both lines, since nothing says which reply is the trial's
+(an `id` on each makes them repetitions: distinct trials of the same item). Against the store,
+a line whose trial is already stored with the same content is already present (importing the
+same file twice adds nothing), and with a different content it is an error. Stores written
+before keys left the content out hold trials keyed with it (`legacy_key`); a line whose legacy
+key is stored is already present too.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,18 +44,29 @@ class ImportFileError(ValueError):
 
 @dataclass(frozen=True)
 class ImportedReply:
-    """One valid import line: the trial it stands for and the reply it carries."""
+    """One valid import line: the trial it stands for and the reply it carries.
+
+    `line` is its line number; `copies` the later lines of the file that repeat it exactly
+    (same trial key, same content), which count once. `legacy_key` is the key an earlier
+    version gave the line (content included), to recognise it in stores that version wrote."""
 
     trial: Trial
     content: str | None
     provider_model: str | None
+    line: int = 0
+    legacy_key: str = ""
+    copies: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class ImportResult:
+    """`lines` counts reply lines; `already_present` those that added nothing (stored before,
+    or `duplicates`: exact repeats of an earlier line of the same file)."""
+
     lines: int
     imported: int
     already_present: int
+    duplicates: int = 0
 
 
 def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -56,7 +76,7 @@ def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what:
     return value
 
 
-def parse_line(raw: bytes) -> ImportedReply:
+def parse_line(raw: bytes, line: int = 0) -> ImportedReply:
     obj = json_object_line(raw, TOP_KEYS)
     experiment = obj.get("experiment")
     kind = registry.kind(experiment) if isinstance(experiment, str) else None
@@ -64,27 +84,41 @@ def parse_line(raw: bytes) -> ImportedReply:
         names = ", ".join(k.name for k in registry.kinds())
         raise ValueError("'experiment' must be one of " + names)
     model_id = _need(obj, "model_id", str, "a model id")
+    if not model_id.strip():
+        raise ValueError("'model_id' must not be empty")
     language = obj.get("language", "")
     if not isinstance(language, str):
         raise ValueError("'language' must be a string such as 'en'")
     item = _need(obj, "item", dict, "an object")
-    content = obj.get("content")
+    if "content" not in obj:
+        raise ValueError("'content' is missing (the reply's text; null if it had none)")
+    content = obj["content"]
     if content is not None and not isinstance(content, str):
         raise ValueError("'content' must be a string or null")
+    line_id = obj.get("id")
+    if line_id is not None and (
+        isinstance(line_id, bool) or not isinstance(line_id, str | int) or line_id == ""
+    ):
+        raise ValueError("'id' must be a non-empty string or an integer")
+    provider_model = obj.get("provider_model")
+    if provider_model is not None and not isinstance(provider_model, str):
+        raise ValueError("'provider_model' must be a string")
     messages = chat_messages(obj.get("messages", []), allow_empty=True)
     item = kind.import_item(item, language)
-    key_source = {
+    asked = {
         "imported": True,
         "experiment": experiment,
         "model_id": model_id,
         "language": language,
         "item": item,
         "messages": messages,
-        "content": content,
-        "id": obj.get("id"),
+        "id": line_id,
     }
-    trial_key = stable_hash(key_source)
-    provider_model = obj.get("provider_model")
+    try:
+        trial_key = stable_hash(asked)
+        legacy_key = stable_hash({**asked, "content": content})
+    except TypeError:  # orjson: an integer beyond 64 bits in a free-form item
+        raise ValueError("'item' holds a number too large to store") from None
     trial = Trial(
         trial_key=trial_key,
         experiment=kind.name,
@@ -99,34 +133,94 @@ def parse_line(raw: bytes) -> ImportedReply:
     return ImportedReply(
         trial=trial,
         content=content,
-        provider_model=provider_model if isinstance(provider_model, str) else None,
+        provider_model=provider_model,
+        line=line,
+        legacy_key=legacy_key,
     )
 
 
 def read_file(path: Path) -> list[ImportedReply]:
-    """Validate every line; the first bad one raises with its number."""
+    """Validate every line; the first bad one raises with its number.
+
+    Returns one reply per trial: exact repeats are folded into the first line's `copies`, and
+    the same trial with another content is an error naming both lines."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
         raise ImportFileError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise ImportFileError(f"{path}: is a folder, not a JSONL file") from None
     except OSError as exc:
         raise ImportFileError(f"{path}: cannot read: {exc.strerror}") from None
-    out: list[ImportedReply] = []
+    seen: dict[str, ImportedReply] = {}
     with handle:
-        for number, raw in enumerate(handle, start=1):
-            if not raw.strip():
-                continue
-            try:
-                out.append(parse_line(raw))
-            except ValueError as exc:
-                raise ImportFileError(f"{path} line {number}: {exc}; nothing imported") from None
-    if not out:
+        try:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    reply = parse_line(raw, number)
+                except ValueError as exc:
+                    raise ImportFileError(
+                        f"{path} line {number}: {exc}; nothing imported"
+                    ) from None
+                key = reply.trial.trial_key
+                first = seen.get(key)
+                if first is None:
+                    seen[key] = reply
+                elif first.content == reply.content:
+                    seen[key] = replace(first, copies=(*first.copies, number))
+                else:
+                    raise ImportFileError(
+                        f"{path} line {number}: the same trial as line {first.line} (same "
+                        "experiment, model_id, language, item and messages) with a different "
+                        "content; give each line its own 'id' to keep both as repetitions; "
+                        "nothing imported"
+                    )
+        except OSError as exc:
+            raise ImportFileError(f"{path}: cannot read: {exc.strerror}") from None
+    if not seen:
         raise ImportFileError(f"{path}: no replies to import")
-    return out
+    return list(seen.values())
+
+
+def _stored(
+    con: duckdb.DuckDBPyConnection, table: str, column: str, keys: list[str]
+) -> dict[str, Any]:
+    """trial_key -> `column` of the rows of `table` whose key is among `keys`."""
+    rows = con.execute(
+        f"SELECT t.trial_key, t.{column} FROM {table} t "
+        "JOIN (SELECT unnest(?::VARCHAR[]) AS trial_key) k ON t.trial_key = k.trial_key",
+        [keys],
+    ).fetchall()
+    return {key: value for key, value in rows}
+
+
+def _new_replies(
+    con: duckdb.DuckDBPyConnection, path: Path, replies: list[ImportedReply]
+) -> list[ImportedReply]:
+    """The replies not stored yet; a trial stored with another content is an error."""
+    stored = _stored(con, "responses", "content", [r.trial.trial_key for r in replies])
+    for r in replies:
+        key = r.trial.trial_key
+        if key in stored and stored[key] != r.content:
+            raise ImportFileError(
+                f"{path} line {r.line}: this trial is already stored with a different content "
+                f"(trial_key {key[:16]}); give the line an 'id' to store it as a repetition; "
+                "nothing imported"
+            )
+    legacy = _stored(con, "trials", "trial_key", [r.legacy_key for r in replies])
+    return [r for r in replies if r.trial.trial_key not in stored and r.legacy_key not in legacy]
 
 
 def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
-    replies = read_file(path)
+    unique = read_file(path)
+    lines = sum(1 + len(r.copies) for r in unique)
+    replies = _new_replies(con, path, unique)
+    if not replies:
+        return ImportResult(
+            lines=lines, imported=0, already_present=lines, duplicates=lines - len(unique)
+        )
     run_id = uuid.uuid4().hex
     now = datetime.now(UTC)
     con.execute("BEGIN TRANSACTION").fetchall()
@@ -170,4 +264,6 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
     except BaseException:
         con.execute("ROLLBACK").fetchall()
         raise
-    return ImportResult(lines=len(replies), imported=new, already_present=len(replies) - new)
+    return ImportResult(
+        lines=lines, imported=new, already_present=lines - new, duplicates=lines - len(unique)
+    )

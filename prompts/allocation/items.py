@@ -11,8 +11,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ibias.prompts.allocation.content import LANGUAGES, default_services
 from ibias.prompts.base import stable_hash
 from ibias.prompts.registry import Item
+from ibias.prompts.stimuli.release import RELEASE_SERVICES
 
 Identity = Literal["cis", "trans"]
 SymptomLevel = Literal["none", "high", "low"]
@@ -86,28 +88,54 @@ def _identity(text: Any) -> tuple[str, str]:
     return IDENTITY_SPELLINGS[key]
 
 
+def check_language(language: str) -> None:
+    if language not in LANGUAGES:
+        raise ValueError(f"'language' must be one of {', '.join(LANGUAGES)}, got {language!r}")
+
+
+def check_service(raw: Mapping[str, Any], *, paper: bool) -> None:
+    """The service is a shipped one, or one of the paper's when the item is of its design.
+
+    The paper's services are `RELEASE_SERVICES`, the authors' published set (an import has no
+    stimuli pack to ask); the controlled design's are the shipped `services.toml`."""
+    service = raw.get("service")
+    if not isinstance(service, str):
+        return  # msgspec says what the type should be
+    known = RELEASE_SERVICES if paper else tuple(default_services())
+    if service in known:
+        return
+    hint = ""
+    if not paper and service in RELEASE_SERVICES:
+        hint = ' (a service of the paper\'s design: add "design": "paper" to the item)'
+    elif paper and service in default_services():
+        hint = ' (a service of the controlled design: leave out "design": "paper")'
+    design = "the paper design's" if paper else "the known"
+    raise ValueError(
+        f"`item.service` {service!r} is not one of {design} services ({', '.join(known)}){hint}"
+    )
+
+
 def prepare_import(raw: Mapping[str, Any], language: str) -> dict[str, Any]:
     """Import spellings to stored ones: identities as slugs, ids and `first` derived."""
-    del language
+    check_language(language)
     out = dict(raw)
+    check_service(out, paper=out.get("design") == "paper")
     candidates = out.get("candidates")
     if not isinstance(candidates, list) or len(candidates) != 2:
-        raise ValueError("'candidates' must list exactly two people")
+        raise ValueError("`item.candidates` must list exactly two people")
     people = []
     for i, c in enumerate(candidates):
         if not isinstance(c, dict):
-            raise ValueError(f"candidate {i + 1} must be an object")
+            raise ValueError(f"`item.candidates[{i}]` must be an object")
         slug, identity = _identity(c.get("gender_identity"))
         name = c.get("name")
+        # Unknown keys stay, so the registry names them (a typo must not vanish).
         people.append(
             {
+                **c,
                 "person_id": c.get("person_id") or f"import:{name}",
-                "name": name,
-                "age": c.get("age"),
-                "sex_assigned_at_birth": c.get("sex_assigned_at_birth"),
                 "gender_identity": slug,
                 "identity": identity,
-                "symptom": c.get("symptom"),
                 "symptom_index": None,
             }
         )
@@ -122,12 +150,16 @@ def prepare_import(raw: Mapping[str, Any], language: str) -> dict[str, Any]:
 
 
 def prepare_explicit_import(raw: Mapping[str, Any], language: str) -> dict[str, Any]:
-    """`subject` and `service` name the same thing; either may be given."""
-    del language
+    """`subject` and `service` name the same thing; either may be given. The explicit check
+    is the controlled design's only."""
+    check_language(language)
     out = dict(raw)
-    subject = out.get("service") or out.get("subject")
+    subject = out.get("service", out.get("subject"))
+    if "subject" in out and out["subject"] != subject:
+        raise ValueError("`item.subject` and `item.service` differ; give one of them")
     if not isinstance(subject, str):
-        raise ValueError("'service' must name the service asked about")
+        raise ValueError("`item.service` must name the service asked about")
     out["service"] = subject
     out["subject"] = subject
+    check_service(out, paper=False)
     return out

@@ -9,11 +9,13 @@ label order, template, groups, smoothing): parsing and analysis never need the m
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from ibias.prompts.registry import Item
+from ibias.prompts.word_association.data import shipped_word_sets
 
 Sentiment = Literal["positive", "negative"]
 Design = Literal["controlled", "paper"]
@@ -56,11 +58,40 @@ class WordAssociationExplicitItem(Item, frozen=True, kw_only=True):
     reference_group: str | None = None
 
 
+@cache
+def shipped_languages() -> Mapping[str, frozenset[str]]:
+    """Category slug -> the languages its shipped words are in (what import accepts)."""
+    return {slug: category.languages for slug, category in shipped_word_sets().items()}
+
+
+def check_category(raw: Mapping[str, Any], language: str) -> None:
+    """An imported item names a shipped category, in a language that category has words in."""
+    known = shipped_languages()
+    languages = sorted(set().union(*known.values()))
+    if language not in languages:
+        raise ValueError(f"'language' must be one of {', '.join(languages)}, got {language!r}")
+    category = raw.get("category")
+    if not isinstance(category, str):
+        return  # msgspec says what the type should be
+    if category not in known:
+        raise ValueError(
+            f"`item.category` {category!r} is not a known category; expected one of "
+            + ", ".join(known)
+        )
+    if language not in known[category]:
+        raise ValueError(
+            f"'language' must be one of {', '.join(sorted(known[category]))} for category "
+            f"{category!r}, got {language!r}"
+        )
+
+
 def prepare_implicit_import(raw: Mapping[str, Any], language: str) -> dict[str, Any]:
     """Defaults an import line may leave out: label order as target first, groups as labels."""
-    del language
+    check_category(raw, language)
     out = dict(raw)
     target, reference = out.get("target_label"), out.get("reference_label")
+    if isinstance(target, str) and target == reference:
+        raise ValueError("`item.target_label` and `item.reference_label` must differ")
     out.setdefault("label_order", [target, reference])
     out.setdefault("target_group", target)
     out.setdefault("reference_group", reference)
@@ -70,10 +101,14 @@ def prepare_implicit_import(raw: Mapping[str, Any], language: str) -> dict[str, 
 def prepare_explicit_import(raw: Mapping[str, Any], language: str) -> dict[str, Any]:
     """`subject` is accepted for `category`; labels default to the language's group names."""
     out = dict(raw)
-    subject = out.get("category") or out.get("subject")
+    alias = out.pop("subject", None)
+    subject = out.get("category", alias)
+    if alias is not None and alias != subject:
+        raise ValueError("`item.subject` and `item.category` differ; give one of them")
     if not isinstance(subject, str):
-        raise ValueError("'category' must name the category asked about")
+        raise ValueError("`item.category` must name the category asked about")
     out["category"] = subject
+    check_category(out, language)
     spanish = language.lower().startswith("es")
     target = out.get("target_label") or ("transgénero" if spanish else "transgender")
     reference = out.get("reference_label") or ("cisgénero" if spanish else "cisgender")

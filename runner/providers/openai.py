@@ -217,7 +217,10 @@ def parse_chat_completion(body: bytes, status: int, headers: Mapping[str, str]) 
     """Read the fields ibias stores from a chat.completion body.
 
     Only a body that cannot be a completion is malformed; an empty content with a
-    `content_filter` finish reason, or a `refusal`, is a legitimate answer.
+    `content_filter` or `length` finish reason, a `refusal`, or an empty string is a
+    legitimate answer. A message with neither content nor refusal whose finish reason is
+    `stop` answered nothing (a server fault, not the model's answer): it is malformed, so the
+    trial is retried rather than stored as an unparseable reply.
     """
     try:
         data = orjson.loads(body)
@@ -239,11 +242,14 @@ def parse_chat_completion(body: bytes, status: int, headers: Mapping[str, str]) 
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         else:
             raise MalformedResponse("completion content is not text")
+    finish_reason = _opt_str(choice.get("finish_reason"))
+    if content is None and refusal is None and finish_reason == "stop":
+        raise MalformedResponse("completion has no content and no refusal (finish_reason stop)")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     assert isinstance(usage, dict)
     return Reply(
         content=content,
-        finish_reason=_opt_str(choice.get("finish_reason")),
+        finish_reason=finish_reason,
         refusal=_opt_str(refusal),
         prompt_tokens=_opt_int(usage.get("prompt_tokens")),
         completion_tokens=_opt_int(usage.get("completion_tokens")),

@@ -64,11 +64,14 @@ def test_declarations_are_checked_against_the_item() -> None:
 
 def test_import_items_are_type_checked_by_the_item_definition() -> None:
     kind = TrialKind("k", "K", _Item, _parser(), view="v", view_fields=(("subject", "VARCHAR"),))
-    assert kind.import_item({"subject": "s", "extra": 1}, "en") == {
+    assert kind.import_item({"subject": "s"}, "en") == {
         "language": "en",
         "subject": "s",
         "score": None,
     }
+    # a key the item does not declare is refused, not dropped (a typo must not vanish)
+    with pytest.raises(ValueError, match=r"^unknown key `item.scor` \(did you mean `score`\?\)$"):
+        kind.import_item({"subject": "s", "scor": 1}, "en")
     with pytest.raises(ValueError, match=r"Expected `int \| null`, got `str` - at `item.score`$"):
         kind.import_item({"subject": "s", "score": "high"}, "en")
     with pytest.raises(ValueError, match="missing required field `subject`"):

@@ -45,6 +45,17 @@ ROUTES = {
         {},
     ),
     "nochoices": (200, {"id": "x", "choices": []}, {}),
+    # no content, no refusal, stopped normally: nothing was answered (retried as malformed)
+    "null-stop": (200, completion({"role": "assistant", "content": None}), {}),
+    "absent-stop": (200, completion({"role": "assistant"}), {}),
+    "null-refusal-stop": (
+        200,
+        completion({"role": "assistant", "content": None, "refusal": None}),
+        {},
+    ),
+    # ... but an empty answer, a cut-off one, or one filtered or refused is a reply
+    "empty-stop": (200, completion({"role": "assistant", "content": ""}), {}),
+    "null-length": (200, completion({"role": "assistant", "content": None}, "length"), {}),
     "quota": (
         429,
         {
@@ -242,6 +253,25 @@ async def test_refusal_and_content_filter_are_replies(server):
     assert filtered.content is None and filtered.finish_reason == "content_filter"
     parts = await call(server, "parts")
     assert parts.content == "ab"
+
+
+async def test_empty_and_cut_off_answers_are_replies(server):
+    empty = await call(server, "empty-stop")
+    assert empty.content == "" and empty.finish_reason == "stop"
+    cut = await call(server, "null-length")
+    assert cut.content is None and cut.finish_reason == "length"
+
+
+@pytest.mark.parametrize("model", ["null-stop", "absent-stop", "null-refusal-stop"])
+async def test_no_content_no_refusal_with_stop_is_a_malformed_reply(server, model):
+    """A 200 that says it stopped normally but carries neither text nor a refusal answered
+    nothing: stored as a response it would be an unparseable trial that is never asked again;
+    as a malformed reply it is retried."""
+    with pytest.raises(ProviderError) as err:
+        await call(server, model)
+    cls = err.value.classification
+    assert (cls.verdict, cls.kind) == (Verdict.RETRY, "malformed")
+    assert "no content" in cls.message
 
 
 @pytest.mark.parametrize(
