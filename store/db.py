@@ -62,8 +62,33 @@ def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     return int(got[0][0]) if got and got[0][0] is not None else 0
 
 
+def _check_is_a_database_file(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """DuckDB opens an existing CSV, JSON or Parquet file as an in-memory database over it:
+    writes would then go nowhere while the command reports success."""
+    rows = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchall()
+    if not rows or rows[0][0] is None:
+        raise StoreError(f"store {path} is not a DuckDB database file (a data file?)")
+
+
+def _check_not_foreign(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """A DuckDB file with tables but no ibias schema belongs to another program: never write
+    ibias's tables into it."""
+    rows = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database()"
+    ).fetchall()
+    if rows and rows[0][0] > 0:
+        raise StoreError(
+            f"store {path} is a DuckDB file of another program (it has tables but no ibias "
+            "schema); pass another --store"
+        )
+
+
 def migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     current = schema_version(con)
+    if current == 0:
+        _check_not_foreign(con, path)
     if current > SCHEMA_VERSION:
         raise StoreError(
             f"store {path} has schema version {current}, newer than this ibias "
@@ -103,6 +128,7 @@ def open_store(
         path.parent.mkdir(parents=True, exist_ok=True)
     con = _connect(path, read_only=read_only)
     try:
+        _check_is_a_database_file(con, path)
         if read_only:
             version = schema_version(con)
             if version != SCHEMA_VERSION:

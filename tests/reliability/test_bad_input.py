@@ -532,17 +532,7 @@ CASES: dict[str, Case] = {
 
 #: Cases that do not give exit 2 and one line today, with the file that owns the fix. Strict:
 #: when the owner fixes one, its test fails until it leaves this list.
-KNOWN_FAILING = {
-    "store is an existing CSV file (run)": "store/db.py: DuckDB opens an existing CSV, JSON, "
-    "NDJSON or Parquet file as an in-memory database over that file, so the run or import "
-    "reports success and stores nothing",
-    "store is an existing JSONL file (import)": "store/db.py: as above (imported into memory)",
-    **{
-        f"store of another program ({command})": "store/db.py: a writable open migrates a DuckDB "
-        "file that holds other tables and no ibias schema, writing ibias tables into it"
-        for command in ("analyze", "import", "run")
-    },
-}
+KNOWN_FAILING: dict[str, str] = {}
 
 SUBPROCESS_CASES = (
     "config not TOML",
