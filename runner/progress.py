@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from ibias.runner.scheduler import ModelStats
-from ibias.runner.status import rate_and_eta
+from ibias.runner.status import ModelStats, rate_and_eta
 
 
 def _eta(seconds: float | None) -> str:

@@ -4,6 +4,11 @@ Order matters for crash safety: the run row and every planned trial are committe
 first request, so the store always knows the whole plan; responses then land through the single
 writer. Resume is the default: trials with a stored response are skipped.
 
+A plan is made once. Its hash covers every input of the plan (runner/plan.py); a run whose hash
+matches a completed plan in the store skips planning, and every run, planned or not, reads what
+is left of the plan from the store with one anti-join per model, in plan order, so no trial is
+generated or keyed twice.
+
 The run's lifetime is one anyio task group (writer, status ticker, scheduler). It installs no
 signal handlers: a caller stops it through a `Stop` (the CLI requests it on SIGINT, SIGTERM and
 SIGHUP; the Python API and tests call `Stop.request()`), and providers come from a
@@ -30,7 +35,7 @@ from ibias.prompts import registry
 from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.plan import Trial, build_experiments, trials_for
+from ibias.runner.plan import Trial, build_experiments, plan_batches, plan_hash, plan_inputs
 from ibias.runner.progress import Progress
 from ibias.runner.providers.base import ProviderContext
 from ibias.runner.providers.registry import ProviderFactory, create_provider
@@ -42,7 +47,16 @@ from ibias.runner.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
 from ibias.store.lock import StoreLock
-from ibias.store.writer import Writer, insert_trials
+from ibias.store.plans import (
+    StoredPlan,
+    find_plan,
+    has_trials,
+    insert_planned,
+    plan_totals,
+    record_plan,
+    remaining,
+)
+from ibias.store.writer import Writer
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 TRIAL_BATCH = 5000
@@ -104,10 +118,12 @@ def check_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str | No
     return keys
 
 
-def _record_run(con: duckdb.DuckDBPyConnection, run_id: str, config: Config) -> None:
+def _record_run(
+    con: duckdb.DuckDBPyConnection, run_id: str, config: Config, planned_from: str
+) -> None:
     con.execute(
-        "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, command) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, command, "
+        "plan_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
             run_id,
             datetime.now(UTC),
@@ -116,6 +132,7 @@ def _record_run(con: duckdb.DuckDBPyConnection, run_id: str, config: Config) -> 
             ibias_version(),
             git_rev(),
             " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            planned_from,
         ],
     ).fetchall()
 
@@ -155,53 +172,86 @@ class PlanningInterrupted(Exception):
 
 async def plan_into_store(
     con: duckdb.DuckDBPyConnection,
+    plan: StoredPlan,
     run_id: str,
     experiments: list[Experiment],
     models: tuple[ModelConfig, ...],
-    done: set[str],
     *,
+    fresh: bool,
     stop: Stop | None = None,
     on_batch: Callable[[dict[str, ModelStats]], None] | None = None,
-) -> dict[str, ModelStats]:
-    """Insert every planned trial (streaming, in batches) and count totals per model.
+) -> int:
+    """Store every trial of the plan (streaming, in batches); returns how many it has.
 
-    Each batch is inserted in a worker thread, so the loop stays free to receive a stop while
-    DuckDB works, and the stop is checked between batches: planning a large grid can take a
-    while, and an interrupt must not wait for it nor cut a batch in half.
+    Each batch is generated and inserted in a worker thread, so the loop stays free to receive
+    a stop, and the stop is checked between batches: planning a large grid can take a while,
+    and an interrupt must not wait for it nor cut a batch in half. Each batch commits on its
+    own: one transaction over a million trials would hold them all in memory, and a
+    half-planned store is harmless (the next run plans again and skips keys already there).
     """
     stats = {m.id: ModelStats(model_id=m.id) for m in models}
-    batch: list[Trial] = []
+    batches = plan_batches(experiments, models, TRIAL_BATCH)
     planned = 0
 
-    async def insert() -> None:
-        nonlocal batch, planned
-        await anyio.to_thread.run_sync(insert_trials, con, run_id, batch)
-        planned += len(batch)
-        batch = []
+    def next_batch() -> int | None:
+        batch = next(batches, None)
+        if batch is None:
+            return None
+        insert_planned(con, plan, run_id, batch.columns(), fresh=fresh)
+        return len(batch)
+
+    while (n := await anyio.to_thread.run_sync(next_batch)) is not None:
+        planned += n
+        for s in stats.values():  # a batch holds whole specs: every model has n / models
+            s.total += n // len(models)
         if on_batch is not None:
             on_batch(stats)
         if stop is not None and stop.requested:
             raise PlanningInterrupted(planned, stats)
-
-    # Each batch commits on its own: one transaction over a million trials would hold them all
-    # in memory, and a half-planned store is harmless (inserts skip keys already there).
-    for trial in trials_for(experiments, models):
-        s = stats[trial.model_id]
-        s.total += 1
-        if trial.trial_key in done:
-            s.done_before += 1
-        batch.append(trial)
-        if len(batch) >= TRIAL_BATCH:
-            await insert()
-    await insert()
-    return stats
+    return planned
 
 
-def done_keys(con: duckdb.DuckDBPyConnection, model_ids: list[str]) -> set[str]:
-    rows = con.execute(
-        "SELECT DISTINCT trial_key FROM responses WHERE list_contains(?, model_id)", [model_ids]
-    ).fetchall()
-    return {r[0] for r in rows}
+def store_files(store: Path) -> Callable[[Path], bool]:
+    """Whether a path is the store or one of its side files (kept out of folder digests)."""
+    prefix = store.resolve().name
+
+    def exclude(path: Path) -> bool:
+        return path.name.startswith(prefix) and path.resolve().parent == store.resolve().parent
+
+    return exclude
+
+
+async def prepare_plan(
+    con: duckdb.DuckDBPyConnection,
+    config: Config,
+    run_id: str,
+    experiments: list[Experiment],
+    inputs: dict[str, str],
+    *,
+    stop: Stop | None = None,
+    on_batch: Callable[[dict[str, ModelStats]], None] | None = None,
+) -> tuple[StoredPlan, bool]:
+    """The completed plan for `inputs`: found in the store, or planned now (True)."""
+    digest = plan_hash(inputs)
+    found = find_plan(con, digest)
+    if found is not None and found.complete:
+        return found, False
+    _insert_patients(con, config)
+    record_plan(con, digest, run_id, "started", inputs)
+    plan = StoredPlan(
+        plan_hash=digest,
+        runs=(*(found.runs if found else ()), run_id),
+        complete=False,
+        reused=found.reused if found else False,
+    )
+    fresh = not has_trials(con)
+    n = await plan_into_store(
+        con, plan, run_id, experiments, config.models, fresh=fresh, stop=stop, on_batch=on_batch
+    )
+    record_plan(con, digest, run_id, "complete", inputs, trials=n)
+    done = find_plan(con, digest)
+    assert done is not None and done.complete
+    return done, True
 
 
 async def execute(
@@ -276,17 +326,18 @@ async def _execute_locked(
 
     try:
         experiments = build_experiments(config)
-        _record_run(con, run_id, config)
-        _insert_patients(con, config)
-        done = done_keys(con, [m.id for m in config.models])
+        inputs = await anyio.to_thread.run_sync(
+            lambda: plan_inputs(config, experiments, exclude=store_files(options.store))
+        )
+        _record_run(con, run_id, config, plan_hash(inputs))
         status("planning", {})
         try:
-            stats = await plan_into_store(
+            plan, _ = await prepare_plan(
                 con,
+                config,
                 run_id,
                 experiments,
-                config.models,
-                done,
+                inputs,
                 stop=stop,
                 on_batch=lambda partial: status("planning", partial),
             )
@@ -299,20 +350,16 @@ async def _execute_locked(
                     "run again to resume",
                 ),
             )
+        stats = {m.id: ModelStats(model_id=m.id) for m in config.models}
+        totals = await anyio.to_thread.run_sync(
+            plan_totals, con, plan, [m.id for m in config.models]
+        )
+        for model_id, (total, done) in totals.items():
+            if model_id in stats:
+                stats[model_id].total, stats[model_id].done_before = total, done
         status("running", stats)
         return await _schedule(
-            config,
-            options,
-            keys,
-            say,
-            con,
-            run_id,
-            started_at,
-            stats,
-            done,
-            experiments,
-            factory,
-            stop,
+            config, options, keys, say, con, run_id, started_at, stats, plan, factory, stop
         )
     finally:
         con.close()
@@ -327,8 +374,7 @@ async def _schedule(
     run_id: str,
     started_at: datetime,
     stats: dict[str, ModelStats],
-    done: set[str],
-    experiments: list[Experiment],
+    plan: StoredPlan,
     factory: ProviderFactory,
     stop: Stop,
 ) -> RunResult:
@@ -370,8 +416,13 @@ async def _schedule(
                 progress.tick()
                 write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
 
-        def source(rt: ModelRuntime) -> Iterator[Trial]:
-            return (t for t in trials_for(experiments, [rt.config]) if t.trial_key not in done)
+        def source(rt: ModelRuntime) -> Iterator[list[Trial]]:
+            # Each model streams on a cursor of its own, while the writer inserts on `con`.
+            cursor = con.cursor()
+            try:
+                yield from remaining(cursor, plan, rt.config.id)
+            finally:
+                cursor.close()
 
         progress.start()
         # The run's lifetime: the writer and the ticker live exactly as long as the scheduler.

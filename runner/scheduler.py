@@ -18,42 +18,23 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import anyio
+import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.plan import Trial
 from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
+from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
 from ibias.store.derived import reply_text
+from ibias.store.trial import Trial
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer, raw_json
-
-
-@dataclass
-class ModelStats:
-    """Live counters for one model (mutable state read by progress and the status file)."""
-
-    model_id: str
-    total: int = 0
-    done: int = 0
-    done_before: int = 0
-    requests: int = 0
-    retries: int = 0
-    errors: int = 0
-    failed: int = 0
-    rate_limited: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    fatal: str | None = None
-    finished: bool = False
-    first_done_at: float | None = None
 
 
 @dataclass
@@ -149,10 +130,13 @@ class Scheduler:
     # ------------------------------------------------------------------ running
 
     async def run(
-        self, source: Callable[[ModelRuntime], Iterator[Trial]], stop: Stop | None = None
+        self,
+        source: Callable[[ModelRuntime], Iterator[Sequence[Trial]]],
+        stop: Stop | None = None,
     ) -> None:
-        """Schedule every model's trials from `source` until done or stopped (by `stop`, by
-        `request_stop`, or by the budget)."""
+        """Schedule every model's trials until done or stopped (by `stop`, by `request_stop`,
+        or by the budget). `source(rt)` gives the model's trials in batches; it is advanced in
+        a worker thread, and closed (if it has `close`) when the model's feeding ends."""
         try:
             async with anyio.create_task_group() as outer:
                 if stop is not None:
@@ -183,25 +167,34 @@ class Scheduler:
         self.request_stop(stop.reason or "interrupted")
 
     async def _feed(
-        self, rt: ModelRuntime, trials: Iterator[Trial], send: MemoryObjectSendStream[Trial]
+        self,
+        rt: ModelRuntime,
+        batches: Iterator[Sequence[Trial]],
+        send: MemoryObjectSendStream[Trial],
     ) -> None:
+        """Pass the model's trials to its workers. Batches are fetched in a worker thread
+        (reading the store, decoding JSON), so the loop only hands trials over."""
         async with send:  # closing it ends the workers' streams
-            for i, trial in enumerate(trials):
-                if self._stopping or rt.stats.fatal:
-                    break
-                try:
-                    # The no-wait path skips a checkpoint (a loop iteration) per trial; the feeder
-                    # still yields below and whenever the stream is full.
-                    send.send_nowait(trial)
-                except anyio.WouldBlock:
-                    try:
-                        await send.send(trial)
-                    except anyio.BrokenResourceError:  # every worker has gone (a stop)
-                        break
-                except anyio.BrokenResourceError:
-                    break
-                if i % 256 == 255:
-                    await anyio.sleep(0)  # planning is CPU work: let requests through
+            try:
+                while not (self._stopping or rt.stats.fatal):
+                    batch = await anyio.to_thread.run_sync(next, batches, None)
+                    if batch is None:
+                        return
+                    for trial in batch:
+                        if self._stopping or rt.stats.fatal:
+                            return
+                        try:
+                            # The no-wait path skips a checkpoint (a loop iteration) per trial;
+                            # the feeder yields whenever the stream is full.
+                            send.send_nowait(trial)
+                        except anyio.WouldBlock:
+                            await send.send(trial)
+            except anyio.BrokenResourceError:  # every worker has gone (a stop)
+                return
+            finally:
+                close = getattr(batches, "close", None)
+                if close is not None:
+                    close()
 
     async def _work(self, rt: ModelRuntime, receive: MemoryObjectReceiveStream[Trial]) -> None:
         worker = _Worker()
