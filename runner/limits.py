@@ -286,6 +286,17 @@ class EndpointLimiter:
         if est_tokens < 0:
             raise ValueError("est_tokens must be >= 0")
         await self._slots.acquire()
+        if (
+            self._rpm_limiter is None
+            and self._tpm_limiter is None
+            and not self._gate.locked()
+            and self._paused_until <= asyncio.get_running_loop().time()
+        ):
+            # No rate to keep, no pause and nobody queued at the gate: nothing to wait for,
+            # so skip the gate's await chain (the common case of an endpoint without limits).
+            self._last_admit_at = asyncio.get_running_loop().time()
+            self._last_tokens_paid = 0.0
+            return self._permit(est_tokens)
         try:
             async with self._gate:
                 await self._wait_pause()
@@ -297,6 +308,9 @@ class EndpointLimiter:
         except BaseException:
             self._slots.release()
             raise
+        return self._permit(est_tokens)
+
+    def _permit(self, est_tokens: int) -> Permit:
         serial = next(self._serials)
         self._outstanding.add(serial)
         self._in_flight += 1

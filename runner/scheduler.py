@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -34,7 +35,7 @@ from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
 from ibias.store.derived import reply_text
 from ibias.store.trial import Trial
-from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer, raw_json
+from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer
 
 
 @dataclass
@@ -46,6 +47,18 @@ class ModelRuntime:
     limiter: EndpointLimiter
     stats: ModelStats
     learnt_limits: bool = False
+    #: When a successful reply's headers are next read for limits (loop time, see _process).
+    next_limits_check: float = 0.0
+    #: The last trial params seen and their Sampling (a model's trials share one params).
+    _sampling: tuple[Mapping[str, Any], Sampling] | None = None
+
+    def sampling(self, params: Mapping[str, Any]) -> Sampling:
+        cached = self._sampling
+        if cached is not None and (cached[0] is params or cached[0] == params):
+            return cached[1]
+        sampling = Sampling.from_params(params)
+        self._sampling = (params, sampling)
+        return sampling
 
 
 @dataclass(eq=False)
@@ -54,6 +67,9 @@ class _Worker:
 
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     in_request: bool = False
+
+
+LIMITS_CHECK_INTERVAL_S = 1.0
 
 
 def estimate_tokens(trial: Trial, max_tokens: int) -> int:
@@ -222,7 +238,7 @@ class Scheduler:
 
     async def _process(self, rt: ModelRuntime, trial: Trial, worker: _Worker) -> None:
         cfg = rt.config
-        sampling = Sampling.from_params(trial.params)
+        sampling = rt.sampling(trial.params)
         est = estimate_tokens(trial, cfg.max_tokens)
         est_cost = cfg.cost(est - cfg.max_tokens, cfg.max_tokens)
         attempt = 0
@@ -264,7 +280,15 @@ class Scheduler:
                 if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                     used = reply.prompt_tokens + reply.completion_tokens
                 rt.limiter.release(permit, used)
-                self._learn_limits(rt, reply.headers)
+                if not rt.learnt_limits:
+                    # Successful replies are read for announced limits at most once a second:
+                    # a provider that announces them does so on every reply, and reading every
+                    # reply's headers is per-request work the loop can skip. Errors (a 429
+                    # first of all) are always read.
+                    now = time.monotonic()
+                    if now >= rt.next_limits_check:
+                        rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
+                        self._learn_limits(rt, reply.headers)
                 self._record_reply(rt, trial, attempt, started, latency_ms, reply)
                 return
             assert error is not None
@@ -323,16 +347,16 @@ class Scheduler:
     ) -> None:
         self.writer.add_attempt(
             AttemptRow(
-                run_id=self.run_id,
-                trial_key=trial.trial_key,
-                model_id=trial.model_id,
-                attempt_no=attempt,
-                started_at=started,
-                latency_ms=latency_ms,
-                http_status=status,
-                error_kind=cls.kind if cls else None,
-                error_message=cls.message if cls else None,
-                outcome=outcome,
+                self.run_id,
+                trial.trial_key,
+                trial.model_id,
+                attempt,
+                started,
+                latency_ms,
+                status,
+                cls.kind if cls else None,
+                cls.message if cls else None,
+                outcome,
             )
         )
 
@@ -345,30 +369,47 @@ class Scheduler:
         latency_ms: float,
         reply: Reply,
     ) -> None:
+        """One attempt row, one response row and what its parser needs, appended to the
+        writer's buffers as tuples; converting and serialising them (the raw body included)
+        happens on the writer's thread."""
         cfg = rt.config
         cost = cfg.cost(reply.prompt_tokens or 0, reply.completion_tokens or 0)
-        self._attempt(rt, trial, attempt, started, latency_ms, reply.status, None, "ok")
+        key = trial.trial_key
+        self.writer.add_attempt(
+            AttemptRow(
+                self.run_id,
+                key,
+                trial.model_id,
+                attempt,
+                started,
+                latency_ms,
+                reply.status,
+                None,
+                None,
+                "ok",
+            )
+        )
         self.writer.add_response(
             ResponseRow(
-                trial_key=trial.trial_key,
-                run_id=self.run_id,
-                model_id=trial.model_id,
-                provider_model=reply.provider_model,
-                content=reply.content,
-                refusal=reply.refusal,
-                finish_reason=reply.finish_reason,
-                prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens,
-                cost_usd=cost,
-                system_fingerprint=reply.system_fingerprint,
-                received_at=datetime.now(UTC),
-                raw=raw_json(reply.raw),
+                key,
+                self.run_id,
+                trial.model_id,
+                reply.provider_model,
+                reply.content,
+                reply.refusal,
+                reply.finish_reason,
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                cost,
+                reply.system_fingerprint,
+                datetime.now(UTC),
+                reply.raw,
             ),
             Landed(
-                trial_key=trial.trial_key,
-                experiment=trial.experiment,
-                item=dict(trial.item),
-                content=reply_text(reply.content, reply.finish_reason, reply.refusal),
+                key,
+                trial.experiment,
+                trial.item,
+                reply_text(reply.content, reply.finish_reason, reply.refusal),
             ),
         )
         s = rt.stats

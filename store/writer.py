@@ -10,10 +10,9 @@ on trial_key, so a trial can never end with two response rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -25,8 +24,7 @@ from ibias.prompts.base import canonical_json
 from ibias.store.trial import Trial
 
 
-@dataclass(frozen=True)
-class AttemptRow:
+class AttemptRow(NamedTuple):
     run_id: str
     trial_key: str
     model_id: str
@@ -39,8 +37,10 @@ class AttemptRow:
     outcome: str
 
 
-@dataclass(frozen=True)
-class ResponseRow:
+class ResponseRow(NamedTuple):
+    """`raw` is the reply's JSON text, or the decoded body (serialised on the writer's
+    thread, off the event loop)."""
+
     trial_key: str
     run_id: str
     model_id: str
@@ -53,16 +53,15 @@ class ResponseRow:
     cost_usd: float | None
     system_fingerprint: str | None
     received_at: datetime
-    raw: str | None
+    raw: str | Mapping[str, Any] | None
 
 
-@dataclass(frozen=True)
-class Landed:
+class Landed(NamedTuple):
     """A response as it lands, with what its parser needs (so parsing needs no extra query)."""
 
     trial_key: str
     experiment: str
-    item: dict[str, Any]
+    item: Mapping[str, Any]
     content: str | None
 
 
@@ -91,10 +90,23 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
 }
 
 
-def to_arrow(rows: Sequence[Any], row_type: type) -> pa.Table:
-    names = [f.name for f in fields(row_type)]
-    columns = {n: [getattr(r, n) for r in rows] for n in names}
-    return pa.table({n: pa.array(columns[n], type=_ARROW_TYPES[n]) for n in names})
+def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | ResponseRow]) -> pa.Table:
+    """Rows (named tuples of `row_type`) as an Arrow table: one transpose, one array per
+    column; a decoded `raw` body is serialised here."""
+    names = row_type._fields
+    columns = list(zip(*rows, strict=True))
+    out: dict[str, pa.Array] = {}
+    for name, values in zip(names, columns, strict=True):
+        if name == "raw":
+            values = tuple(_json_text(v) for v in values)
+        out[name] = pa.array(values, type=_ARROW_TYPES[name])
+    return pa.table(out)
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return orjson.dumps(value).decode()
 
 
 def insert_attempts(con: duckdb.DuckDBPyConnection, rows: Sequence[AttemptRow]) -> None:
@@ -289,9 +301,3 @@ class Writer:
             if self._stopped is not None:
                 await self._stopped.wait()
             await self.flush()
-
-
-def raw_json(body: Any) -> str | None:
-    if body is None:
-        return None
-    return orjson.dumps(body).decode()
