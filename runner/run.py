@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -75,8 +76,14 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class RunResult:
+    """How the run ended: its exit code, the lines to show, and where its time went
+    (`timings`, seconds: `open` the store, hash the plan's `inputs`, find or make the `plan`,
+    count its `totals`, `schedule` the requests, and the run's `total`; `planned` is 1.0 when
+    this run planned and 0.0 when it found the plan in the store)."""
+
     exit_code: int
     lines: tuple[str, ...]
+    timings: Mapping[str, float] = field(default_factory=dict)
 
 
 def ibias_version() -> str:
@@ -313,10 +320,12 @@ async def _execute_locked(
     factory: ProviderFactory,
     stop: Stop,
 ) -> RunResult:
+    clock = _Clock()
     con = open_store(options.store, create=True)
     # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
     # blocks, so cap it and keep a long run's footprint flat.
     con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'").fetchall()
+    clock.lap("open")
     run_id = uuid.uuid4().hex
     started_at = datetime.now(UTC)
     status_file = status_path(options.store)
@@ -329,10 +338,11 @@ async def _execute_locked(
         inputs = await anyio.to_thread.run_sync(
             lambda: plan_inputs(config, experiments, exclude=store_files(options.store))
         )
+        clock.lap("inputs")
         _record_run(con, run_id, config, plan_hash(inputs))
         status("planning", {})
         try:
-            plan, _ = await prepare_plan(
+            plan, planned = await prepare_plan(
                 con,
                 config,
                 run_id,
@@ -343,13 +353,16 @@ async def _execute_locked(
             )
         except PlanningInterrupted as exc:
             status("interrupted", exc.stats)
+            clock.lap("plan")
             return RunResult(
                 EXIT_INTERRUPTED,
                 (
                     f"{stop.reason} while planning: {exc.planned:,} planned trials are stored; "
                     "run again to resume",
                 ),
+                clock.timings(planned=True),
             )
+        clock.lap("plan")
         stats = {m.id: ModelStats(model_id=m.id) for m in config.models}
         totals = await anyio.to_thread.run_sync(
             plan_totals, con, plan, [m.id for m in config.models]
@@ -357,12 +370,31 @@ async def _execute_locked(
         for model_id, (total, done) in totals.items():
             if model_id in stats:
                 stats[model_id].total, stats[model_id].done_before = total, done
+        clock.lap("totals")
         status("running", stats)
-        return await _schedule(
+        result = await _schedule(
             config, options, keys, say, con, run_id, started_at, stats, plan, factory, stop
         )
+        clock.lap("schedule")
+        return replace(result, timings=clock.timings(planned=planned))
     finally:
         con.close()
+
+
+class _Clock:
+    """Seconds spent in each phase of a run (RunResult.timings)."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = now - self.last
+        self.last = now
+
+    def timings(self, *, planned: bool) -> dict[str, float]:
+        return {**self.laps, "total": self.last - self.start, "planned": float(planned)}
 
 
 async def _schedule(
@@ -445,8 +477,6 @@ async def _schedule(
 
 
 def _with_concurrency(m: ModelConfig, concurrency: int) -> ModelConfig:
-    from dataclasses import replace
-
     return replace(m, max_concurrency=concurrency)
 
 

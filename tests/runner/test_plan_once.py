@@ -127,6 +127,9 @@ async def test_a_finished_store_resumes_without_planning(tmp_path, monkeypatch):
     hashes = _rows(store, "SELECT DISTINCT plan_hash FROM runs")
     assert hashes == _rows(store, "SELECT DISTINCT plan_hash FROM plans")
     assert _count(store, "SELECT count(*) FROM runs") == 2
+    # the run reports where its time went, and whether it planned
+    assert (first.timings["planned"], again.timings["planned"]) == (1.0, 0.0)
+    assert {"open", "inputs", "plan", "totals", "schedule", "total"} <= set(again.timings)
 
 
 async def test_a_ninety_percent_done_store_sends_exactly_the_missing_trials(tmp_path, monkeypatch):
