@@ -36,7 +36,7 @@ from ibias.prompts import registry
 from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.plan import Trial, build_experiments, plan_batches, plan_hash, plan_inputs
+from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs
 from ibias.runner.progress import Progress
 from ibias.runner.providers.base import ProviderContext
 from ibias.runner.providers.registry import ProviderFactory, create_provider
@@ -49,6 +49,7 @@ from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
 from ibias.store.lock import StoreLock
 from ibias.store.plans import (
+    Pending,
     StoredPlan,
     find_plan,
     has_trials,
@@ -448,7 +449,7 @@ async def _schedule(
                 progress.tick()
                 write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
 
-        def source(rt: ModelRuntime) -> Iterator[list[Trial]]:
+        def source(rt: ModelRuntime) -> Iterator[list[Pending]]:
             # Each model streams on a cursor of its own, while the writer inserts on `con`.
             cursor = con.cursor()
             try:

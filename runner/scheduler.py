@@ -18,14 +18,14 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter
@@ -34,7 +34,6 @@ from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
 from ibias.store.derived import reply_text
-from ibias.store.trial import Trial
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer
 
 
@@ -61,6 +60,44 @@ class ModelRuntime:
         return sampling
 
 
+class _Queue:
+    """One model's trials between its feeder and its workers: a deque the feeder refills a
+    batch at a time whenever it falls below `low`. Waiting (workers for items, the feeder for
+    space) is on an event made per wait, not per trial, so handing a trial over is one
+    `popleft`."""
+
+    def __init__(self, low: int) -> None:
+        self.items: deque[Trial] = deque()
+        self.low = low
+        self.closed = False
+        self._items: anyio.Event | None = None
+        self._space: anyio.Event | None = None
+
+    async def wait_for_items(self) -> None:
+        if self._items is None:
+            self._items = anyio.Event()
+        await self._items.wait()
+
+    async def wait_for_space(self) -> None:
+        if self._space is None:
+            self._space = anyio.Event()
+        await self._space.wait()
+
+    def wake_workers(self) -> None:
+        if self._items is not None:
+            self._items.set()
+            self._items = None
+
+    def wake_feeder(self) -> None:
+        if self._space is not None:
+            self._space.set()
+            self._space = None
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake_workers()
+
+
 @dataclass(eq=False)
 class _Worker:
     """A worker's cancel scope, and whether it is in a request (which a stop lets finish)."""
@@ -72,13 +109,33 @@ class _Worker:
 LIMITS_CHECK_INTERVAL_S = 1.0
 
 
+class Trial(Protocol):
+    """What the scheduler needs of a trial (a stored `Trial`, or a `store.plans.Pending`)."""
+
+    @property
+    def trial_key(self) -> str: ...
+    @property
+    def experiment(self) -> str: ...
+    @property
+    def model_id(self) -> str: ...
+    @property
+    def item(self) -> Mapping[str, Any]: ...
+    @property
+    def messages(self) -> Sequence[Mapping[str, str]]: ...
+    @property
+    def params(self) -> Mapping[str, Any]: ...
+
+
 def estimate_tokens(trial: Trial, max_tokens: int) -> int:
     """Rough pre-request token count (4 characters a token) plus the completion budget.
 
     Providers reserve max_tokens against TPM, so the estimate includes it; the limiter is
-    corrected from the reported usage afterwards.
+    corrected from the reported usage afterwards. A trial read from the store carries its
+    character count (`prompt_chars`, counted by DuckDB); others are counted here.
     """
-    chars = sum(len(m.get("content", "")) + 8 for m in trial.messages)
+    chars = getattr(trial, "prompt_chars", None)
+    if chars is None:
+        chars = sum(len(m.get("content", "")) + 8 for m in trial.messages)
     return math.ceil(chars / 4) + max_tokens
 
 
@@ -163,13 +220,10 @@ class Scheduler:
                         self._start_grace()
                     for rt in self.runtimes:
                         n_workers = rt.config.max_concurrency
-                        send, receive = anyio.create_memory_object_stream[Trial](
-                            max(2 * n_workers, 16)
-                        )
-                        work.start_soon(self._feed, rt, source(rt), send)
+                        queue = _Queue(low=max(2 * n_workers, 512))
+                        work.start_soon(self._feed, rt, source(rt), queue)
                         for _ in range(n_workers):
-                            work.start_soon(self._work, rt, receive.clone())
-                        receive.close()
+                            work.start_soon(self._work, rt, queue)
                 outer.cancel_scope.cancel()  # the work is over: stop listening for a stop
         finally:
             self._work_scope = None
@@ -182,59 +236,52 @@ class Scheduler:
             self.interrupted = True
         self.request_stop(stop.reason or "interrupted")
 
-    async def _feed(
-        self,
-        rt: ModelRuntime,
-        batches: Iterator[Sequence[Trial]],
-        send: MemoryObjectSendStream[Trial],
-    ) -> None:
-        """Pass the model's trials to its workers. Batches are fetched in a worker thread
-        (reading the store, decoding JSON), so the loop only hands trials over."""
-        async with send:  # closing it ends the workers' streams
-            try:
-                while not (self._stopping or rt.stats.fatal):
-                    batch = await anyio.to_thread.run_sync(next, batches, None)
-                    if batch is None:
-                        return
-                    for trial in batch:
-                        if self._stopping or rt.stats.fatal:
-                            return
-                        try:
-                            # The no-wait path skips a checkpoint (a loop iteration) per trial;
-                            # the feeder yields whenever the stream is full.
-                            send.send_nowait(trial)
-                        except anyio.WouldBlock:
-                            await send.send(trial)
-            except anyio.BrokenResourceError:  # every worker has gone (a stop)
-                return
-            finally:
-                close = getattr(batches, "close", None)
-                if close is not None:
-                    close()
+    def _halted(self, rt: ModelRuntime) -> bool:
+        return self._stopping or rt.stats.fatal is not None
 
-    async def _work(self, rt: ModelRuntime, receive: MemoryObjectReceiveStream[Trial]) -> None:
+    async def _feed(
+        self, rt: ModelRuntime, batches: Iterator[Sequence[Trial]], queue: _Queue
+    ) -> None:
+        """Keep the model's queue above its low-water mark, a batch at a time. Batches are
+        fetched in a worker thread (reading the store, decoding JSON), so the loop only
+        appends them."""
+        try:
+            while not self._halted(rt):
+                if len(queue.items) >= queue.low:
+                    await queue.wait_for_space()
+                    continue
+                batch = await anyio.to_thread.run_sync(next, batches, None)
+                if batch is None:
+                    return
+                queue.items.extend(batch)
+                queue.wake_workers()
+        finally:
+            queue.close()
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    async def _work(self, rt: ModelRuntime, queue: _Queue) -> None:
         worker = _Worker()
         self._workers.add(worker)
+        items = queue.items
         try:
-            async with receive:
-                with worker.scope:
-                    if self._stopping:
-                        worker.scope.cancel()
-                    while True:
-                        try:  # no-wait first: the next await (limiter, request) yields anyway
-                            trial = receive.receive_nowait()
-                        except anyio.WouldBlock:
-                            try:
-                                trial = await receive.receive()
-                            except anyio.EndOfStream:
-                                return
-                        except anyio.EndOfStream:
-                            return
-                        if rt.stats.fatal or self._stopping:
-                            continue  # drain, so the feeder is never stuck on a full stream
+            with worker.scope:
+                if self._stopping:
+                    worker.scope.cancel()
+                while not self._halted(rt):
+                    if items:
+                        trial = items.popleft()
+                        if len(items) < queue.low:
+                            queue.wake_feeder()
                         await self._process(rt, trial, worker)
+                    elif queue.closed:
+                        return
+                    else:
+                        await queue.wait_for_items()
         finally:
             self._workers.discard(worker)
+            queue.wake_feeder()  # a halted model's feeder must not wait for space forever
 
     async def _process(self, rt: ModelRuntime, trial: Trial, worker: _Worker) -> None:
         cfg = rt.config

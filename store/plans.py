@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import orjson
 import pyarrow as pa
 
-from ibias.store.trial import Trial
+from ibias.prompts.base import Message
 
 #: Columns of `trials` a planner batch carries (run_id is added on insert).
 PLANNED_COLUMNS = (
@@ -194,9 +194,7 @@ def remaining_prompt_chars(
     counts them: each message's content plus 8)."""
     where, params = plan.membership()
     rows = con.execute(
-        "SELECT t.model_id, count(*), coalesce(sum(ceil(list_sum(list_transform("
-        "CAST(json_extract_string(t.messages, '$[*].content') AS VARCHAR[]), "
-        "c -> length(c) + 8)) / 4)), 0)::BIGINT "
+        f"SELECT t.model_id, count(*), coalesce(sum(ceil({PROMPT_CHARS_SQL} / 4)), 0)::BIGINT "
         f"FROM trials t WHERE {where} AND t.trial_key NOT IN "
         "(SELECT trial_key FROM responses) GROUP BY 1",
         params,
@@ -204,38 +202,61 @@ def remaining_prompt_chars(
     return {m: (int(n), int(chars)) for m, n, chars in rows}
 
 
+class Pending(NamedTuple):
+    """A stored trial still to request: what the scheduler sends and records (a `Trial`
+    without the design coordinates, which requesting does not need)."""
+
+    trial_key: str
+    experiment: str
+    model_id: str
+    language: str
+    item: Mapping[str, Any]
+    messages: tuple[Message, ...]
+    params: Mapping[str, Any]
+    #: Characters of its messages as the pre-request token estimate counts them (each
+    #: message's content plus 8), counted by DuckDB while it reads the trial.
+    prompt_chars: int
+
+
+#: `prompt_chars` of `trials AS t`, in SQL.
+PROMPT_CHARS_SQL = (
+    "list_sum(list_transform(CAST(json_extract_string(t.messages, '$[*].content') AS VARCHAR[]),"
+    " lambda c: coalesce(length(c), 0) + 8))"
+)
+
+
 def remaining(
     con: duckdb.DuckDBPyConnection, plan: StoredPlan, model_id: str, *, batch: int = 1024
-) -> Iterator[list[Trial]]:
+) -> Iterator[list[Pending]]:
     """The plan's trials for one model that have no response, in plan order, as lists of up
-    to `batch` trials. One anti-join query; `con` should be a cursor of its own, as the
-    results stream while other connections write."""
+    to `batch`. One anti-join query; `con` should be a cursor of its own, as the results
+    stream while other connections write."""
     where, params = plan.membership()
     result = con.execute(
-        "SELECT t.trial_key, t.experiment, t.language, t.coords, t.item, t.messages, t.params, "
-        f"t.replicate FROM trials t WHERE t.model_id = ? AND {where} AND t.trial_key NOT IN "
+        "SELECT t.trial_key, t.experiment, t.language, t.item, t.messages, t.params, "
+        f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trials t "
+        f"WHERE t.model_id = ? AND {where} AND t.trial_key NOT IN "
         "(SELECT trial_key FROM responses WHERE model_id = ?) ORDER BY t.rowid",
         [model_id, *params, model_id],
     )
     loads = orjson.loads
-    params_cache: dict[str, Any] = {}
+    decoded: dict[str, Any] = {}  # a model's trials share a few params texts: decode each once
     while rows := result.fetchmany(batch):
         out = []
-        for key, experiment, language, coords, item, messages, p, replicate in rows:
-            decoded = params_cache.get(p)
-            if decoded is None:
-                decoded = params_cache[p] = loads(p)
+        for key, experiment, language, item, messages, p, chars in rows:
+            sampling = decoded.get(p)
+            if sampling is None:
+                sampling = decoded[p] = loads(p)
             out.append(
-                Trial(
-                    trial_key=key,
-                    experiment=experiment,
-                    model_id=model_id,
-                    language=language,
-                    coords=loads(coords),
-                    item=loads(item),
-                    messages=tuple(loads(messages)),
-                    params=decoded,
-                    replicate=replicate,
+                Pending(
+                    key,
+                    experiment,
+                    model_id,
+                    language,
+                    loads(item),
+                    tuple(loads(messages)),
+                    sampling,
+                    chars,
                 )
             )
         yield out

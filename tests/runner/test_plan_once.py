@@ -23,8 +23,11 @@ from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs, trials_for
 from ibias.runner.providers.base import Provider, ProviderContext, ProviderError, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
-from ibias.runner.run import TRIAL_BATCH, RunOptions, RunResult, execute
+from ibias.runner.run import TRIAL_BATCH, RunOptions, RunResult, execute, prepare_plan
+from ibias.runner.scheduler import estimate_tokens
 from ibias.runner.stop import Stop
+from ibias.store.db import open_store
+from ibias.store.plans import remaining
 from tests.helpers import model_block, write_config, write_prompts
 
 ONCE = Backoff(base_s=0.001, cap_s=0.01, max_attempts=1)
@@ -330,3 +333,34 @@ def test_plan_batches_are_the_trials_of_trials_for(tmp_path):
     assert got == expected
     assert all(size % 2 == 0 for size in sizes)  # whole specs: every model in each batch
     assert len(set(re.findall(r"[0-9a-f]{64}", str([g[0] for g in got])))) == len(got)
+
+
+async def test_what_is_left_is_read_back_exactly_in_plan_order(tmp_path):
+    """The stored plan, read back per model, is the planner's stream: same keys in the same
+    order, same messages, items and params, and the character count DuckDB makes for the
+    token estimate is the one Python makes (accents and Spanish included)."""
+    extra = (
+        "\n[experiments.word_association]\nlanguages = ['en', 'es']\ntrials_per_category = 1\n"
+        "explicit_per_category = 1\n\n[experiments.allocation]\nlanguages = ['es']\n"
+        "pairs_per_service = 1\nexplicit_per_service = 1\n"
+    )
+    blocks = [model_block("a", provider="simulator"), model_block("b", provider="simulator")]
+    config = load_config(write_config(tmp_path, blocks, n_prompts=3, extra=extra))
+    experiments = build_experiments(config)
+    con = open_store(tmp_path / "s.duckdb", create=True)
+    try:
+        plan, planned = await prepare_plan(con, config, "r1", experiments, plan_inputs(config))
+        assert planned
+        for model in config.models:
+            expected = [t for t in trials_for(experiments, config.models) if t.model_id == model.id]
+            got = [p for batch in remaining(con.cursor(), plan, model.id, batch=5) for p in batch]
+            assert [p.trial_key for p in got] == [t.trial_key for t in expected]
+            for p, t in zip(got, expected, strict=True):
+                assert (p.experiment, p.language, p.params) == (t.experiment, t.language, t.params)
+                assert list(p.messages) == list(t.messages)
+                assert p.item == orjson.loads(orjson.dumps(t.item))  # tuples are JSON arrays
+                python_chars = sum(len(m["content"]) + 8 for m in t.messages)
+                assert p.prompt_chars == python_chars
+                assert estimate_tokens(p, 7) == estimate_tokens(t, 7)
+    finally:
+        con.close()
