@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import anyio
@@ -88,6 +87,8 @@ class RunResult:
 
 
 def ibias_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("ibias")
     except PackageNotFoundError:
