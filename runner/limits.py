@@ -94,6 +94,7 @@ class EndpointLimiter:
         # Positive: debt charged to the next acquires. Negative: credit, at most one bucket.
         self._owed = 0.0
         self._changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._rpm: int | None = None
         self._tpm: int | None = None
         self._rpm_limiter: AsyncLimiter | None = None
@@ -292,17 +293,18 @@ class EndpointLimiter:
             self._free_slots -= 1
         else:
             await self._wait_for_slot()
-        if (
-            self._rpm_limiter is None
-            and self._tpm_limiter is None
-            and not self._gate.locked()
-            and self._paused_until <= asyncio.get_running_loop().time()
-        ):
-            # No rate to keep, no pause and nobody queued at the gate: nothing to wait for,
-            # so skip the gate's await chain (the common case of an endpoint without limits).
-            self._last_admit_at = asyncio.get_running_loop().time()
-            self._last_tokens_paid = 0.0
-            return self._permit(est_tokens)
+        if self._rpm_limiter is None and self._tpm_limiter is None and not self._gate.locked():
+            # No rate to keep and nobody queued at the gate: unless paused, nothing to wait
+            # for, so skip the gate's await chain (the common case of an endpoint without
+            # limits). The loop is looked up once per limiter: each lookup is a getpid().
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            now = loop.time()
+            if self._paused_until <= now:
+                self._last_admit_at = now
+                self._last_tokens_paid = 0.0
+                return self._permit(est_tokens)
         try:
             async with self._gate:
                 await self._wait_pause()

@@ -8,6 +8,7 @@ Runs use an in-process provider (no HTTP) whose calls are counted, and a spy on 
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -114,7 +115,9 @@ def _prompt(i: int) -> str:
 async def test_a_finished_store_resumes_without_planning(tmp_path, monkeypatch):
     run = Run(monkeypatch)
     store = tmp_path / "store.duckdb"
+    collector = gc.get_threshold()
     first = await run(_config(tmp_path), store)
+    assert gc.get_threshold() == collector  # the run's collector setting is undone
     assert first.exit_code == 0 and run.planner_calls == 1 and len(run.requests) == 20
     again = await run(_config(tmp_path), store)
     assert again.exit_code == 0
