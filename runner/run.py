@@ -130,7 +130,7 @@ def check_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str | No
 
 
 def _record_run(
-    con: duckdb.DuckDBPyConnection, run_id: str, config: Config, planned_from: str
+    con: duckdb.DuckDBPyConnection, run_id: str, config: Config, planned_from: str, rev: str | None
 ) -> None:
     con.execute(
         "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, command, "
@@ -141,7 +141,7 @@ def _record_run(
             config.text,
             stable_hash(config.text),
             ibias_version(),
-            git_rev(),
+            rev,
             " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
             planned_from,
         ],
@@ -340,11 +340,18 @@ async def _execute_locked(
 
     try:
         experiments = build_experiments(config)
-        inputs = await anyio.to_thread.run_sync(
-            lambda: plan_inputs(config, experiments, exclude=store_files(options.store))
-        )
+        revision: list[str | None] = []
+
+        async def read_revision() -> None:  # a subprocess: wait for it beside the hashing
+            revision.append(await anyio.to_thread.run_sync(git_rev))
+
+        async with anyio.create_task_group() as beside:
+            beside.start_soon(read_revision)
+            inputs = await anyio.to_thread.run_sync(
+                lambda: plan_inputs(config, experiments, exclude=store_files(options.store))
+            )
         clock.lap("inputs")
-        _record_run(con, run_id, config, plan_hash(inputs))
+        _record_run(con, run_id, config, plan_hash(inputs), revision[0])
         status("planning", {})
         try:
             plan, planned = await prepare_plan(
@@ -376,10 +383,15 @@ async def _execute_locked(
             if model_id in stats:
                 stats[model_id].total, stats[model_id].done_before = total, done
         clock.lap("totals")
-        status("running", stats)
-        result = await _schedule(
-            config, options, keys, say, con, run_id, started_at, stats, plan, factory, stop
-        )
+        if all(s.done_before >= s.total for s in stats.values()):
+            # Nothing left: no provider, writer or simulator to start.
+            status("finished", stats)
+            result = _result(None, list(stats.values()))
+        else:
+            status("running", stats)
+            result = await _schedule(
+                config, options, keys, say, con, run_id, started_at, stats, plan, factory, stop
+            )
         clock.lap("schedule")
         return replace(result, timings=clock.timings(planned=planned))
     finally:
@@ -504,7 +516,8 @@ def _with_concurrency(m: ModelConfig, concurrency: int) -> ModelConfig:
     return replace(m, max_concurrency=concurrency)
 
 
-def _result(scheduler: Scheduler, stats: list[ModelStats]) -> RunResult:
+def _result(scheduler: Scheduler | None, stats: list[ModelStats]) -> RunResult:
+    """The run's outcome; `scheduler` is None when nothing was left to request."""
     lines: list[str] = []
     total = sum(s.total for s in stats)
     have = sum(s.done_before + s.done for s in stats)
@@ -517,6 +530,8 @@ def _result(scheduler: Scheduler, stats: list[ModelStats]) -> RunResult:
             lines.append(f"model {s.model_id} stopped ({s.fatal}); {left:,} trials not done")
     if failed:
         lines.append(f"{failed:,} trials failed after all retries (see the attempts table)")
+    if scheduler is None:
+        return RunResult(EXIT_OK, tuple(lines))
     if scheduler.interrupted:
         lines.append(f"{scheduler.stop_reason}: results so far are stored; run again to resume")
         return RunResult(EXIT_INTERRUPTED, tuple(lines))

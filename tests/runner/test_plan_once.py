@@ -64,6 +64,7 @@ class Run:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.planner_calls = 0
+        self.providers_built = 0
         self.requests: list[str] = []
         real = run_module.plan_batches
 
@@ -81,6 +82,7 @@ class Run:
         stop: Stop | None = None,
     ) -> RunResult:
         def factory(model: ModelConfig, key: str | None, context: ProviderContext) -> Provider:
+            self.providers_built += 1
             return Counting(refuse, self.requests)
 
         return await execute(
@@ -123,6 +125,7 @@ async def test_a_finished_store_resumes_without_planning(tmp_path, monkeypatch):
     assert again.exit_code == 0
     assert run.planner_calls == 1  # not called again
     assert len(run.requests) == 20  # nothing sent
+    assert run.providers_built == 1  # nothing left: no provider was even started
     assert again.lines[0] == "0 responses stored this run; 20 of 20 trials done"
     assert _count(store, "SELECT count(*) FROM trials") == 20
     # one plan, planned by the first run; both runs worked from it
