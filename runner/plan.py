@@ -44,6 +44,7 @@ __all__ = [
     "plan_batches",
     "plan_hash",
     "plan_inputs",
+    "store_files",
     "trial_key",
     "trials_for",
 ]
@@ -417,6 +418,16 @@ def plan_inputs(
     for name, digest in (extra or {}).items():
         out[f"extra:{name}"] = digest
     return out
+
+
+def store_files(store: Path) -> Callable[[Path], bool]:
+    """Whether a path is the store or one of its side files (kept out of folder digests)."""
+    prefix = store.resolve().name
+
+    def exclude(path: Path) -> bool:
+        return path.name.startswith(prefix) and path.resolve().parent == store.resolve().parent
+
+    return exclude
 
 
 def plan_hash(inputs: Mapping[str, str]) -> str:

@@ -37,7 +37,13 @@ from ibias.prompts import registry
 from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs
+from ibias.runner.plan import (
+    build_experiments,
+    plan_batches,
+    plan_hash,
+    plan_inputs,
+    store_files,
+)
 from ibias.runner.progress import Progress
 from ibias.runner.providers.base import ProviderContext
 from ibias.runner.providers.registry import ProviderFactory, create_provider
@@ -220,16 +226,6 @@ async def plan_into_store(
         if stop is not None and stop.requested:
             raise PlanningInterrupted(planned, stats)
     return planned
-
-
-def store_files(store: Path) -> Callable[[Path], bool]:
-    """Whether a path is the store or one of its side files (kept out of folder digests)."""
-    prefix = store.resolve().name
-
-    def exclude(path: Path) -> bool:
-        return path.name.startswith(prefix) and path.resolve().parent == store.resolve().parent
-
-    return exclude
 
 
 async def prepare_plan(

@@ -370,3 +370,39 @@ async def test_what_is_left_is_read_back_exactly_in_plan_order(tmp_path):
                 assert estimate_tokens(p, 7) == estimate_tokens(t, 7)
     finally:
         con.close()
+
+
+async def test_plan_report_reads_a_stored_plan_and_agrees_with_generating_it(tmp_path, monkeypatch):
+    from ibias.runner import planning_report
+
+    run = Run(monkeypatch)
+    store = tmp_path / "store.duckdb"
+    extra = "\n[experiments.word_association]\nlanguages = ['en', 'es']\ntrials_per_category = 1\n"
+    blocks = [
+        model_block("a", provider="simulator", price_input=1.5, price_output=4.0),
+        model_block("b", provider="simulator", max_tokens=100, price_input=0.5),
+    ]
+    path = write_config(tmp_path, blocks, n_prompts=6, extra=extra)
+    refuse = frozenset({_prompt(1), _prompt(4)})
+    await run(load_config(path), store, refuse=refuse)
+    config = load_config(path)
+    generated = [0]
+    real = planning_report._generated
+
+    def counting(*args: Any) -> Any:
+        generated[0] += 1
+        return real(*args)
+
+    monkeypatch.setattr(planning_report, "_generated", counting)
+    from_store = planning_report.plan_report(config, store)
+    assert generated[0] == 0  # read from the stored plan
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        done = {r[0] for r in con.execute("SELECT trial_key FROM responses").fetchall()}
+    finally:
+        con.close()
+    by_generating = real(config, build_experiments(config), done)
+    cost = from_store.pop("estimated_cost_usd")
+    assert cost == pytest.approx(by_generating.pop("estimated_cost_usd"), abs=1e-4) and cost > 0
+    assert from_store == by_generating
+    assert from_store["remaining"] == 4  # two prompts refused, for each of the two models
