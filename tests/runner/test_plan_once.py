@@ -406,3 +406,62 @@ async def test_plan_report_reads_a_stored_plan_and_agrees_with_generating_it(tmp
     assert cost == pytest.approx(by_generating.pop("estimated_cost_usd"), abs=1e-4) and cost > 0
     assert from_store == by_generating
     assert from_store["remaining"] == 4  # two prompts refused, for each of the two models
+
+
+async def test_a_store_made_before_plans_were_recorded_resumes_without_re_requesting(
+    tmp_path, monkeypatch
+):
+    """A store at schema version 3 (trials planned and partly answered the old way, no `plans`
+    table) is migrated, planned once (its trials listed as the plan's), and only the trials
+    without a response are sent."""
+    import duckdb as ddb
+
+    from ibias.store import db
+    from ibias.store.writer import ResponseRow, insert_responses, insert_trials
+
+    config = _config(tmp_path, n=12)
+    store = tmp_path / "store.duckdb"
+    con = ddb.connect(str(store))
+    con.execute(
+        "CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TIMESTAMPTZ "
+        "NOT NULL DEFAULT now())"
+    )
+    for version, sql in db.migrations():
+        if version <= 3:
+            con.execute(sql)
+            con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
+    trials = list(trials_for(build_experiments(config), config.models))
+    insert_trials(con, "old", trials)
+    from datetime import UTC, datetime
+
+    answered = trials[::2]
+    insert_responses(
+        con,
+        [
+            ResponseRow(
+                t.trial_key,
+                "old",
+                t.model_id,
+                None,
+                "ok",
+                None,
+                "stop",
+                1,
+                1,
+                0.0,
+                None,
+                datetime.now(UTC),
+                None,
+            )
+            for t in answered
+        ],
+    )
+    con.close()
+    run = Run(monkeypatch)
+    result = await run(config, store)
+    assert result.exit_code == 0
+    assert sorted(run.requests) == sorted(t.messages[-1]["content"] for t in trials[1::2])
+    assert result.lines[0] == "6 responses stored this run; 12 of 12 trials done"
+    assert _count(store, "SELECT count(*) FROM trials") == 12
+    assert _count(store, "SELECT count(*) FROM plan_trials") == 12  # all planned by the old run
+    assert _count(store, "SELECT max(version) FROM schema_version") == 4
