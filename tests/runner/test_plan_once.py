@@ -465,3 +465,28 @@ async def test_a_store_made_before_plans_were_recorded_resumes_without_re_reques
     assert _count(store, "SELECT count(*) FROM trials") == 12
     assert _count(store, "SELECT count(*) FROM plan_trials") == 12  # all planned by the old run
     assert _count(store, "SELECT max(version) FROM schema_version") == 4
+
+
+def test_a_folder_the_config_names_is_an_input(tmp_path):
+    """A folder named in an experiment's table (here `templates_dir`; a stimuli pack is named
+    the same way) is hashed file by file: editing one of its files plans again."""
+    import shutil
+
+    from ibias.prompts.word_association import data as wa_data
+
+    pack = tmp_path / "my_templates"
+    shutil.copytree(wa_data.DATA_DIR / "templates" / "en", pack / "en")
+    extra = (
+        "\n[experiments.word_association]\nlanguages = ['en']\ntrials_per_category = 1\n"
+        'templates_dir = "my_templates"\n'
+    )
+    path = write_config(
+        tmp_path, [model_block("m", provider="simulator")], n_prompts=2, extra=extra
+    )
+    before = plan_inputs(load_config(path))
+    assert "file:my_templates" in before
+    template = pack / "en" / "implicit_1.txt"
+    template.write_text(template.read_text() + "\n")
+    after = plan_inputs(load_config(path))
+    assert after["file:my_templates"] != before["file:my_templates"]
+    assert plan_hash(after) != plan_hash(before)
