@@ -178,9 +178,9 @@ def plan_cells(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> list[Cell]:
     """Trials and trials with a response per experiment x model x language of the plan."""
     where, params = plan.membership()
     rows = con.execute(
-        "SELECT t.experiment, t.model_id, t.language, count(*), count(r.trial_key) "
-        f"FROM trials t LEFT JOIN (SELECT DISTINCT trial_key FROM responses) r "
-        f"ON r.trial_key = t.trial_key WHERE {where} GROUP BY ALL ORDER BY ALL",
+        "SELECT t.experiment, t.model_id, t.language, count(*), count(*) FILTER "
+        f"(WHERE t.trial_key IN (SELECT trial_key FROM responses)) FROM trials t WHERE {where} "
+        "GROUP BY ALL ORDER BY ALL",
         params,
     ).fetchall()
     return [Cell(*row) for row in rows]
