@@ -21,7 +21,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import anyio
@@ -300,7 +299,7 @@ class Scheduler:
             if self._stopping or rt.stats.fatal:
                 rt.limiter.release(permit, 0)
                 return
-            started = datetime.now(UTC)
+            started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
             t0 = time.perf_counter()
             self._in_flight += 1
             self._reserved_cost += est_cost
@@ -386,7 +385,7 @@ class Scheduler:
         rt: ModelRuntime,
         trial: Trial,
         attempt: int,
-        started: datetime,
+        started: float,
         latency_ms: float,
         status: int | None,
         cls: Classification | None,
@@ -412,7 +411,7 @@ class Scheduler:
         rt: ModelRuntime,
         trial: Trial,
         attempt: int,
-        started: datetime,
+        started: float,
         latency_ms: float,
         reply: Reply,
     ) -> None:
@@ -449,7 +448,7 @@ class Scheduler:
                 reply.completion_tokens,
                 cost,
                 reply.system_fingerprint,
-                datetime.now(UTC),
+                time.time(),
                 reply.raw,
             ),
             Landed(

@@ -25,11 +25,13 @@ from ibias.store.trial import Trial
 
 
 class AttemptRow(NamedTuple):
+    """`started_at` is a datetime, or epoch seconds (converted on the writer's thread)."""
+
     run_id: str
     trial_key: str
     model_id: str
     attempt_no: int
-    started_at: datetime
+    started_at: datetime | float
     latency_ms: float | None
     http_status: int | None
     error_kind: str | None
@@ -38,8 +40,8 @@ class AttemptRow(NamedTuple):
 
 
 class ResponseRow(NamedTuple):
-    """`raw` is the reply's JSON text, or the decoded body (serialised on the writer's
-    thread, off the event loop)."""
+    """`raw` is the reply's JSON text, or the decoded body, and `received_at` a datetime or
+    epoch seconds: either is converted on the writer's thread, off the event loop."""
 
     trial_key: str
     run_id: str
@@ -52,7 +54,7 @@ class ResponseRow(NamedTuple):
     completion_tokens: int | None
     cost_usd: float | None
     system_fingerprint: str | None
-    received_at: datetime
+    received_at: datetime | float
     raw: str | Mapping[str, Any] | None
 
 
@@ -99,8 +101,19 @@ def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | Respon
     for name, values in zip(names, columns, strict=True):
         if name == "raw":
             values = tuple(_json_text(v) for v in values)
+        elif _ARROW_TYPES[name] == _TS and any(not isinstance(v, datetime) for v in values):
+            out[name] = _epoch_timestamps(values)
+            continue
         out[name] = pa.array(values, type=_ARROW_TYPES[name])
     return pa.table(out)
+
+
+def _epoch_timestamps(values: Sequence[datetime | float]) -> pa.Array:
+    """Epoch seconds (floats, or datetimes mixed in) as UTC microsecond timestamps."""
+    micros = [
+        round(v.timestamp() * 1e6) if isinstance(v, datetime) else round(v * 1e6) for v in values
+    ]
+    return pa.array(micros, type=pa.int64()).cast(_TS)
 
 
 def _json_text(value: Any) -> str | None:
@@ -290,6 +303,11 @@ class Writer:
         except BaseException:
             con.execute("ROLLBACK").fetchall()
             raise
+        # Written: free the rows (and the reply bodies they hold) here, on the writer's
+        # thread, rather than on the event loop's when the flush returns.
+        attempts.clear()
+        responses.clear()
+        landed.clear()
 
     async def close(self) -> None:
         """Stop the flush loop and write everything still buffered. Idempotent; shielded from

@@ -69,3 +69,15 @@ async def test_a_flush_stores_rows_once_and_hands_landed_replies_to_the_parser(t
     assert con.execute("SELECT count(*) FROM attempts").fetchall()[0][0] == 3
     assert [landed.trial_key for landed in seen] == ["k1", "k2", "k1"]
     con.close()
+
+
+def test_epoch_seconds_become_the_same_timestamps_as_datetimes():
+    epoch = NOW.timestamp() + 0.123456
+    rows = [
+        AttemptRow("r", "k1", "m", 1, epoch, 1.0, 200, None, None, "ok"),
+        AttemptRow(
+            "r", "k2", "m", 1, datetime.fromtimestamp(epoch, UTC), 1.0, 200, None, None, "ok"
+        ),
+    ]
+    got = to_arrow(rows, AttemptRow).column("started_at").to_pylist()
+    assert got[0] == got[1] == datetime.fromtimestamp(epoch, UTC)
