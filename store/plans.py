@@ -4,8 +4,8 @@ A plan is identified by its hash (runner/plan.py). Its trials are the rows of `t
 planning runs inserted, plus the keys listed in `plan_trials` (trials an earlier run had
 already stored, so they keep that run's id). Rows are only inserted (migration 004): a
 'started' row in `plans` when a run starts planning, a 'complete' row when every trial of the
-plan is stored. What is left is one anti-join of the plan's trials with `responses`, streamed in
-insertion order (the order the planner produced them in).
+plan is stored. What is left is an anti-join of the plan's trials with `responses`, streamed in
+insertion order (the order the planner produced them in), a window of rowids at a time.
 """
 
 from __future__ import annotations
@@ -225,41 +225,63 @@ PROMPT_CHARS_SQL = (
 )
 
 
+#: Rows of `trials` (by rowid) one query of `remaining` covers: the query sorts only the
+#: window's remaining trials, so a million-trial plan never sorts in one piece.
+WINDOW = 131_072
+
+
 def remaining(
-    con: duckdb.DuckDBPyConnection, plan: StoredPlan, model_id: str, *, batch: int = 1024
+    con: duckdb.DuckDBPyConnection,
+    plan: StoredPlan,
+    model_id: str,
+    *,
+    batch: int = 1024,
+    window: int = WINDOW,
 ) -> Iterator[list[Pending]]:
-    """The plan's trials for one model that have no response, in plan order, as lists of up
-    to `batch`. One anti-join query; `con` should be a cursor of its own, as the results
-    stream while other connections write."""
+    """The plan's trials for one model that have no response, in plan order (insertion
+    order: rowid), as lists of up to `batch`. The anti-join with `responses` is one query per
+    window of `window` rowids, restricted to the window's keys on both sides, so memory stays
+    bounded by the window rather than by the plan or by what is done. `con` should be a
+    cursor of its own, as the results stream while other connections write."""
     where, params = plan.membership()
-    result = con.execute(
-        "SELECT t.trial_key, t.experiment, t.language, t.item, t.messages, t.params, "
-        f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trials t "
-        f"WHERE t.model_id = ? AND {where} AND t.trial_key NOT IN "
-        "(SELECT trial_key FROM responses WHERE model_id = ?) ORDER BY t.rowid",
-        [model_id, *params, model_id],
-    )
+    lo, hi = con.execute(
+        f"SELECT min(t.rowid), max(t.rowid) FROM trials t WHERE t.model_id = ? AND {where}",
+        [model_id, *params],
+    ).fetchall()[0]
+    if lo is None:
+        return
     loads = orjson.loads
     decoded: dict[str, Any] = {}  # a model's trials share a few params texts: decode each once
-    while rows := result.fetchmany(batch):
-        out = []
-        for key, experiment, language, item, messages, p, chars in rows:
-            sampling = decoded.get(p)
-            if sampling is None:
-                sampling = decoded[p] = loads(p)
-            out.append(
-                Pending(
-                    key,
-                    experiment,
-                    model_id,
-                    language,
-                    loads(item),
-                    tuple(loads(messages)),
-                    sampling,
-                    chars,
+    for start in range(int(lo), int(hi) + 1, window):
+        end = start + window
+        result = con.execute(
+            "SELECT t.trial_key, t.experiment, t.language, t.item, t.messages, t.params, "
+            f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trials t "
+            f"WHERE t.rowid >= ? AND t.rowid < ? AND t.model_id = ? AND {where} "
+            "AND t.trial_key NOT IN (SELECT r.trial_key FROM responses r SEMI JOIN "
+            "(SELECT trial_key FROM trials WHERE rowid >= ? AND rowid < ?) w "
+            "ON r.trial_key = w.trial_key) ORDER BY t.rowid",
+            [start, end, model_id, *params, start, end],
+        )
+        while rows := result.fetchmany(batch):
+            out = []
+            for key, experiment, language, item, messages, p, chars in rows:
+                sampling = decoded.get(p)
+                if sampling is None:
+                    sampling = decoded[p] = loads(p)
+                out.append(
+                    Pending(
+                        key,
+                        experiment,
+                        model_id,
+                        language,
+                        loads(item),
+                        tuple(loads(messages)),
+                        sampling,
+                        chars,
+                    )
                 )
-            )
-        yield out
+            yield out
 
 
 def plan_totals(

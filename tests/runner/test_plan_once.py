@@ -29,6 +29,7 @@ from ibias.runner.scheduler import estimate_tokens
 from ibias.runner.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.plans import remaining
+from ibias.store.writer import ResponseRow, insert_responses
 from tests.helpers import model_block, write_config, write_prompts
 
 ONCE = Backoff(base_s=0.001, cap_s=0.01, max_attempts=1)
@@ -357,9 +358,27 @@ async def test_what_is_left_is_read_back_exactly_in_plan_order(tmp_path):
     try:
         plan, planned = await prepare_plan(con, config, "r1", experiments, plan_inputs(config))
         assert planned
+        # every third trial answered: what is left skips them, across windows of 7 rowids
+        answered = {t.trial_key for t in trials_for(experiments, config.models)}
+        answered = set(sorted(answered)[::3])
+        insert_responses(
+            con,
+            [
+                ResponseRow(k, "r1", "x", None, "ok", None, "stop", 1, 1, 0.0, None, 0.0, None)
+                for k in answered
+            ],
+        )
         for model in config.models:
-            expected = [t for t in trials_for(experiments, config.models) if t.model_id == model.id]
-            got = [p for batch in remaining(con.cursor(), plan, model.id, batch=5) for p in batch]
+            expected = [
+                t
+                for t in trials_for(experiments, config.models)
+                if t.model_id == model.id and t.trial_key not in answered
+            ]
+            got = [
+                p
+                for batch in remaining(con.cursor(), plan, model.id, batch=5, window=7)
+                for p in batch
+            ]
             assert [p.trial_key for p in got] == [t.trial_key for t in expected]
             for p, t in zip(got, expected, strict=True):
                 assert (p.experiment, p.language, p.params) == (t.experiment, t.language, t.params)
