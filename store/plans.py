@@ -95,9 +95,17 @@ def has_trials(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(con.execute("SELECT count(*) FROM (SELECT 1 FROM trials LIMIT 1)").fetchall()[0][0])
 
 
+#: The JSON columns of `trials`. The planner's texts are canonical JSON made by orjson, so
+#: they go in typed as Arrow JSON, which DuckDB stores without parsing each one again.
+JSON_COLUMNS = frozenset({"coords", "item", "messages", "params"})
+
+
 def _planned_table(run_id: str, columns: Mapping[str, Sequence[Any]]) -> pa.Table:
     n = len(columns["trial_key"])
-    arrays = {c: pa.array(columns[c], type=pa.string()) for c in PLANNED_COLUMNS[:-1]}
+    arrays = {
+        c: pa.array(columns[c], type=pa.json_() if c in JSON_COLUMNS else pa.string())
+        for c in PLANNED_COLUMNS[:-1]
+    }
     return pa.table(
         {
             "trial_key": arrays["trial_key"],
