@@ -1,8 +1,10 @@
-"""Runner benchmarks (issue 2). Not tests: they measure and print, they assert nothing.
+"""Runner benchmarks (issues 2 and 12). Not tests: they measure and print, they assert nothing.
 
 Each measurement starts one `ibias simulate` process and points both sides of a ratio at it,
 so the comparison shares the simulator's cost. Run with `python -m bench.bench_runner [name]`
-(names: throughput, latency, saturation, memory; default all).
+(names: throughput, latency, latency-ideal, resume, plan, saturation, memory; default all).
+Ratios are measured in one run: each side of a ratio against the same simulator process, and
+the throughput and latency ratios as interleaved pairs (median and range).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,25 +89,136 @@ def run_ibias(config: Path) -> float:
     return time.perf_counter() - t0
 
 
-def throughput(n: int = 20_000, concurrency: int = 64) -> dict[str, float]:
+# ---------------------------------------------------------------------------- process trees
+
+
+def _timed(cmd: list[str]) -> tuple[float, float, str]:
+    """Run `cmd` to completion: wall seconds (start-up and shutdown included), CPU seconds of
+    its whole process tree (user + system, from wait4), and its stdout."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} exited with {proc.returncode}")
+    return wall, usage.ru_utime + usage.ru_stime, out
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds a running process has used so far (the shared simulator's)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _bare_cmd(url: str, n: int, concurrency: int) -> list[str]:
+    return [sys.executable, "-m", "bench.bench_runner", "_bare", url, str(n), str(concurrency)]
+
+
+def _ibias_cmd(config: Path) -> list[str]:
+    return [*IBIAS, "run", str(config), "--quiet"]
+
+
+def _load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _median_range(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def _pairs(
+    url: str, sim_pid: int, n: int, concurrency: int, pairs: int, tmp: Path
+) -> list[dict[str, float]]:
+    """`pairs` interleaved runs of the bare loop and of `ibias run` (a fresh store each time)
+    against one simulator; the order inside a pair alternates, so drift in the machine's load
+    falls on both sides."""
+    out = []
+    for i in range(pairs):
+        folder = tmp / f"pair{i}"
+        folder.mkdir()
+        cfg = write_config(folder, url, n, concurrency=concurrency)
+        sides: dict[str, float] = {}
+        order = ("bare", "ibias") if i % 2 == 0 else ("ibias", "bare")
+        for side in order:
+            sim0 = _cpu_s(sim_pid)
+            if side == "bare":
+                wall, cpu, text = _timed(_bare_cmd(url, n, concurrency))
+                sides["bare_loop_s"] = float(json.loads(text)["loop_s"])
+            else:
+                wall, cpu, _ = _timed(_ibias_cmd(cfg))
+            sides[f"{side}_wall_s"] = wall
+            sides[f"{side}_cpu_s"] = cpu
+            sides[f"{side}_sim_cpu_s"] = _cpu_s(sim_pid) - sim0
+        out.append(sides)
+    return out
+
+
+def throughput(n: int = 20_000, concurrency: int = 64, pairs: int = 5) -> dict[str, object]:
+    """ibias end to end (start-up, planning, requests, storing, shutdown) over the bare loop
+    end to end, at zero latency; CPU per request of each side's process tree."""
+    load_before = _load()
     proc, url = start_simulator(cwd=ROOT)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            bare_s = asyncio.run(bare_loop(url, n, concurrency))
-            cfg = write_config(Path(tmp), url, n, concurrency=concurrency)
-            ibias_s = run_ibias(cfg)
+            runs = _pairs(url, proc.pid, n, concurrency, pairs, Path(tmp))
     finally:
         stop(proc)
+    ratios = [r["bare_wall_s"] / r["ibias_wall_s"] for r in runs]
+    cpu_ratios = [r["ibias_cpu_s"] / r["bare_cpu_s"] for r in runs]
     return {
         "requests": n,
         "concurrency": concurrency,
-        "bare_rps": n / bare_s,
-        "ibias_rps": n / ibias_s,
-        "ratio": bare_s / ibias_s,
+        "pairs": pairs,
+        "load": f"{load_before} before, {_load()} after",
+        "throughput_ratio": _median_range(ratios),
+        "cpu_per_request_ratio": _median_range(cpu_ratios),
+        "ibias_rps": _median_range([n / r["ibias_wall_s"] for r in runs]),
+        "bare_rps_end_to_end": _median_range([n / r["bare_wall_s"] for r in runs]),
+        "bare_rps_loop_only (calibration)": _median_range([n / r["bare_loop_s"] for r in runs]),
+        "ibias_cpu_us_per_request": _median_range([r["ibias_cpu_s"] / n * 1e6 for r in runs]),
+        "bare_cpu_us_per_request": _median_range([r["bare_cpu_s"] / n * 1e6 for r in runs]),
+        "simulator_cpu_us_per_request": _median_range(
+            [r[f"{s}_sim_cpu_s"] / n * 1e6 for r in runs for s in ("bare", "ibias")]
+        ),
     }
 
 
-def latency(n: int = 10_000, concurrency: int = 1000, latency_ms: int = 2000) -> dict[str, float]:
+def latency(
+    n: int = 5_000, concurrency: int = 256, latency_ms: int = 200, pairs: int = 3
+) -> dict[str, object]:
+    """Latency-bound: ibias's wall time over the bare loop's, both end to end, at the same
+    simulated latency."""
+    load_before = _load()
+    proc, url = start_simulator("--latency-ms", str(latency_ms), cwd=ROOT)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = _pairs(url, proc.pid, n, concurrency, pairs, Path(tmp))
+    finally:
+        stop(proc)
+    ideal = n / concurrency * latency_ms / 1000
+    return {
+        "requests": n,
+        "concurrency": concurrency,
+        "latency_ms": latency_ms,
+        "pairs": pairs,
+        "load": f"{load_before} before, {_load()} after",
+        "wall_ratio_ibias_over_bare": _median_range(
+            [r["ibias_wall_s"] / r["bare_wall_s"] for r in runs]
+        ),
+        "ibias_wall_s": _median_range([r["ibias_wall_s"] for r in runs]),
+        "bare_wall_s": _median_range([r["bare_wall_s"] for r in runs]),
+        "bare_loop_s": _median_range([r["bare_loop_s"] for r in runs]),
+        "ideal_s": ideal,
+    }
+
+
+def latency_ideal(
+    n: int = 10_000, concurrency: int = 1000, latency_ms: int = 2000
+) -> dict[str, float]:
+    """10,000 trials at 2 s simulated latency, concurrency 1,000: wall time over the ideal."""
     proc, url = start_simulator("--latency-ms", str(latency_ms), cwd=ROOT)
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -114,6 +228,143 @@ def latency(n: int = 10_000, concurrency: int = 1000, latency_ms: int = 2000) ->
         stop(proc)
     ideal = n / concurrency * latency_ms / 1000
     return {"trials": n, "wall_s": wall, "ideal_s": ideal, "ratio": wall / ideal}
+
+
+# ---------------------------------------------------------------------------- plan and resume
+
+
+class _Instant:
+    """An in-process provider that answers at once (no HTTP), except the prompts in `refuse`,
+    which fail with a retryable error (with one attempt allowed they stay without a
+    response). Used to fill stores fast; the request path is measured by `throughput`."""
+
+    def __init__(self, refuse: frozenset[str]) -> None:
+        self.refuse = refuse
+
+    def __call__(self, model: object, key: object, context: object) -> object:
+        from ibias.runner.providers.base import Provider, ProviderError, Reply
+        from ibias.runner.retries import Classification, Verdict
+
+        refuse = self.refuse
+
+        class Instant(Provider):
+            async def complete(self, messages: object, sampling: object) -> Reply:
+                text = messages[-1]["content"]  # type: ignore[index]
+                if text in refuse:
+                    raise ProviderError(Classification(Verdict.RETRY, "http_503", "HTTP 503"))
+                return Reply("ok", "stop", None, 5, 1, "instant", None, {"ok": True})
+
+        return Instant()
+
+
+def _execute(config_path: Path, *, refuse: frozenset[str] = frozenset(), instant: bool = True):
+    """`ibias.runner.run.execute` in this process; returns its RunResult."""
+    import anyio
+
+    from ibias.runner.config import load_config
+    from ibias.runner.retries import Backoff
+    from ibias.runner.run import RunOptions, execute
+
+    config = load_config(config_path)
+    options = RunOptions(
+        store=config_path.parent / "bench.duckdb",
+        quiet=True,
+        backoff=Backoff(base_s=0.001, cap_s=0.01, max_attempts=1),
+    )
+    factory = _Instant(refuse) if instant else None
+    return anyio.run(
+        lambda: execute(config, options, provider_factory=factory)  # type: ignore[arg-type]
+    )
+
+
+def resume(n: int = 100_000) -> dict[str, object]:
+    """Resume of a finished store against the time it took to plan it (both in-process, from
+    RunResult.timings; the command end to end beside them), and the planning share of a run
+    that finishes a 90%-done store against the simulator."""
+    load_before = _load()
+    proc, url = start_simulator(cwd=ROOT)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / "finished"
+            folder.mkdir()
+            cfg = write_config(folder, url, n, concurrency=64)
+            first = _execute(cfg)
+            planned_s = first.timings["inputs"] + first.timings["plan"]
+            again = _execute(cfg)
+            cli_wall, cli_cpu, _ = _timed(_ibias_cmd(cfg))
+            # 90% done: one prompt in ten fails for good in the first run, then a run against
+            # the simulator finishes the store.
+            folder = Path(tmp) / "ninety"
+            folder.mkdir()
+            cfg = write_config(folder, url, n, concurrency=64)
+            missing = frozenset(f"Benchmark prompt {i}." for i in range(0, n, 10))
+            partial = _execute(cfg, refuse=missing)
+            rest = _execute(cfg, instant=False)
+    finally:
+        stop(proc)
+    t = rest.timings
+    prepare = t["open"] + t["inputs"] + t["plan"] + t["totals"]
+    return {
+        "trials": n,
+        "load": f"{load_before} before, {_load()} after",
+        "plan_s (first run: inputs + plan)": planned_s,
+        "resume_finished_s (in-process, whole run)": again.timings["total"],
+        "resume_finished_ratio": again.timings["total"] / planned_s,
+        "resume_finished_cli_wall_s (start-up included)": cli_wall,
+        "resume_finished_cli_cpu_s": cli_cpu,
+        "resume_finished_timings": dict(again.timings),
+        "ninety_first_run": partial.lines[0],
+        "ninety_resume_lines": list(rest.lines),
+        "ninety_prepare_s": prepare,
+        "ninety_run_s": t["total"],
+        "ninety_planning_share": prepare / t["total"],
+        "ninety_timings": dict(t),
+    }
+
+
+def plan(n: int = 100_000) -> dict[str, object]:
+    """Planning (hashing the inputs, generating, keying and storing every trial on a fresh
+    store) per trial over key generation alone (generating every trial with its key), for
+    the ad-hoc prompts of the other benchmarks and for the paper's grid."""
+    import anyio
+
+    from ibias.runner.config import load_config
+    from ibias.runner.plan import build_experiments, plan_inputs, trials_for
+    from ibias.runner.run import prepare_plan
+    from ibias.store.db import open_store
+
+    def measure(config_path: Path, store: Path) -> dict[str, float]:
+        config = load_config(config_path)
+        experiments = build_experiments(config)
+        t0 = time.perf_counter()
+        count = sum(1 for _ in trials_for(experiments, config.models))
+        keygen = time.perf_counter() - t0
+        con = open_store(store, create=True)
+        try:
+            t0 = time.perf_counter()
+            inputs = plan_inputs(config, experiments)
+            t1 = time.perf_counter()
+            anyio.run(lambda: prepare_plan(con, config, "bench", experiments, inputs))
+            t2 = time.perf_counter()
+        finally:
+            con.close()
+        return {
+            "trials": count,
+            "keygen_us_per_trial": keygen / count * 1e6,
+            "plan_us_per_trial": (t2 - t0) / count * 1e6,
+            "inputs_s": t1 - t0,
+            "ratio": (t2 - t0) / keygen,
+        }
+
+    load_before = _load()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        prompts = measure(
+            write_config(folder, "http://127.0.0.1:9/v1", n, concurrency=64),
+            folder / "prompts.duckdb",
+        )
+        paper = measure(ROOT / "configs" / "paper.toml", folder / "paper.duckdb")
+    return {"load": f"{load_before} before, {_load()} after", "prompts": prompts, "paper": paper}
 
 
 def saturation(limit: int = 3000, seconds: int = 120) -> dict[str, float]:
@@ -153,7 +404,11 @@ def _rss_peak_mb(pid: int) -> float:
     return float("nan")
 
 
-def memory(n: int = 1_000_000, first: int = 1000) -> dict[str, float]:
+def memory(n: int = 1_000_000, first: int = 1000) -> dict[str, object]:
+    """Peak memory (VmHWM) of `ibias run` on a 1,000,000-trial config until the whole plan
+    is stored and more than the first `first` responses are; the time to the end of
+    planning (the status file says "running") and the peak up to then."""
+    load_before = _load()
     proc, url = start_simulator(cwd=ROOT)
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -163,17 +418,20 @@ def memory(n: int = 1_000_000, first: int = 1000) -> dict[str, float]:
             t0 = time.perf_counter()
             run = subprocess.Popen([*IBIAS, "run", str(cfg), "--quiet"], cwd=ROOT)
             peak = 0.0
-            planned_s = float("nan")
+            planned_s = planning_peak = float("nan")
             while run.poll() is None:
                 peak = max(peak, _rss_peak_mb(run.pid))
-                if status.exists():
-                    if planned_s != planned_s:
-                        planned_s = time.perf_counter() - t0
+                try:
                     data = json.loads(status.read_text() or "{}")
+                except (FileNotFoundError, json.JSONDecodeError):
+                    data = {}
+                if data.get("state") == "running":
+                    if planned_s != planned_s:
+                        planned_s, planning_peak = time.perf_counter() - t0, peak
                     models = data.get("models") or [{}]
                     if models[0].get("done", 0) >= first + 1000:  # past the first flushes
                         break
-                time.sleep(0.2)
+                time.sleep(0.05)
             peak = max(peak, _rss_peak_mb(run.pid))
             run.send_signal(signal.SIGINT)
             run.wait(timeout=120)
@@ -185,9 +443,11 @@ def memory(n: int = 1_000_000, first: int = 1000) -> dict[str, float]:
     finally:
         stop(proc)
     return {
+        "load": f"{load_before} before, {_load()} after",
         "trials_planned": float(trials),
         "responses_stored": float(responses),
-        "planning_s": planned_s,
+        "seconds_to_end_of_planning (start-up and config included)": planned_s,
+        "peak_rss_mb_while_planning": planning_peak,
         "peak_rss_mb": peak,
     }
 
@@ -195,18 +455,33 @@ def memory(n: int = 1_000_000, first: int = 1000) -> dict[str, float]:
 BENCHES = {
     "throughput": throughput,
     "latency": latency,
+    "latency-ideal": latency_ideal,
+    "resume": resume,
+    "plan": plan,
     "saturation": saturation,
     "memory": memory,
 }
 
 
+def _rounded(value: object) -> object:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def main(names: list[str]) -> None:
     os.chdir(ROOT)
+    if names and names[0] == "_bare":  # one side of a pair, in its own process
+        url, n, concurrency = names[1], int(names[2]), int(names[3])
+        print(json.dumps({"loop_s": asyncio.run(bare_loop(url, n, concurrency))}), flush=True)
+        return
     for name in names or list(BENCHES):
         result = BENCHES[name]()
-        print(
-            json.dumps({"bench": name, **{k: round(v, 3) for k, v in result.items()}}), flush=True
-        )
+        print(json.dumps({"bench": name, **_rounded(result)}, indent=1), flush=True)  # type: ignore[dict-item]
 
 
 if __name__ == "__main__":

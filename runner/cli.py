@@ -16,15 +16,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
-import anyio
 import orjson
 
-from ibias.prompts.base import SettingsError
-from ibias.prompts.stimuli.pack import StimuliError
-from ibias.runner.config import DEFAULT_STORE, MAX_CONCURRENCY, ConfigError, load_config
-from ibias.store.db import StoreError
-from ibias.store.importer import ImportFileError
-from ibias.store.lock import StoreBusyError, StoreLock
+from ibias.runner.config import DEFAULT_STORE, MAX_CONCURRENCY, load_config
+from ibias.store.lock import StoreLock
 
 if TYPE_CHECKING:
     from ibias.runner.stop import Stop
@@ -165,17 +160,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Errors shown as one line with exit code 2, by module. A command imports only what it uses
+#: (so `ibias --help`, `status` and `sql` start fast); an error class whose module was never
+#: imported cannot have been raised, so only loaded modules are asked.
+_USER_ERRORS = (
+    ("ibias.runner.config", "ConfigError"),
+    ("ibias.store.db", "StoreError"),
+    ("ibias.store.lock", "StoreBusyError"),
+    ("ibias.store.importer", "ImportFileError"),
+    ("ibias.prompts.base", "SettingsError"),
+    ("ibias.prompts.stimuli.pack", "StimuliError"),
+)
+
+
+def _user_error(exc: BaseException) -> bool:
+    return any(
+        (module := sys.modules.get(name)) is not None and isinstance(exc, getattr(module, cls))
+        for name, cls in _USER_ERRORS
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return _dispatch(args)
     except UsageError as exc:
         return _fail(str(exc))
-    except (ConfigError, StoreError, StoreBusyError, ImportFileError, StimuliError) as exc:
-        return _fail(str(exc))
-    except SettingsError as exc:
-        return _fail(str(exc))
-
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -184,6 +194,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # the system refused a path: a read-only store, a full disk, ...
         return _fail(os_error_line(exc))
     except Exception as exc:  # a bug: one line, and the traceback only on request
+        if _user_error(exc):
+            return _fail(str(exc))
         if os.environ.get("IBIAS_DEBUG"):
             raise
         print(
@@ -237,6 +249,8 @@ def _with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
     leaves the process's signal handling alone. The receiver closes when `job` returns, so
     whatever follows (the demo's analysis) has the default handlers back.
     """
+    import anyio
+
     from ibias.runner.stop import Stop
 
     async def main() -> _T:
@@ -345,6 +359,7 @@ def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentil
     """Analysis under the store lock; data that breaks the pairing is bad input (exit 2)."""
     from ibias.analysis.analyze import analyze
     from ibias.analysis.experiment import AnalysisDataError
+    from ibias.store.db import StoreError
 
     with StoreLock(store):
         try:

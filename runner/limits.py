@@ -31,10 +31,11 @@ Time is the running loop's clock (as in aiolimiter), so tests can use a virtual-
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import itertools
 import math
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from aiolimiter import AsyncLimiter
 
@@ -43,8 +44,7 @@ __all__ = ["EndpointLimiter", "Permit"]
 _Which = Literal["rpm", "tpm"]
 
 
-@dataclass(frozen=True)
-class Permit:
+class Permit(NamedTuple):
     """Proof that a request may start; hand it back to :meth:`EndpointLimiter.release`.
 
     ``serial`` makes every permit distinct, so a double release is detected.
@@ -81,7 +81,10 @@ class EndpointLimiter:
         self._max_concurrency = max_concurrency
         self._burst_s = burst_s
         self._token_burst_s = token_burst_s
-        self._slots = asyncio.Semaphore(max_concurrency)
+        # Concurrency slots: a counter, and a FIFO of waiters to which a freed slot is handed
+        # directly (no barging). The uncontended acquire is one comparison, no coroutine.
+        self._free_slots = max_concurrency
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._gate = asyncio.Lock()
         self._in_flight = 0
         self._outstanding: set[int] = set()
@@ -91,6 +94,7 @@ class EndpointLimiter:
         # Positive: debt charged to the next acquires. Negative: credit, at most one bucket.
         self._owed = 0.0
         self._changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._rpm: int | None = None
         self._tpm: int | None = None
         self._rpm_limiter: AsyncLimiter | None = None
@@ -285,7 +289,22 @@ class EndpointLimiter:
         """
         if est_tokens < 0:
             raise ValueError("est_tokens must be >= 0")
-        await self._slots.acquire()
+        if self._free_slots > 0 and not self._slot_waiters:
+            self._free_slots -= 1
+        else:
+            await self._wait_for_slot()
+        if self._rpm_limiter is None and self._tpm_limiter is None and not self._gate.locked():
+            # No rate to keep and nobody queued at the gate: unless paused, nothing to wait
+            # for, so skip the gate's await chain (the common case of an endpoint without
+            # limits). The loop is looked up once per limiter: each lookup is a getpid().
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            now = loop.time()
+            if self._paused_until <= now:
+                self._last_admit_at = now
+                self._last_tokens_paid = 0.0
+                return self._permit(est_tokens)
         try:
             async with self._gate:
                 await self._wait_pause()
@@ -295,8 +314,33 @@ class EndpointLimiter:
                 self._last_admit_at = asyncio.get_running_loop().time()
                 self._last_tokens_paid = paid
         except BaseException:
-            self._slots.release()
+            self._release_slot()
             raise
+        return self._permit(est_tokens)
+
+    async def _wait_for_slot(self) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self._release_slot()  # the slot was handed over as this task was cancelled
+            else:
+                waiter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._slot_waiters.remove(waiter)
+            raise
+
+    def _release_slot(self) -> None:
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot passes straight to the longest waiter
+                return
+        self._free_slots += 1
+
+    def _permit(self, est_tokens: int) -> Permit:
         serial = next(self._serials)
         self._outstanding.add(serial)
         self._in_flight += 1
@@ -312,7 +356,7 @@ class EndpointLimiter:
             raise ValueError("permit was not issued by this limiter or was already released")
         self._outstanding.remove(permit.serial)
         self._in_flight -= 1
-        self._slots.release()
+        self._release_slot()
         if actual_tokens is not None and self._tpm is not None:
             self._owed += actual_tokens - permit.est_tokens
             self._clamp_credit()

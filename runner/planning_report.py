@@ -2,26 +2,30 @@
 
 Needs no keys and sends nothing. The cost estimate is an upper bound: prompt tokens estimated
 at four characters a token plus the full `max_tokens` for every remaining completion.
+
+When the store holds the completed plan of this config (same plan hash, see runner/plan.py),
+the report is read from it with a few queries; otherwise the trials are generated (keys only
+when the store has responses to compare them with).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from ibias.runner.config import Config
-from ibias.runner.plan import build_experiments, trials_for
-from ibias.runner.scheduler import estimate_tokens
+from ibias.runner.plan import build_experiments, plan_hash, plan_inputs, store_files, trials_for
 from ibias.store.db import open_store
 from ibias.store.lock import holder
 
+if TYPE_CHECKING:
+    import duckdb
 
-def _done_keys(store: Path) -> set[str]:
+
+def plan_report(config: Config, store: Path) -> dict[str, Any]:
+    experiments = build_experiments(config)
     if not store.exists():
-        return set()
+        return _generated(config, experiments, set())
     who = holder(store)
     if who is not None:
         from ibias.store.db import StoreError
@@ -29,14 +33,47 @@ def _done_keys(store: Path) -> set[str]:
         raise StoreError(f"store {store} is busy: held by {who}; `ibias status` shows progress")
     con = open_store(store, read_only=True)
     try:
-        return {r[0] for r in con.execute("SELECT DISTINCT trial_key FROM responses").fetchall()}
+        stored = _from_store(con, config, experiments, store)
+        if stored is not None:
+            return stored
+        done = {r[0] for r in con.execute("SELECT DISTINCT trial_key FROM responses").fetchall()}
     finally:
         con.close()
+    return _generated(config, experiments, done)
 
 
-def plan_report(config: Config, store: Path) -> dict[str, Any]:
-    done = _done_keys(store)
-    experiments = build_experiments(config)
+def _from_store(
+    con: duckdb.DuckDBPyConnection, config: Config, experiments: list[Any], store: Path
+) -> dict[str, Any] | None:
+    """The report from the store's copy of the plan, or None if it has no complete copy."""
+    from ibias.store.plans import find_plan, plan_cells, remaining_prompt_chars
+
+    inputs = plan_inputs(config, experiments, exclude=store_files(store))
+    plan = find_plan(con, plan_hash(inputs))
+    if plan is None or not plan.complete:
+        return None
+    by = [
+        {
+            "experiment": c.experiment,
+            "model_id": c.model_id,
+            "language": c.language,
+            "trials": c.trials,
+            "done": c.done,
+        }
+        for c in plan_cells(con, plan)
+    ]
+    left = remaining_prompt_chars(con, plan)
+    cost = 0.0
+    for m in config.models:
+        n, prompt_tokens = left.get(m.id, (0, 0))
+        cost += (prompt_tokens * m.price_input + n * m.max_tokens * m.price_output) / 1e6
+    return _report(by, cost)
+
+
+def _generated(config: Config, experiments: list[Any], done: set[str]) -> dict[str, Any]:
+    """The report from generating the plan (and its keys, to tell what `done` holds)."""
+    from ibias.runner.scheduler import estimate_tokens
+
     models = {m.id: m for m in config.models}
     cells: dict[tuple[str, str, str], list[int]] = {}
     cost = 0.0
@@ -53,6 +90,10 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
         {"experiment": e, "model_id": mid, "language": lang, "trials": n, "done": d}
         for (e, mid, lang), (n, d) in sorted(cells.items())
     ]
+    return _report(by, cost)
+
+
+def _report(by: list[dict[str, Any]], cost: float) -> dict[str, Any]:
     total = sum(c["trials"] for c in by)
     done_n = sum(c["done"] for c in by)
     return {
@@ -65,6 +106,9 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
 
 
 def render_plan(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title="ibias plan")
     for col in ("experiment", "model", "language", "trials", "done"):
         table.add_column(col, justify="right" if col in ("trials", "done") else "left")

@@ -8,14 +8,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
+from ibias.runner.status import ModelStats, rate_and_eta
 
-from ibias.runner.scheduler import ModelStats
-from ibias.runner.status import rate_and_eta
+if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quiet or a log)
+    from rich.live import Live
+    from rich.table import Table
 
 
 def _eta(seconds: float | None) -> str:
@@ -28,6 +27,8 @@ def _eta(seconds: float | None) -> str:
 
 
 def render_table(stats: Sequence[ModelStats]) -> Table:
+    from rich.table import Table
+
     table = Table(title="ibias run", expand=False)
     for col in ("model", "done/total", "req/s", "retries", "errors", "tokens", "cost $", "ETA"):
         table.add_column(col, justify="left" if col == "model" else "right")
@@ -84,6 +85,9 @@ class Progress:
         if self.quiet:
             return
         if self.stream.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
             console = Console(file=self.stream)
             self._live = Live(render_table(self.stats), console=console, auto_refresh=False)
             self._live.start()

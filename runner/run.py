@@ -4,6 +4,11 @@ Order matters for crash safety: the run row and every planned trial are committe
 first request, so the store always knows the whole plan; responses then land through the single
 writer. Resume is the default: trials with a stored response are skipped.
 
+A plan is made once. Its hash covers every input of the plan (runner/plan.py); a run whose hash
+matches a completed plan in the store skips planning, and every run, planned or not, reads what
+is left of the plan from the store with one anti-join per model, in plan order, so no trial is
+generated or keyed twice.
+
 The run's lifetime is one anyio task group (writer, status ticker, scheduler). It installs no
 signal handlers: a caller stops it through a `Stop` (the CLI requests it on SIGINT, SIGTERM and
 SIGHUP; the Python API and tests call `Stop.request()`), and providers come from a
@@ -12,14 +17,16 @@ SIGHUP; the Python API and tests call `Stop.request()`), and providers come from
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import anyio
@@ -30,7 +37,13 @@ from ibias.prompts import registry
 from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.plan import Trial, build_experiments, trials_for
+from ibias.runner.plan import (
+    build_experiments,
+    plan_batches,
+    plan_hash,
+    plan_inputs,
+    store_files,
+)
 from ibias.runner.progress import Progress
 from ibias.runner.providers.base import ProviderContext
 from ibias.runner.providers.registry import ProviderFactory, create_provider
@@ -42,7 +55,17 @@ from ibias.runner.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
 from ibias.store.lock import StoreLock
-from ibias.store.writer import Writer, insert_trials
+from ibias.store.plans import (
+    Pending,
+    StoredPlan,
+    find_plan,
+    has_trials,
+    insert_planned,
+    plan_totals,
+    record_plan,
+    remaining,
+)
+from ibias.store.writer import Writer
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 TRIAL_BATCH = 5000
@@ -61,11 +84,19 @@ class RunOptions:
 
 @dataclass(frozen=True)
 class RunResult:
+    """How the run ended: its exit code, the lines to show, and where its time went
+    (`timings`, seconds: `open` the store, hash the plan's `inputs`, find or make the `plan`,
+    count its `totals`, `schedule` the requests, and the run's `total`; `planned` is 1.0 when
+    this run planned and 0.0 when it found the plan in the store)."""
+
     exit_code: int
     lines: tuple[str, ...]
+    timings: Mapping[str, float] = field(default_factory=dict)
 
 
 def ibias_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("ibias")
     except PackageNotFoundError:
@@ -104,18 +135,21 @@ def check_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str | No
     return keys
 
 
-def _record_run(con: duckdb.DuckDBPyConnection, run_id: str, config: Config) -> None:
+def _record_run(
+    con: duckdb.DuckDBPyConnection, run_id: str, config: Config, planned_from: str, rev: str | None
+) -> None:
     con.execute(
-        "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, command) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, command, "
+        "plan_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
             run_id,
             datetime.now(UTC),
             config.text,
             stable_hash(config.text),
             ibias_version(),
-            git_rev(),
+            rev,
             " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            planned_from,
         ],
     ).fetchall()
 
@@ -155,53 +189,76 @@ class PlanningInterrupted(Exception):
 
 async def plan_into_store(
     con: duckdb.DuckDBPyConnection,
+    plan: StoredPlan,
     run_id: str,
     experiments: list[Experiment],
     models: tuple[ModelConfig, ...],
-    done: set[str],
     *,
+    fresh: bool,
     stop: Stop | None = None,
     on_batch: Callable[[dict[str, ModelStats]], None] | None = None,
-) -> dict[str, ModelStats]:
-    """Insert every planned trial (streaming, in batches) and count totals per model.
+) -> int:
+    """Store every trial of the plan (streaming, in batches); returns how many it has.
 
-    Each batch is inserted in a worker thread, so the loop stays free to receive a stop while
-    DuckDB works, and the stop is checked between batches: planning a large grid can take a
-    while, and an interrupt must not wait for it nor cut a batch in half.
+    Each batch is generated and inserted in a worker thread, so the loop stays free to receive
+    a stop, and the stop is checked between batches: planning a large grid can take a while,
+    and an interrupt must not wait for it nor cut a batch in half. Each batch commits on its
+    own: one transaction over a million trials would hold them all in memory, and a
+    half-planned store is harmless (the next run plans again and skips keys already there).
     """
     stats = {m.id: ModelStats(model_id=m.id) for m in models}
-    batch: list[Trial] = []
+    batches = plan_batches(experiments, models, TRIAL_BATCH)
     planned = 0
 
-    async def insert() -> None:
-        nonlocal batch, planned
-        await anyio.to_thread.run_sync(insert_trials, con, run_id, batch)
-        planned += len(batch)
-        batch = []
+    def next_batch() -> int | None:
+        batch = next(batches, None)
+        if batch is None:
+            return None
+        insert_planned(con, plan, run_id, batch.columns(), fresh=fresh)
+        return len(batch)
+
+    while (n := await anyio.to_thread.run_sync(next_batch)) is not None:
+        planned += n
+        for s in stats.values():  # a batch holds whole specs: every model has n / models
+            s.total += n // len(models)
         if on_batch is not None:
             on_batch(stats)
         if stop is not None and stop.requested:
             raise PlanningInterrupted(planned, stats)
-
-    # Each batch commits on its own: one transaction over a million trials would hold them all
-    # in memory, and a half-planned store is harmless (inserts skip keys already there).
-    for trial in trials_for(experiments, models):
-        s = stats[trial.model_id]
-        s.total += 1
-        if trial.trial_key in done:
-            s.done_before += 1
-        batch.append(trial)
-        if len(batch) >= TRIAL_BATCH:
-            await insert()
-    await insert()
-    return stats
+    return planned
 
 
-def done_keys(con: duckdb.DuckDBPyConnection, model_ids: list[str]) -> set[str]:
-    rows = con.execute(
-        "SELECT DISTINCT trial_key FROM responses WHERE list_contains(?, model_id)", [model_ids]
-    ).fetchall()
-    return {r[0] for r in rows}
+async def prepare_plan(
+    con: duckdb.DuckDBPyConnection,
+    config: Config,
+    run_id: str,
+    experiments: list[Experiment],
+    inputs: dict[str, str],
+    *,
+    stop: Stop | None = None,
+    on_batch: Callable[[dict[str, ModelStats]], None] | None = None,
+) -> tuple[StoredPlan, bool]:
+    """The completed plan for `inputs`: found in the store, or planned now (True)."""
+    digest = plan_hash(inputs)
+    found = find_plan(con, digest)
+    if found is not None and found.complete:
+        return found, False
+    _insert_patients(con, config)
+    record_plan(con, digest, run_id, "started", inputs)
+    plan = StoredPlan(
+        plan_hash=digest,
+        runs=(*(found.runs if found else ()), run_id),
+        complete=False,
+        reused=found.reused if found else False,
+    )
+    fresh = not has_trials(con)
+    n = await plan_into_store(
+        con, plan, run_id, experiments, config.models, fresh=fresh, stop=stop, on_batch=on_batch
+    )
+    record_plan(con, digest, run_id, "complete", inputs, trials=n)
+    done = find_plan(con, digest)
+    assert done is not None and done.complete
+    return done, True
 
 
 async def execute(
@@ -224,14 +281,15 @@ async def execute(
     lock = StoreLock(store)
     lock.acquire()
     try:
-        return await _execute_locked(
-            config,
-            options,
-            keys,
-            say,
-            provider_factory or create_provider,
-            stop or Stop(),
-        )
+        with _fewer_collections():
+            return await _execute_locked(
+                config,
+                options,
+                keys,
+                say,
+                provider_factory or create_provider,
+                stop or Stop(),
+            )
     except BaseExceptionGroup as group:
         first = _first_error(group)
         # One error reads as itself (the CLI names it in one line); several keep the whole
@@ -263,10 +321,12 @@ async def _execute_locked(
     factory: ProviderFactory,
     stop: Stop,
 ) -> RunResult:
+    clock = _Clock()
     con = open_store(options.store, create=True)
     # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
     # blocks, so cap it and keep a long run's footprint flat.
     con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'").fetchall()
+    clock.lap("open")
     run_id = uuid.uuid4().hex
     started_at = datetime.now(UTC)
     status_file = status_path(options.store)
@@ -276,46 +336,97 @@ async def _execute_locked(
 
     try:
         experiments = build_experiments(config)
-        _record_run(con, run_id, config)
-        _insert_patients(con, config)
-        done = done_keys(con, [m.id for m in config.models])
+        revision: list[str | None] = []
+
+        async def read_revision() -> None:  # a subprocess: wait for it beside the hashing
+            revision.append(await anyio.to_thread.run_sync(git_rev))
+
+        async with anyio.create_task_group() as beside:
+            beside.start_soon(read_revision)
+            inputs = await anyio.to_thread.run_sync(
+                lambda: plan_inputs(config, experiments, exclude=store_files(options.store))
+            )
+        clock.lap("inputs")
+        _record_run(con, run_id, config, plan_hash(inputs), revision[0])
         status("planning", {})
         try:
-            stats = await plan_into_store(
+            plan, planned = await prepare_plan(
                 con,
+                config,
                 run_id,
                 experiments,
-                config.models,
-                done,
+                inputs,
                 stop=stop,
                 on_batch=lambda partial: status("planning", partial),
             )
         except PlanningInterrupted as exc:
             status("interrupted", exc.stats)
+            clock.lap("plan")
             return RunResult(
                 EXIT_INTERRUPTED,
                 (
                     f"{stop.reason} while planning: {exc.planned:,} planned trials are stored; "
                     "run again to resume",
                 ),
+                clock.timings(planned=True),
             )
-        status("running", stats)
-        return await _schedule(
-            config,
-            options,
-            keys,
-            say,
-            con,
-            run_id,
-            started_at,
-            stats,
-            done,
-            experiments,
-            factory,
-            stop,
+        clock.lap("plan")
+        stats = {m.id: ModelStats(model_id=m.id) for m in config.models}
+        totals = await anyio.to_thread.run_sync(
+            plan_totals, con, plan, [m.id for m in config.models]
         )
+        for model_id, (total, done) in totals.items():
+            if model_id in stats:
+                stats[model_id].total, stats[model_id].done_before = total, done
+        clock.lap("totals")
+        if all(s.done_before >= s.total for s in stats.values()):
+            # Nothing left: no provider, writer or simulator to start.
+            status("finished", stats)
+            result = _result(None, list(stats.values()))
+        else:
+            status("running", stats)
+            result = await _schedule(
+                config, options, keys, say, con, run_id, started_at, stats, plan, factory, stop
+            )
+        clock.lap("schedule")
+        return replace(result, timings=clock.timings(planned=planned))
     finally:
         con.close()
+
+
+#: Allocations between young-generation collections during a run (CPython's default: 700).
+GC_THRESHOLD0 = 20_000
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Raise the cyclic collector's first threshold for the length of the run, then restore
+    it. Each request allocates a few dozen short-lived containers; at the default threshold a
+    collection ran every ~50 requests and cost about a tenth of the run's CPU (measured with
+    gc.callbacks in bench/). Reference counting frees almost all of it anyway; the rare cycles
+    wait a little longer."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(old[0], GC_THRESHOLD0), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+class _Clock:
+    """Seconds spent in each phase of a run (RunResult.timings)."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = now - self.last
+        self.last = now
+
+    def timings(self, *, planned: bool) -> dict[str, float]:
+        return {**self.laps, "total": self.last - self.start, "planned": float(planned)}
 
 
 async def _schedule(
@@ -327,8 +438,7 @@ async def _schedule(
     run_id: str,
     started_at: datetime,
     stats: dict[str, ModelStats],
-    done: set[str],
-    experiments: list[Experiment],
+    plan: StoredPlan,
     factory: ProviderFactory,
     stop: Stop,
 ) -> RunResult:
@@ -370,8 +480,13 @@ async def _schedule(
                 progress.tick()
                 write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
 
-        def source(rt: ModelRuntime) -> Iterator[Trial]:
-            return (t for t in trials_for(experiments, [rt.config]) if t.trial_key not in done)
+        def source(rt: ModelRuntime) -> Iterator[list[Pending]]:
+            # Each model streams on a cursor of its own, while the writer inserts on `con`.
+            cursor = con.cursor()
+            try:
+                yield from remaining(cursor, plan, rt.config.id)
+            finally:
+                cursor.close()
 
         progress.start()
         # The run's lifetime: the writer and the ticker live exactly as long as the scheduler.
@@ -394,12 +509,11 @@ async def _schedule(
 
 
 def _with_concurrency(m: ModelConfig, concurrency: int) -> ModelConfig:
-    from dataclasses import replace
-
     return replace(m, max_concurrency=concurrency)
 
 
-def _result(scheduler: Scheduler, stats: list[ModelStats]) -> RunResult:
+def _result(scheduler: Scheduler | None, stats: list[ModelStats]) -> RunResult:
+    """The run's outcome; `scheduler` is None when nothing was left to request."""
     lines: list[str] = []
     total = sum(s.total for s in stats)
     have = sum(s.done_before + s.done for s in stats)
@@ -412,6 +526,8 @@ def _result(scheduler: Scheduler, stats: list[ModelStats]) -> RunResult:
             lines.append(f"model {s.model_id} stopped ({s.fatal}); {left:,} trials not done")
     if failed:
         lines.append(f"{failed:,} trials failed after all retries (see the attempts table)")
+    if scheduler is None:
+        return RunResult(EXIT_OK, tuple(lines))
     if scheduler.interrupted:
         lines.append(f"{scheduler.stop_reason}: results so far are stored; run again to resume")
         return RunResult(EXIT_INTERRUPTED, tuple(lines))

@@ -18,42 +18,22 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from typing import Any, Protocol
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+import anyio.to_thread
 
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.plan import Trial
 from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
+from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
 from ibias.store.derived import reply_text
-from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer, raw_json
-
-
-@dataclass
-class ModelStats:
-    """Live counters for one model (mutable state read by progress and the status file)."""
-
-    model_id: str
-    total: int = 0
-    done: int = 0
-    done_before: int = 0
-    requests: int = 0
-    retries: int = 0
-    errors: int = 0
-    failed: int = 0
-    rate_limited: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    fatal: str | None = None
-    finished: bool = False
-    first_done_at: float | None = None
+from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer
 
 
 @dataclass
@@ -65,6 +45,56 @@ class ModelRuntime:
     limiter: EndpointLimiter
     stats: ModelStats
     learnt_limits: bool = False
+    #: When a successful reply's headers are next read for limits (loop time, see _process).
+    next_limits_check: float = 0.0
+    #: The last trial params seen and their Sampling (a model's trials share one params).
+    _sampling: tuple[Mapping[str, Any], Sampling] | None = None
+
+    def sampling(self, params: Mapping[str, Any]) -> Sampling:
+        cached = self._sampling
+        if cached is not None and (cached[0] is params or cached[0] == params):
+            return cached[1]
+        sampling = Sampling.from_params(params)
+        self._sampling = (params, sampling)
+        return sampling
+
+
+class _Queue:
+    """One model's trials between its feeder and its workers: a deque the feeder refills a
+    batch at a time whenever it falls below `low`. Waiting (workers for items, the feeder for
+    space) is on an event made per wait, not per trial, so handing a trial over is one
+    `popleft`."""
+
+    def __init__(self, low: int) -> None:
+        self.items: deque[Trial] = deque()
+        self.low = low
+        self.closed = False
+        self._items: anyio.Event | None = None
+        self._space: anyio.Event | None = None
+
+    async def wait_for_items(self) -> None:
+        if self._items is None:
+            self._items = anyio.Event()
+        await self._items.wait()
+
+    async def wait_for_space(self) -> None:
+        if self._space is None:
+            self._space = anyio.Event()
+        await self._space.wait()
+
+    def wake_workers(self) -> None:
+        if self._items is not None:
+            self._items.set()
+            self._items = None
+
+    def wake_feeder(self) -> None:
+        if self._space is not None:
+            self._space.set()
+            self._space = None
+
+    def close(self) -> None:
+        self.closed = True
+        self.wake_workers()
 
 
 @dataclass(eq=False)
@@ -75,13 +105,36 @@ class _Worker:
     in_request: bool = False
 
 
+LIMITS_CHECK_INTERVAL_S = 1.0
+
+
+class Trial(Protocol):
+    """What the scheduler needs of a trial (a stored `Trial`, or a `store.plans.Pending`)."""
+
+    @property
+    def trial_key(self) -> str: ...
+    @property
+    def experiment(self) -> str: ...
+    @property
+    def model_id(self) -> str: ...
+    @property
+    def item(self) -> Mapping[str, Any]: ...
+    @property
+    def messages(self) -> Sequence[Mapping[str, str]]: ...
+    @property
+    def params(self) -> Mapping[str, Any]: ...
+
+
 def estimate_tokens(trial: Trial, max_tokens: int) -> int:
     """Rough pre-request token count (4 characters a token) plus the completion budget.
 
     Providers reserve max_tokens against TPM, so the estimate includes it; the limiter is
-    corrected from the reported usage afterwards.
+    corrected from the reported usage afterwards. A trial read from the store carries its
+    character count (`prompt_chars`, counted by DuckDB); others are counted here.
     """
-    chars = sum(len(m.get("content", "")) + 8 for m in trial.messages)
+    chars = getattr(trial, "prompt_chars", None)
+    if chars is None:
+        chars = sum(len(m.get("content", "")) + 8 for m in trial.messages)
     return math.ceil(chars / 4) + max_tokens
 
 
@@ -149,10 +202,13 @@ class Scheduler:
     # ------------------------------------------------------------------ running
 
     async def run(
-        self, source: Callable[[ModelRuntime], Iterator[Trial]], stop: Stop | None = None
+        self,
+        source: Callable[[ModelRuntime], Iterator[Sequence[Trial]]],
+        stop: Stop | None = None,
     ) -> None:
-        """Schedule every model's trials from `source` until done or stopped (by `stop`, by
-        `request_stop`, or by the budget)."""
+        """Schedule every model's trials until done or stopped (by `stop`, by `request_stop`,
+        or by the budget). `source(rt)` gives the model's trials in batches; it is advanced in
+        a worker thread, and closed (if it has `close`) when the model's feeding ends."""
         try:
             async with anyio.create_task_group() as outer:
                 if stop is not None:
@@ -163,13 +219,10 @@ class Scheduler:
                         self._start_grace()
                     for rt in self.runtimes:
                         n_workers = rt.config.max_concurrency
-                        send, receive = anyio.create_memory_object_stream[Trial](
-                            max(2 * n_workers, 16)
-                        )
-                        work.start_soon(self._feed, rt, source(rt), send)
+                        queue = _Queue(low=max(2 * n_workers, 512))
+                        work.start_soon(self._feed, rt, source(rt), queue)
                         for _ in range(n_workers):
-                            work.start_soon(self._work, rt, receive.clone())
-                        receive.close()
+                            work.start_soon(self._work, rt, queue)
                 outer.cancel_scope.cancel()  # the work is over: stop listening for a stop
         finally:
             self._work_scope = None
@@ -182,54 +235,56 @@ class Scheduler:
             self.interrupted = True
         self.request_stop(stop.reason or "interrupted")
 
-    async def _feed(
-        self, rt: ModelRuntime, trials: Iterator[Trial], send: MemoryObjectSendStream[Trial]
-    ) -> None:
-        async with send:  # closing it ends the workers' streams
-            for i, trial in enumerate(trials):
-                if self._stopping or rt.stats.fatal:
-                    break
-                try:
-                    # The no-wait path skips a checkpoint (a loop iteration) per trial; the feeder
-                    # still yields below and whenever the stream is full.
-                    send.send_nowait(trial)
-                except anyio.WouldBlock:
-                    try:
-                        await send.send(trial)
-                    except anyio.BrokenResourceError:  # every worker has gone (a stop)
-                        break
-                except anyio.BrokenResourceError:
-                    break
-                if i % 256 == 255:
-                    await anyio.sleep(0)  # planning is CPU work: let requests through
+    def _halted(self, rt: ModelRuntime) -> bool:
+        return self._stopping or rt.stats.fatal is not None
 
-    async def _work(self, rt: ModelRuntime, receive: MemoryObjectReceiveStream[Trial]) -> None:
+    async def _feed(
+        self, rt: ModelRuntime, batches: Iterator[Sequence[Trial]], queue: _Queue
+    ) -> None:
+        """Keep the model's queue above its low-water mark, a batch at a time. Batches are
+        fetched in a worker thread (reading the store, decoding JSON), so the loop only
+        appends them."""
+        try:
+            while not self._halted(rt):
+                if len(queue.items) >= queue.low:
+                    await queue.wait_for_space()
+                    continue
+                batch = await anyio.to_thread.run_sync(next, batches, None)
+                if batch is None:
+                    return
+                queue.items.extend(batch)
+                queue.wake_workers()
+        finally:
+            queue.close()
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    async def _work(self, rt: ModelRuntime, queue: _Queue) -> None:
         worker = _Worker()
         self._workers.add(worker)
+        items = queue.items
         try:
-            async with receive:
-                with worker.scope:
-                    if self._stopping:
-                        worker.scope.cancel()
-                    while True:
-                        try:  # no-wait first: the next await (limiter, request) yields anyway
-                            trial = receive.receive_nowait()
-                        except anyio.WouldBlock:
-                            try:
-                                trial = await receive.receive()
-                            except anyio.EndOfStream:
-                                return
-                        except anyio.EndOfStream:
-                            return
-                        if rt.stats.fatal or self._stopping:
-                            continue  # drain, so the feeder is never stuck on a full stream
+            with worker.scope:
+                if self._stopping:
+                    worker.scope.cancel()
+                while not self._halted(rt):
+                    if items:
+                        trial = items.popleft()
+                        if len(items) < queue.low:
+                            queue.wake_feeder()
                         await self._process(rt, trial, worker)
+                    elif queue.closed:
+                        return
+                    else:
+                        await queue.wait_for_items()
         finally:
             self._workers.discard(worker)
+            queue.wake_feeder()  # a halted model's feeder must not wait for space forever
 
     async def _process(self, rt: ModelRuntime, trial: Trial, worker: _Worker) -> None:
         cfg = rt.config
-        sampling = Sampling.from_params(trial.params)
+        sampling = rt.sampling(trial.params)
         est = estimate_tokens(trial, cfg.max_tokens)
         est_cost = cfg.cost(est - cfg.max_tokens, cfg.max_tokens)
         attempt = 0
@@ -244,7 +299,7 @@ class Scheduler:
             if self._stopping or rt.stats.fatal:
                 rt.limiter.release(permit, 0)
                 return
-            started = datetime.now(UTC)
+            started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
             t0 = time.perf_counter()
             self._in_flight += 1
             self._reserved_cost += est_cost
@@ -271,7 +326,15 @@ class Scheduler:
                 if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                     used = reply.prompt_tokens + reply.completion_tokens
                 rt.limiter.release(permit, used)
-                self._learn_limits(rt, reply.headers)
+                if not rt.learnt_limits:
+                    # Successful replies are read for announced limits at most once a second:
+                    # a provider that announces them does so on every reply, and reading every
+                    # reply's headers is per-request work the loop can skip. Errors (a 429
+                    # first of all) are always read.
+                    now = time.monotonic()
+                    if now >= rt.next_limits_check:
+                        rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
+                        self._learn_limits(rt, reply.headers)
                 self._record_reply(rt, trial, attempt, started, latency_ms, reply)
                 return
             assert error is not None
@@ -322,7 +385,7 @@ class Scheduler:
         rt: ModelRuntime,
         trial: Trial,
         attempt: int,
-        started: datetime,
+        started: float,
         latency_ms: float,
         status: int | None,
         cls: Classification | None,
@@ -330,16 +393,16 @@ class Scheduler:
     ) -> None:
         self.writer.add_attempt(
             AttemptRow(
-                run_id=self.run_id,
-                trial_key=trial.trial_key,
-                model_id=trial.model_id,
-                attempt_no=attempt,
-                started_at=started,
-                latency_ms=latency_ms,
-                http_status=status,
-                error_kind=cls.kind if cls else None,
-                error_message=cls.message if cls else None,
-                outcome=outcome,
+                self.run_id,
+                trial.trial_key,
+                trial.model_id,
+                attempt,
+                started,
+                latency_ms,
+                status,
+                cls.kind if cls else None,
+                cls.message if cls else None,
+                outcome,
             )
         )
 
@@ -348,34 +411,51 @@ class Scheduler:
         rt: ModelRuntime,
         trial: Trial,
         attempt: int,
-        started: datetime,
+        started: float,
         latency_ms: float,
         reply: Reply,
     ) -> None:
+        """One attempt row, one response row and what its parser needs, appended to the
+        writer's buffers as tuples; converting and serialising them (the raw body included)
+        happens on the writer's thread."""
         cfg = rt.config
         cost = cfg.cost(reply.prompt_tokens or 0, reply.completion_tokens or 0)
-        self._attempt(rt, trial, attempt, started, latency_ms, reply.status, None, "ok")
+        key = trial.trial_key
+        self.writer.add_attempt(
+            AttemptRow(
+                self.run_id,
+                key,
+                trial.model_id,
+                attempt,
+                started,
+                latency_ms,
+                reply.status,
+                None,
+                None,
+                "ok",
+            )
+        )
         self.writer.add_response(
             ResponseRow(
-                trial_key=trial.trial_key,
-                run_id=self.run_id,
-                model_id=trial.model_id,
-                provider_model=reply.provider_model,
-                content=reply.content,
-                refusal=reply.refusal,
-                finish_reason=reply.finish_reason,
-                prompt_tokens=reply.prompt_tokens,
-                completion_tokens=reply.completion_tokens,
-                cost_usd=cost,
-                system_fingerprint=reply.system_fingerprint,
-                received_at=datetime.now(UTC),
-                raw=raw_json(reply.raw),
+                key,
+                self.run_id,
+                trial.model_id,
+                reply.provider_model,
+                reply.content,
+                reply.refusal,
+                reply.finish_reason,
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                cost,
+                reply.system_fingerprint,
+                time.time(),
+                reply.raw,
             ),
             Landed(
-                trial_key=trial.trial_key,
-                experiment=trial.experiment,
-                item=dict(trial.item),
-                content=reply_text(reply.content, reply.finish_reason, reply.refusal),
+                key,
+                trial.experiment,
+                trial.item,
+                reply_text(reply.content, reply.finish_reason, reply.refusal),
             ),
         )
         s = rt.stats

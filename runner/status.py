@@ -10,13 +10,33 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ibias.runner.scheduler import ModelStats
+
+@dataclass
+class ModelStats:
+    """Live counters for one model (mutable state read by progress and the status file)."""
+
+    model_id: str
+    total: int = 0
+    done: int = 0
+    done_before: int = 0
+    requests: int = 0
+    retries: int = 0
+    errors: int = 0
+    failed: int = 0
+    rate_limited: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    fatal: str | None = None
+    finished: bool = False
+    first_done_at: float | None = None
 
 
 def status_path(store: Path) -> Path:

@@ -10,10 +10,9 @@ on trial_key, so a trial can never end with two response rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.to_thread
@@ -25,13 +24,14 @@ from ibias.prompts.base import canonical_json
 from ibias.store.trial import Trial
 
 
-@dataclass(frozen=True)
-class AttemptRow:
+class AttemptRow(NamedTuple):
+    """`started_at` is a datetime, or epoch seconds (converted on the writer's thread)."""
+
     run_id: str
     trial_key: str
     model_id: str
     attempt_no: int
-    started_at: datetime
+    started_at: datetime | float
     latency_ms: float | None
     http_status: int | None
     error_kind: str | None
@@ -39,8 +39,10 @@ class AttemptRow:
     outcome: str
 
 
-@dataclass(frozen=True)
-class ResponseRow:
+class ResponseRow(NamedTuple):
+    """`raw` is the reply's JSON text, or the decoded body, and `received_at` a datetime or
+    epoch seconds: either is converted on the writer's thread, off the event loop."""
+
     trial_key: str
     run_id: str
     model_id: str
@@ -52,17 +54,16 @@ class ResponseRow:
     completion_tokens: int | None
     cost_usd: float | None
     system_fingerprint: str | None
-    received_at: datetime
-    raw: str | None
+    received_at: datetime | float
+    raw: str | Mapping[str, Any] | None
 
 
-@dataclass(frozen=True)
-class Landed:
+class Landed(NamedTuple):
     """A response as it lands, with what its parser needs (so parsing needs no extra query)."""
 
     trial_key: str
     experiment: str
-    item: dict[str, Any]
+    item: Mapping[str, Any]
     content: str | None
 
 
@@ -91,10 +92,34 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
 }
 
 
-def to_arrow(rows: Sequence[Any], row_type: type) -> pa.Table:
-    names = [f.name for f in fields(row_type)]
-    columns = {n: [getattr(r, n) for r in rows] for n in names}
-    return pa.table({n: pa.array(columns[n], type=_ARROW_TYPES[n]) for n in names})
+def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | ResponseRow]) -> pa.Table:
+    """Rows (named tuples of `row_type`) as an Arrow table: one transpose, one array per
+    column; a decoded `raw` body is serialised here."""
+    names = row_type._fields
+    columns = list(zip(*rows, strict=True))
+    out: dict[str, pa.Array] = {}
+    for name, values in zip(names, columns, strict=True):
+        if name == "raw":
+            values = tuple(_json_text(v) for v in values)
+        elif _ARROW_TYPES[name] == _TS and any(not isinstance(v, datetime) for v in values):
+            out[name] = _epoch_timestamps(values)
+            continue
+        out[name] = pa.array(values, type=_ARROW_TYPES[name])
+    return pa.table(out)
+
+
+def _epoch_timestamps(values: Sequence[datetime | float]) -> pa.Array:
+    """Epoch seconds (floats, or datetimes mixed in) as UTC microsecond timestamps."""
+    micros = [
+        round(v.timestamp() * 1e6) if isinstance(v, datetime) else round(v * 1e6) for v in values
+    ]
+    return pa.array(micros, type=pa.int64()).cast(_TS)
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return orjson.dumps(value).decode()
 
 
 def insert_attempts(con: duckdb.DuckDBPyConnection, rows: Sequence[AttemptRow]) -> None:
@@ -278,6 +303,11 @@ class Writer:
         except BaseException:
             con.execute("ROLLBACK").fetchall()
             raise
+        # Written: free the rows (and the reply bodies they hold) here, on the writer's
+        # thread, rather than on the event loop's when the flush returns.
+        attempts.clear()
+        responses.clear()
+        landed.clear()
 
     async def close(self) -> None:
         """Stop the flush loop and write everything still buffered. Idempotent; shielded from
@@ -289,9 +319,3 @@ class Writer:
             if self._stopped is not None:
                 await self._stopped.wait()
             await self.flush()
-
-
-def raw_json(body: Any) -> str | None:
-    if body is None:
-        return None
-    return orjson.dumps(body).decode()

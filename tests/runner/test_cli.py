@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -316,3 +317,29 @@ def test_status_after_run_reads_the_store(tmp_path):
 def test_no_env_leak_into_child(tmp_path):
     # the CLI runs with no special environment; sanity check that tests do not depend on it
     assert "IBIAS_SURELY_UNSET_VAR" not in os.environ
+
+
+def _modules_after(*args: str) -> set[str]:
+    """Top-level modules loaded by `ibias ARGS` (run in a fresh interpreter)."""
+    code = (
+        "import sys\nfrom ibias.runner.cli import main\ntry:\n    main(sys.argv[1:])\n"
+        "finally:\n    print(sorted({m.split('.')[0] for m in sys.modules}), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
+    )
+    return set(json.loads(done.stderr.strip().splitlines()[-1].replace("'", '"')))
+
+
+HEAVY = {"pyarrow", "polars", "numpy", "aiohttp", "matplotlib", "scipy", "rich"}
+
+
+def test_help_and_status_load_no_heavy_library(tmp_path):
+    """Start-up is measured in bench/, never asserted; what is asserted is what loads: `--help`
+    needs neither DuckDB nor any heavy library, `status` only DuckDB (and rich to draw)."""
+    assert not _modules_after("--help") & (HEAVY | {"duckdb"})
+    cfg = write_config(tmp_path, [model_block("m", provider="simulator")], n_prompts=3)
+    assert ibias("run", str(cfg), "--quiet").returncode == 0
+    loaded = _modules_after("status", "--store", str(tmp_path / "store.duckdb"))
+    assert "duckdb" in loaded
+    assert not loaded & (HEAVY - {"rich"})

@@ -431,3 +431,34 @@ def test_set_limits_wakes_a_waiter_stuck_on_the_old_pace():
     first, starts = run_virtual(main)
     assert first == approx(2.0)
     assert starts == approx([3.0, 3.0, 3.0])
+
+
+# ------------------------------------------------------------------ no limits
+
+
+def test_without_rates_a_pause_and_the_cap_still_hold():
+    """An endpoint with no rpm or tpm admits without queueing at the gate, but a pause (and a
+    waiter already queued behind it) still comes first, and the cap still holds."""
+
+    async def main() -> tuple[list[float], int]:
+        lim = EndpointLimiter(rpm=None, tpm=None, max_concurrency=2)
+        first = await lim.acquire(10)  # nothing to wait for
+        starts: list[float] = [now()]
+        lim.pause(5)
+
+        async def one() -> None:
+            permit = await lim.acquire(10)
+            starts.append(now())
+            await asyncio.sleep(1)
+            lim.release(permit, None)
+
+        tasks = [asyncio.ensure_future(one()) for _ in range(3)]
+        await asyncio.sleep(0)
+        lim.release(first, 8)
+        await asyncio.gather(*tasks)
+        return starts, lim.in_flight
+
+    starts, left = run_virtual(main)
+    # the first at 0; then nobody before the pause ends at 5; two at a time (the cap)
+    assert starts == approx([0.0, 5.0, 5.0, 6.0])
+    assert left == 0

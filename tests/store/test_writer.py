@@ -1,0 +1,83 @@
+"""The single writer's conversion: rows appended as tuples on the loop, converted (and the raw
+body serialised) on the writer's thread, responses kept once per trial."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import anyio
+import orjson
+
+from ibias.store.db import open_store
+from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer, to_arrow
+
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def _response(key: str, raw: object) -> ResponseRow:
+    return ResponseRow(
+        key,
+        "r",
+        "m",
+        "pm",
+        "text",
+        None,
+        "stop",
+        3,
+        1,
+        0.5,
+        None,
+        NOW,
+        raw,  # type: ignore[arg-type]
+    )
+
+
+def test_to_arrow_keeps_every_column_and_serialises_a_decoded_body():
+    body = {"choices": [{"message": {"content": "é"}}], "usage": {"prompt_tokens": 3}}
+    table = to_arrow(
+        [_response("k1", body), _response("k2", '{"a":1}'), _response("k3", None)], ResponseRow
+    )
+    assert table.column_names == list(ResponseRow._fields)
+    assert table.column("raw").to_pylist() == [orjson.dumps(body).decode(), '{"a":1}', None]
+    assert table.column("trial_key").to_pylist() == ["k1", "k2", "k3"]
+    attempts = to_arrow(
+        [AttemptRow("r", "k1", "m", 1, NOW, 1.5, 200, None, None, "ok")], AttemptRow
+    )
+    assert attempts.to_pylist()[0]["started_at"] == NOW
+
+
+async def test_a_flush_stores_rows_once_and_hands_landed_replies_to_the_parser(tmp_path):
+    con = open_store(tmp_path / "w.duckdb", create=True)
+    seen: list[Landed] = []
+    writer = Writer(con, interval=0.01, on_landed=lambda c, landed: seen.extend(landed))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(writer.run)
+        for key in ("k1", "k2", "k1"):  # k1 answered twice: stored once
+            writer.add_attempt(AttemptRow("r", key, "m", 1, NOW, 2.0, 200, None, None, "ok"))
+            writer.add_response(
+                _response(key, {"id": key}), Landed(key, "prompts", {"id": key}, "text")
+            )
+        await writer.close()
+    rows = con.execute(
+        "SELECT trial_key, raw, received_at FROM responses ORDER BY trial_key"
+    ).fetchall()
+    assert [(k, orjson.loads(raw)) for k, raw, _ in rows] == [
+        ("k1", {"id": "k1"}),
+        ("k2", {"id": "k2"}),
+    ]
+    assert rows[0][2] == NOW
+    assert con.execute("SELECT count(*) FROM attempts").fetchall()[0][0] == 3
+    assert [landed.trial_key for landed in seen] == ["k1", "k2", "k1"]
+    con.close()
+
+
+def test_epoch_seconds_become_the_same_timestamps_as_datetimes():
+    epoch = NOW.timestamp() + 0.123456
+    rows = [
+        AttemptRow("r", "k1", "m", 1, epoch, 1.0, 200, None, None, "ok"),
+        AttemptRow(
+            "r", "k2", "m", 1, datetime.fromtimestamp(epoch, UTC), 1.0, 200, None, None, "ok"
+        ),
+    ]
+    got = to_arrow(rows, AttemptRow).column("started_at").to_pylist()
+    assert got[0] == got[1] == datetime.fromtimestamp(epoch, UTC)
