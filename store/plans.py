@@ -20,19 +20,10 @@ import orjson
 import pyarrow as pa
 
 from ibias.prompts.base import Message
+from ibias.store.writer import TRIAL_COLUMNS
 
 #: Columns of `trials` a planner batch carries (run_id is added on insert).
-PLANNED_COLUMNS = (
-    "trial_key",
-    "experiment",
-    "model_id",
-    "language",
-    "coords",
-    "item",
-    "messages",
-    "params",
-    "replicate",
-)
+PLANNED_COLUMNS = tuple(c for c in TRIAL_COLUMNS if c != "run_id")
 
 
 @dataclass(frozen=True)
