@@ -1,14 +1,16 @@
 """Sends trials to models through each endpoint's limits, retrying what can be retried.
 
-Each model has its own bounded stream, feeder and worker pool, so a slow or rate-limited
+Each model has its own bounded queue, feeder and worker pool, so a slow or rate-limited
 provider never holds back the others, and each model walks the same interleaved plan order, so
 whatever point a run is interrupted at, every model's finished trials form a balanced prefix of
-the design. Memory is bounded by the streams, not by the size of the grid.
+the design. The feeder refills its queue a batch at a time from the model's source (the store's
+remaining trials, read in a worker thread); memory is bounded by the queues, not by the size of
+the grid.
 
 Structured with anyio: all feeders and workers live in one task group, whose cancel scope is
 the stop's grace period. A stop (a `Stop` from outside, a budget) ends scheduling at once:
 feeders stop, every worker that is waiting rather than requesting (rate limiter, backoff, an
-empty stream) is cancelled through its own cancel scope, and the work scope gets a deadline
+empty queue) is cancelled through its own cancel scope, and the work scope gets a deadline
 `grace_s` ahead, so requests already in flight may finish and be recorded but never hold the
 run longer than that. The scopes are per worker, not per wait, so the hot path costs nothing.
 """
