@@ -36,19 +36,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-import aiohttp
 import orjson
 
 from ibias.prompts.base import Message
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
     Limits,
-    Provider,
     ProviderContext,
     ProviderError,
     Reply,
     Sampling,
 )
+from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.registry import provider
 from ibias.runner.retries import (
     Classification,
@@ -192,7 +191,7 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
 
 
 @provider("anthropic")
-class AnthropicProvider(Provider):
+class AnthropicProvider(HTTPProvider):
     """`Provider` for POST {base_url}/messages."""
 
     def __init__(
@@ -205,13 +204,14 @@ class AnthropicProvider(Provider):
         max_connections: int,
         version: str = ANTHROPIC_VERSION,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/messages"
-        self.model = model
+        super().__init__(
+            url=base_url.rstrip("/") + "/messages",
+            model=model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_connections=max_connections,
+        )
         self.version = version
-        self._api_key = api_key
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
 
     @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
@@ -223,36 +223,11 @@ class AnthropicProvider(Provider):
             max_connections=model.max_concurrency,
         )
 
-    def __repr__(self) -> str:  # never show the key
-        return f"{type(self).__name__}(url={self.url!r}, model={self.model!r})"
-
-    async def start(self) -> None:
-        headers = {"Content-Type": "application/json", "anthropic-version": self.version}
-        if self._api_key:
-            headers["x-api-key"] = self._api_key
-        connector = aiohttp.TCPConnector(
-            limit=self._max_connections, keepalive_timeout=30, enable_cleanup_closed=True
-        )
-        self._session = aiohttp.ClientSession(
-            headers=headers, timeout=self._timeout, connector=connector, raise_for_status=False
-        )
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+    def session_headers(self, api_key: str | None) -> dict[str, str]:
+        return {"anthropic-version": self.version, **({"x-api-key": api_key} if api_key else {})}
 
     async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        if self._session is None:
-            raise RuntimeError("provider not started")
-        payload = anthropic_request(self.model, messages, sampling)
-        try:
-            async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
-                body = await resp.read()
-                status = resp.status
-                headers = {k.lower(): v for k, v in resp.headers.items()}
-        except Exception as exc:  # timeouts, dropped connections, truncated bodies
-            raise ProviderError(self.classify_exception(exc)) from None
+        status, headers, body = await self.post(anthropic_request(self.model, messages, sampling))
         verdict = classify_anthropic(status, headers, body, now=time.time())
         if verdict.verdict is not Verdict.OK:
             raise ProviderError(verdict, status=status, headers=headers)

@@ -41,19 +41,18 @@ from typing import Any, Self
 from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import aiohttp
 import orjson
 
 from ibias.prompts.base import Message, SettingsError
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
     Limits,
-    Provider,
     ProviderContext,
     ProviderError,
     Reply,
     Sampling,
 )
+from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.registry import provider
 from ibias.runner.retries import (
     Classification,
@@ -370,7 +369,7 @@ def _candidate_text(candidate: Mapping[str, Any]) -> str | None:
 
 
 @provider("gemini")
-class GeminiProvider(Provider):
+class GeminiProvider(HTTPProvider):
     """`Provider` for POST {base_url}/models/{model}:generateContent."""
 
     def __init__(
@@ -384,13 +383,14 @@ class GeminiProvider(Provider):
         options: GeminiOptions | None = None,
     ) -> None:
         name = model.removeprefix("models/")
-        self.url = f"{base_url.rstrip('/')}/models/{quote(name, safe='')}:generateContent"
-        self.model = model
+        super().__init__(
+            url=f"{base_url.rstrip('/')}/models/{quote(name, safe='')}:generateContent",
+            model=model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_connections=max_connections,
+        )
         self.options = options or GeminiOptions()
-        self._api_key = api_key
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
         self._announced: Limits | None = None
 
     @classmethod
@@ -404,36 +404,11 @@ class GeminiProvider(Provider):
             options=GeminiOptions.from_model(model),
         )
 
-    def __repr__(self) -> str:  # never show the key
-        return f"{type(self).__name__}(url={self.url!r}, model={self.model!r})"
-
-    async def start(self) -> None:
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["x-goog-api-key"] = self._api_key
-        connector = aiohttp.TCPConnector(
-            limit=self._max_connections, keepalive_timeout=30, enable_cleanup_closed=True
-        )
-        self._session = aiohttp.ClientSession(
-            headers=headers, timeout=self._timeout, connector=connector, raise_for_status=False
-        )
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+    def session_headers(self, api_key: str | None) -> dict[str, str]:
+        return {"x-goog-api-key": api_key} if api_key else {}
 
     async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        if self._session is None:
-            raise RuntimeError("provider not started")
-        payload = gemini_request(messages, sampling, self.options)
-        try:
-            async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
-                body = await resp.read()
-                status = resp.status
-                headers = {k.lower(): v for k, v in resp.headers.items()}
-        except Exception as exc:  # timeouts, dropped connections, truncated bodies
-            raise ProviderError(self.classify_exception(exc)) from None
+        status, headers, body = await self.post(gemini_request(messages, sampling, self.options))
         verdict = classify_gemini(status, headers, body, now=time.time())
         if verdict.verdict is not Verdict.OK:
             if status == 429:

@@ -11,19 +11,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-import aiohttp
 import orjson
 
 from ibias.prompts.base import Message
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
     Limits,
-    Provider,
     ProviderContext,
     ProviderError,
     Reply,
     Sampling,
 )
+from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.registry import provider
 from ibias.runner.retries import (
     Classification,
@@ -80,7 +79,7 @@ def _positive_int(value: str | None) -> int | None:
 
 
 @provider("openai")
-class OpenAIProvider(Provider):
+class OpenAIProvider(HTTPProvider):
     """`Provider` for POST {base_url}/chat/completions."""
 
     def __init__(
@@ -92,12 +91,13 @@ class OpenAIProvider(Provider):
         timeout_s: float,
         max_connections: int,
     ) -> None:
-        self.url = self._chat_url(base_url)
-        self.model = model
-        self._api_key = api_key
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
+        super().__init__(
+            url=self._chat_url(base_url),
+            model=model,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_connections=max_connections,
+        )
 
     @staticmethod
     def _chat_url(base_url: str) -> str:
@@ -115,40 +115,16 @@ class OpenAIProvider(Provider):
             max_connections=model.max_concurrency,
         )
 
-    def __repr__(self) -> str:  # never show the key, even in a debugger or a log of objects
-        return f"{type(self).__name__}(url={self.url!r}, model={self.model!r})"
-
-    async def start(self) -> None:
-        headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        connector = aiohttp.TCPConnector(
-            limit=self._max_connections, keepalive_timeout=30, enable_cleanup_closed=True
-        )
-        self._session = aiohttp.ClientSession(
-            headers=headers, timeout=self._timeout, connector=connector, raise_for_status=False
-        )
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+    def session_headers(self, api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        if self._session is None:
-            raise RuntimeError("provider not started")
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": list(messages),
             **openai_sampling(sampling),
         }
-        try:
-            async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
-                body = await resp.read()
-                status = resp.status
-                headers = {k.lower(): v for k, v in resp.headers.items()}
-        except Exception as exc:  # timeouts, dropped connections, truncated bodies
-            raise ProviderError(self.classify_exception(exc)) from None
+        status, headers, body = await self.post(payload)
         verdict = self.classify_response(status, headers, body)
         if verdict.verdict is not Verdict.OK:
             raise ProviderError(verdict, status=status, headers=headers)
