@@ -35,7 +35,6 @@ from ibias.analysis.bootstrap import (
     grouped_paired_difference_ci,
 )
 from ibias.analysis.cells import CELL, cell_codes, ci_frame, holm_within, number_cells
-from ibias.analysis.experiment import AnalysisDataError
 from ibias.analysis.stats import binomial_test, sign_test, wilson_interval
 from ibias.prompts.codes import CIS, HIGH, LOW, NO_CHOICE, NO_SYMPTOMS, NONE_REASONS, TRANS
 
@@ -44,40 +43,54 @@ FAMILY_KEYS: tuple[str, ...] = ("model_id", "language", "explanation", "symptoms
 EXPLICIT_EXPERIMENT = "allocation_explicit"
 
 
-class AllocationDataError(AnalysisDataError):
-    """The decisions break the pairing the analysis relies on (e.g. one order seen twice)."""
-
-
 # --------------------------------------------------------------------------------------------
 # Per cell: shares, intervals, tests
 # --------------------------------------------------------------------------------------------
+
+
+def order_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """One row per pair x order within each cell: the order's outcome and how often it was shown.
+
+    A pair is normally shown once in each order, but imported replies may show it again in the
+    same order (a repetition, with its own `id`). An order's outcome is then the majority of its
+    repetitions' choices; a tie between different choices is `NO_CHOICE` (the order did not
+    decide), flagged `tied`, so a repetition never counts a pair twice in the sign test. The
+    trial-level shares and their pair-resampling intervals still use every trial.
+    """
+    votes = decisions.group_by([*keys, "pair_id", "first", "chosen"]).agg(pl.len().alias("votes"))
+    leads = pl.col("votes") == pl.col("votes").max()
+    return (
+        votes.group_by([*keys, "pair_id", "first"])
+        .agg(
+            pl.col("votes").sum().cast(pl.Int64).alias("n"),
+            (leads.sum() > 1).alias("tied"),
+            pl.col("chosen").filter(leads).min().alias("leader"),
+        )
+        .with_columns(
+            pl.when(pl.col("tied"))
+            .then(pl.lit(NO_CHOICE))
+            .otherwise(pl.col("leader"))
+            .alias("chosen")
+        )
+        .drop("leader")
+    )
 
 
 def pair_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     """One row per pair within each cell of `keys`: what each order chose and how they relate.
 
     Columns: keys, pair_id, cis_first / trans_first (the choice when the cisgender / the
-    transgender candidate was listed first; null when that order is missing), and booleans
-    complete, agree_cis, agree_trans, split_first, split_second, has_none.
+    transgender candidate was listed first, by majority over repetitions of that order; null
+    when that order is missing), and booleans repeated (an order shown more than once), tied
+    (an order's repetitions split evenly), complete, agree_cis, agree_trans, split_first,
+    split_second, has_none.
     """
-    per_order = decisions.group_by([*keys, "pair_id", "first"]).agg(
-        pl.len().alias("n"), pl.col("chosen").first()
-    )
-    repeated = per_order.filter(pl.col("n") > 1)
-    if not repeated.is_empty():
-        example = repeated.row(0, named=True)
-        where = decisions.filter(pl.col("pair_id") == example["pair_id"]).row(0, named=True)
-        context = ", ".join(
-            f"{k} {where[k]}" for k in ("model_id", "language", "service") if k in where
-        )
-        raise AllocationDataError(
-            f"pair {example['pair_id']!r} ({context}) has {example['n']} decisions with the "
-            f"{example['first']} candidate listed first in one condition; each order of a pair "
-            "must appear once per cell (were trials of one model id run with different settings?)"
-        )
+    per_order = order_outcomes(decisions, keys)
     pairs = per_order.group_by([*keys, "pair_id"]).agg(
         pl.col("chosen").filter(pl.col("first") == CIS).first().alias("cis_first"),
         pl.col("chosen").filter(pl.col("first") == TRANS).first().alias("trans_first"),
+        (pl.col("n") > 1).any().alias("repeated"),
+        pl.col("tied").any().alias("tied"),
     )
     cis_first, trans_first = pl.col("cis_first"), pl.col("trans_first")
     complete = cis_first.is_not_null() & trans_first.is_not_null()
@@ -132,6 +145,7 @@ def cells_table(
             pl.col("split_first").sum().cast(pl.Int64).alias("pairs_split_first"),
             pl.col("split_second").sum().cast(pl.Int64).alias("pairs_split_second"),
             pl.col("has_none").sum().cast(pl.Int64).alias("pairs_with_none"),
+            pl.col("repeated").sum().cast(pl.Int64).alias("pairs_repeated"),
         )
     )
     table = (
@@ -209,6 +223,7 @@ _CELLS_SCHEMA: dict[str, pl.DataType] = {
     "pairs_split_first": pl.Int64(),
     "pairs_split_second": pl.Int64(),
     "pairs_with_none": pl.Int64(),
+    "pairs_repeated": pl.Int64(),
     "sign_p": pl.Float64(),
     "sign_p_holm": pl.Float64(),
     "naive_p": pl.Float64(),

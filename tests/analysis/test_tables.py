@@ -723,10 +723,31 @@ def test_position_table_matches_the_reference_on_messy_cells(seed: int) -> None:
     assert undecided == 1  # the cell where nobody was chosen: no share, no test
 
 
-def test_a_pair_seen_twice_in_the_same_order_is_an_error() -> None:
-    frame = _decisions([("a", "cis", "cis"), ("a", "cis", "trans"), ("a", "trans", "cis")])
-    with pytest.raises(allocation.AllocationDataError, match="pair 'a'"):
-        allocation.cells_table(frame, B=10, method="percentile", rng=np.random.default_rng(0))
+def test_repetitions_of_an_order_count_by_majority_and_a_tie_decides_nothing() -> None:
+    rows = [
+        # a: cis-first shown three times (cis, cis, trans) -> cis; trans-first -> cis: agree cis
+        ("a", "cis", "cis"), ("a", "cis", "trans"), ("a", "cis", "cis"), ("a", "trans", "cis"),
+        # b: trans-first shown twice, split (trans, cis) -> tie, undecided: a pair with none
+        ("b", "cis", "trans"), ("b", "trans", "trans"), ("b", "trans", "cis"),
+        # c: no repetition, agree trans
+        ("c", "cis", "trans"), ("c", "trans", "trans"),
+    ]  # fmt: skip
+    frame = _decisions(rows)
+    pairs = {
+        r["pair_id"]: r for r in allocation.pair_outcomes(frame, ["model_id"]).iter_rows(named=True)
+    }
+    assert (pairs["a"]["cis_first"], pairs["a"]["trans_first"]) == ("cis", "cis")
+    assert pairs["a"]["repeated"] and not pairs["a"]["tied"] and pairs["a"]["agree_cis"]
+    assert pairs["b"]["trans_first"] == "none" and pairs["b"]["tied"] and pairs["b"]["has_none"]
+    assert not pairs["c"]["repeated"] and pairs["c"]["agree_trans"]
+    table = allocation.cells_table(frame, B=20, method="percentile", rng=np.random.default_rng(0))
+    row = table.row(0, named=True)
+    # Every trial still counts in the shares (9 trials: 4 cis, 5 trans) ...
+    assert (row["trials"], row["n_cis"], row["n_trans"]) == (9, 4, 5)
+    # ... while each pair counts once in the pair tallies and the sign test.
+    assert (row["pairs"], row["pairs_repeated"], row["pairs_with_none"]) == (3, 2, 1)
+    assert (row["pairs_cis_both"], row["pairs_trans_both"]) == (1, 1)
+    assert same(row["sign_p"], binom_p(1, 2), 1e-12)
 
 
 def test_empty_inputs_give_empty_tables_with_columns() -> None:

@@ -108,6 +108,29 @@ def test_ids_make_repetitions_of_one_pair_in_one_order(tmp_path: Path) -> None:
     assert sorted(c for _, _, c in rows_seen) == ["cis", "trans", "trans"]
 
 
+def test_analyze_reads_a_pair_repeated_in_one_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Imported repetitions of one order used to stop `analyze` with exit 2."""
+    rows = [
+        {**ALLOC, "id": "r1"},
+        {**ALLOC, "id": "r2", "content": "<person>Ana Ruiz</person>"},
+        {**ALLOC, "id": "r3"},
+    ]
+    store = tmp_path / "s.duckdb"
+    import_replies(write(tmp_path / "r.jsonl", rows), store)
+    out = tmp_path / "out"
+    code = cli.main(["analyze", "--store", str(store), "--out", str(out), "--bootstrap", "20"])
+    assert code == 0, capsys.readouterr().err
+    cells = (out / "allocation_cells.csv").read_text().splitlines()
+    header, row = (
+        cells[0].split(","),
+        dict(zip(cells[0].split(","), cells[1].split(","), strict=True)),
+    )
+    assert "pairs_repeated" in header
+    assert (row["trials"], row["pairs"], row["pairs_repeated"]) == ("3", "1", "1")
+
+
 def test_a_trial_stored_with_another_reply_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
