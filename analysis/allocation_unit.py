@@ -388,7 +388,9 @@ OLDER_TEXTS_NOTE = (
 CONDITIONS_NOTE = (
     "The paper reports allocation with explanations and with symptoms, but released neither "
     "the texts of those conditions nor their answers (only English, no explanation, four "
-    "models); here those conditions exist only in the controlled design, with our texts."
+    "models); here those conditions use our texts in both designs (in the paper design: our "
+    "instruction to explain after the authors' prompt, and our symptom lists added to each "
+    "candidate, for the services they fit; not hiv, an HIV treatment centre, nor prep)."
 )
 NAIVE_TEST_NOTE = (
     "The paper's binomial tests treat the two orders of a pair as independent trials; they are "
@@ -402,6 +404,17 @@ def _ours_controlled(explanation: bool, symptoms: str) -> str:
         [_CONTROLLED_OURS]
         + ([_EXPLANATION_OURS] if explanation else [])
         + ([_SYMPTOMS_OURS] if symptoms != codes.NO_SYMPTOMS else [])
+    )
+
+
+def _ours_paper(language: str, explanation: bool, symptoms: str) -> str:
+    return "; ".join(
+        filter(
+            None,
+            [_PAPER_OURS.get(language, "")]
+            + ([_EXPLANATION_OURS] if explanation else [])
+            + ([_SYMPTOMS_OURS] if symptoms != codes.NO_SYMPTOMS else []),
+        )
     )
 
 
@@ -439,7 +452,7 @@ def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperCo
                     f"{labels.symptoms(r['symptoms'])}",
                     "trials": r["trials"],
                     "from_authors": _PAPER_AUTHORS.get(lang, "") if paper_design else "",
-                    "ours": _PAPER_OURS.get(lang, "")
+                    "ours": _ours_paper(lang, bool(r["explanation"]), str(r["symptoms"]))
                     if paper_design
                     else _ours_controlled(bool(r["explanation"]), str(r["symptoms"])),
                 }
