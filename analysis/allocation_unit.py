@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import allocation, allocation_authors, figures, labels
+from ibias.analysis import allocation, allocation_authors, figures, identity_swap, labels
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -38,7 +38,8 @@ EXAMPLE_TEXT_LIMIT = 700
 
 
 def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
-    decisions = ctx.views[KIND]
+    every = ctx.views[KIND]
+    decisions = identity_swap.without_swapped(every)  # the control has its own table
     b, method = ctx.B, ctx.method
     return {
         "allocation_cells": allocation.cells_table(
@@ -56,6 +57,9 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         ),
         "allocation_parser_agreement": allocation_authors.parser_agreement_table(
             decisions, ctx.extras.get(TAG_ONLY_TABLE)
+        ),
+        identity_swap.TABLE: identity_swap.swap_table(
+            every, B=b, method=method, rng=ctx.rng(identity_swap.TABLE)
         ),
     }
 
@@ -153,6 +157,7 @@ def _allocation(inp: SectionContext) -> str:
     parts.append(_agreement(inp))
     parts.append(_position(inp))
     parts.append(_effects(inp))
+    parts.append(identity_swap.section(inp.tables[identity_swap.TABLE], inp.anchor))
     parts.append(_examples(inp))
     return "".join(parts)
 
