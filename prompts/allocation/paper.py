@@ -206,7 +206,8 @@ class PaperAllocation:
         explanation: bool,
     ) -> str:
         """The authors' prompt (byte for byte when no condition of ours is asked), with our
-        symptom added last to each candidate's dict and our instruction to explain after it."""
+        symptom added last to each candidate's dict and our instruction to explain after it,
+        one blank line below the authors' last line."""
         conditions = paper_conditions()
         shown = []
         for person, symptom in zip(people, symptoms, strict=True):
@@ -217,7 +218,9 @@ class PaperAllocation:
         scenario = self.pack.scenarios[service] if language == "en" else None
         scenario = spanish_scenarios()[service] if scenario is None else scenario
         text = allocation_text(scenario, self.pack.formats[language], shown[0], shown[1])
-        return text + "\n\n" + conditions.explanation[language] if explanation else text
+        if not explanation:
+            return text
+        return text + ("\n" if text.endswith("\n") else "\n\n") + conditions.explanation[language]
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,9 @@ def test_the_explanation_condition_appends_our_instruction_only(paper_pack_dir: 
             continue
         assert s.item["explanation"] is True
         base = plain[(s.coords["pair"], s.language, s.coords["order"])]
-        assert s.messages[0]["content"] == base + "\n\n" + ours[s.language]
+        # One blank line between the authors' last line and ours (their block ends in a newline).
+        assert s.messages[0]["content"] == base.rstrip("\n") + "\n\n" + ours[s.language]
+        assert base.endswith("\n") and s.messages[0]["content"].startswith(base)
 
 
 def test_the_default_stays_the_authors_prompt(paper_pack_dir: Path) -> None:
