@@ -374,6 +374,11 @@ _CONTROLLED_OURS = "scenario texts and answer instruction; roster, names and pai
 _EXPLANATION_OURS = "the instruction to explain (the paper's was not released)"
 _SYMPTOMS_OURS = "symptom lists (the paper's were not released)"
 _EXPLICIT_OURS = "the explicit question and its answer options"
+_SWAPPED_CONDITION = ", identities swapped"
+_SWAPPED_OURS = (
+    "the identity-swap control (not in the paper): each pair with sex assigned at birth and "
+    "gender identity swapped between its two people"
+)
 RELEASED_TABLES_NOTE = (
     "The authors' released statistics (results/statistics_greater.csv and "
     "statistics_less.csv) do not match their own released answers: their script takes the "
@@ -432,8 +437,11 @@ def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperCo
     if decisions is not None and not decisions.is_empty():
         design = pl.col("design") if "design" in decisions.columns else pl.lit(codes.CONTROLLED)
         cells = (
-            decisions.with_columns(design.alias("design"))
-            .group_by("design", "language", "explanation", "symptoms")
+            decisions.with_columns(
+                design.alias("design"),
+                identity_swap.swapped(decisions).alias("identity_swap"),
+            )
+            .group_by("design", "language", "explanation", "symptoms", "identity_swap")
             .agg(pl.len().cast(pl.Int64).alias("trials"))
         )
         symptom_rank = {level: i for i, level in enumerate(codes.SYMPTOM_LEVELS)}
@@ -444,6 +452,7 @@ def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperCo
                 labels.ordered("languages", cells["language"].to_list()).index(r["language"]),
                 bool(r["explanation"]),
                 symptom_rank.get(str(r["symptoms"]), len(symptom_rank)),
+                bool(r["identity_swap"]),
             ),
         )
         for r in ordered:
@@ -454,12 +463,21 @@ def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperCo
                     "design": r["design"],
                     "language": lang,
                     "condition": f"{labels.explanation(r['explanation'])}, "
-                    f"{labels.symptoms(r['symptoms'])}",
+                    f"{labels.symptoms(r['symptoms'])}"
+                    + (_SWAPPED_CONDITION if r["identity_swap"] else ""),
                     "trials": r["trials"],
                     "from_authors": _PAPER_AUTHORS.get(lang, "") if paper_design else "",
-                    "ours": _ours_paper(lang, bool(r["explanation"]), str(r["symptoms"]))
-                    if paper_design
-                    else _ours_controlled(bool(r["explanation"]), str(r["symptoms"])),
+                    "ours": "; ".join(
+                        filter(
+                            None,
+                            [
+                                _ours_paper(lang, bool(r["explanation"]), str(r["symptoms"]))
+                                if paper_design
+                                else _ours_controlled(bool(r["explanation"]), str(r["symptoms"])),
+                                _SWAPPED_OURS if r["identity_swap"] else "",
+                            ],
+                        )
+                    ),
                 }
             )
     checks = explicit.filter(pl.col("experiment") == EXPLICIT_KIND)
