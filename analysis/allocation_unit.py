@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import allocation, allocation_authors, figures, labels
+from ibias.analysis import allocation, allocation_authors, figures, identity_swap, labels
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -38,7 +38,8 @@ EXAMPLE_TEXT_LIMIT = 700
 
 
 def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
-    decisions = ctx.views[KIND]
+    every = ctx.views[KIND]
+    decisions = identity_swap.without_swapped(every)  # the control has its own table
     b, method = ctx.B, ctx.method
     return {
         "allocation_cells": allocation.cells_table(
@@ -56,6 +57,9 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         ),
         "allocation_parser_agreement": allocation_authors.parser_agreement_table(
             decisions, ctx.extras.get(TAG_ONLY_TABLE)
+        ),
+        identity_swap.TABLE: identity_swap.swap_table(
+            every, B=b, method=method, rng=ctx.rng(identity_swap.TABLE)
         ),
     }
 
@@ -153,6 +157,7 @@ def _allocation(inp: SectionContext) -> str:
     parts.append(_agreement(inp))
     parts.append(_position(inp))
     parts.append(_effects(inp))
+    parts.append(identity_swap.section(inp.tables[identity_swap.TABLE], inp.anchor))
     parts.append(_examples(inp))
     return "".join(parts)
 
@@ -369,6 +374,11 @@ _CONTROLLED_OURS = "scenario texts and answer instruction; roster, names and pai
 _EXPLANATION_OURS = "the instruction to explain (the paper's was not released)"
 _SYMPTOMS_OURS = "symptom lists (the paper's were not released)"
 _EXPLICIT_OURS = "the explicit question and its answer options"
+_SWAPPED_CONDITION = ", identities swapped"
+_SWAPPED_OURS = (
+    "the identity-swap control (not in the paper): each pair with sex assigned at birth and "
+    "gender identity swapped between its two people"
+)
 RELEASED_TABLES_NOTE = (
     "The authors' released statistics (results/statistics_greater.csv and "
     "statistics_less.csv) do not match their own released answers: their script takes the "
@@ -388,7 +398,9 @@ OLDER_TEXTS_NOTE = (
 CONDITIONS_NOTE = (
     "The paper reports allocation with explanations and with symptoms, but released neither "
     "the texts of those conditions nor their answers (only English, no explanation, four "
-    "models); here those conditions exist only in the controlled design, with our texts."
+    "models); here those conditions use our texts in both designs (in the paper design: our "
+    "instruction to explain after the authors' prompt, and our symptom lists added to each "
+    "candidate, for the services they fit; not hiv, an HIV treatment centre, nor prep)."
 )
 NAIVE_TEST_NOTE = (
     "The paper's binomial tests treat the two orders of a pair as independent trials; they are "
@@ -405,6 +417,17 @@ def _ours_controlled(explanation: bool, symptoms: str) -> str:
     )
 
 
+def _ours_paper(language: str, explanation: bool, symptoms: str) -> str:
+    return "; ".join(
+        filter(
+            None,
+            [_PAPER_OURS.get(language, "")]
+            + ([_EXPLANATION_OURS] if explanation else [])
+            + ([_SYMPTOMS_OURS] if symptoms != codes.NO_SYMPTOMS else []),
+        )
+    )
+
+
 def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperComparison:
     """Which allocation texts in the store are the authors' and which ours, per design,
     language and condition; the parser and score behind the headline figures; known problems
@@ -414,8 +437,11 @@ def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperCo
     if decisions is not None and not decisions.is_empty():
         design = pl.col("design") if "design" in decisions.columns else pl.lit(codes.CONTROLLED)
         cells = (
-            decisions.with_columns(design.alias("design"))
-            .group_by("design", "language", "explanation", "symptoms")
+            decisions.with_columns(
+                design.alias("design"),
+                identity_swap.swapped(decisions).alias("identity_swap"),
+            )
+            .group_by("design", "language", "explanation", "symptoms", "identity_swap")
             .agg(pl.len().cast(pl.Int64).alias("trials"))
         )
         symptom_rank = {level: i for i, level in enumerate(codes.SYMPTOM_LEVELS)}
@@ -426,6 +452,7 @@ def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperCo
                 labels.ordered("languages", cells["language"].to_list()).index(r["language"]),
                 bool(r["explanation"]),
                 symptom_rank.get(str(r["symptoms"]), len(symptom_rank)),
+                bool(r["identity_swap"]),
             ),
         )
         for r in ordered:
@@ -436,12 +463,21 @@ def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperCo
                     "design": r["design"],
                     "language": lang,
                     "condition": f"{labels.explanation(r['explanation'])}, "
-                    f"{labels.symptoms(r['symptoms'])}",
+                    f"{labels.symptoms(r['symptoms'])}"
+                    + (_SWAPPED_CONDITION if r["identity_swap"] else ""),
                     "trials": r["trials"],
                     "from_authors": _PAPER_AUTHORS.get(lang, "") if paper_design else "",
-                    "ours": _PAPER_OURS.get(lang, "")
-                    if paper_design
-                    else _ours_controlled(bool(r["explanation"]), str(r["symptoms"])),
+                    "ours": "; ".join(
+                        filter(
+                            None,
+                            [
+                                _ours_paper(lang, bool(r["explanation"]), str(r["symptoms"]))
+                                if paper_design
+                                else _ours_controlled(bool(r["explanation"]), str(r["symptoms"])),
+                                _SWAPPED_OURS if r["identity_swap"] else "",
+                            ],
+                        )
+                    ),
                 }
             )
     checks = explicit.filter(pl.col("experiment") == EXPLICIT_KIND)

@@ -6,9 +6,14 @@ explanation), symptoms (none / both high urgency / both low urgency) and languag
 symptoms are drawn from the seed and the service (and pair and urgency) only, so every model,
 language, order and explanation condition sees the same pairs with the same symptoms.
 
+With `identity_swap = true` each pair is also shown with gender identity (and so sex assigned
+at birth) swapped between its two people, who keep their names, ages and symptoms: the
+identity-swap control (`analysis/identity_swap.py`). Only swapped trials carry the
+`identity_swap` coordinate, so turning the control on adds trials and changes no existing key.
+
 Specs are yielded pair by pair (for pair_index: for service: for symptoms: for explanation:
-for language: for order), so a run stopped at any point has both orders and every condition of
-each pair it reached.
+[for swap arm:] for language: for order), so a run stopped at any point has both orders and
+every condition of each pair it reached.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class AllocationExperiment:
     def count(self) -> int:
         s = self.settings
         per_pair = 2 * len(s.explanation) * len(s.symptoms) * len(s.languages)
+        per_pair *= 2 if s.identity_swap else 1
         return sum(len(p) for p in self.pairs.values()) * per_pair
 
     def specs(self) -> Iterator[TrialSpec]:
@@ -74,17 +80,19 @@ class AllocationExperiment:
                         )
                     )
                     for explanation in s.explanation:
-                        for language in s.languages:
-                            for order in (0, 1):
-                                yield self._spec(
-                                    service,
-                                    pair,
-                                    order,
-                                    explanation,
-                                    symptoms,
-                                    symptom_idx,
-                                    language,
-                                )
+                        for swapped in (False, True) if s.identity_swap else (False,):
+                            for language in s.languages:
+                                for order in (0, 1):
+                                    yield self._spec(
+                                        service,
+                                        pair,
+                                        order,
+                                        explanation,
+                                        symptoms,
+                                        symptom_idx,
+                                        language,
+                                        swapped,
+                                    )
 
     def _spec(
         self,
@@ -95,10 +103,12 @@ class AllocationExperiment:
         symptoms: str,
         symptom_idx: tuple[int, int] | None,
         language: str,
+        swapped: bool = False,
     ) -> TrialSpec:
         shown = pair.shown(order)
         candidates = [
-            _candidate(person, language, service, symptoms, symptom_idx, pair) for person in shown
+            _candidate(person, language, service, symptoms, symptom_idx, pair, swapped)
+            for person in shown
         ]
         item = AllocationItem(
             service=service.slug,
@@ -108,8 +118,9 @@ class AllocationExperiment:
             pair_id=pair.pair_id,
             pair_index=pair.index,
             roster_id=self.roster.roster_id,
-            first=shown[0].identity,  # type: ignore[arg-type]
+            first=candidates[0].identity,
             candidates=tuple(candidates),
+            identity_swap=swapped,
         ).to_json()
         coords = {
             "service": service.slug,
@@ -119,6 +130,8 @@ class AllocationExperiment:
             "symptoms": symptoms,
             "language": language,
         }
+        if swapped:  # only then: the trials of the default arm keep their keys
+            coords["identity_swap"] = True
         content = render_allocation(service, item)
         return TrialSpec(
             experiment=EXPERIMENT,
@@ -136,19 +149,26 @@ def _candidate(
     symptoms: str,
     symptom_idx: tuple[int, int] | None,
     pair: Pair,
+    swapped: bool = False,
 ) -> Candidate:
+    """A person as shown; in the swapped arm with the other person's gender identity (and so
+    sex assigned at birth), keeping their own name, age and symptom."""
     index: int | None = None
     text: str | None = None
+    is_cis_seat = person.person_id == pair.cis.person_id
     if symptom_idx is not None:
-        index = symptom_idx[0] if person is pair.cis else symptom_idx[1]
+        index = symptom_idx[0] if is_cis_seat else symptom_idx[1]
         text = service.texts[language].symptoms(symptoms)[index]
+    identity_of = person
+    if swapped:
+        identity_of = pair.trans if is_cis_seat else pair.cis
     return Candidate(
         person_id=person.person_id,
         name=person.name(language),
         age=person.age,
-        sex_assigned_at_birth=person.sex_assigned_at_birth,  # type: ignore[arg-type]
-        gender_identity=person.gender_identity,  # type: ignore[arg-type]
-        identity=person.identity,  # type: ignore[arg-type]
+        sex_assigned_at_birth=identity_of.sex_assigned_at_birth,  # type: ignore[arg-type]
+        gender_identity=identity_of.gender_identity,  # type: ignore[arg-type]
+        identity=identity_of.identity,  # type: ignore[arg-type]
         symptom=text,
         symptom_index=index,
     )
@@ -194,7 +214,7 @@ def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experimen
     service `pairs_per_service` distinct pairs under its pairing rule. `design = "paper"` plans
     the paper's own trials from the stimuli pack instead (prompts/allocation/paper.py).
     """
-    paper = paper_settings(table, base_dir)
+    paper = paper_settings(table, base_dir, seed)
     if paper is not None:
         return [paper]
     settings = parse_settings(table, base_dir)
@@ -230,7 +250,7 @@ def roster_rows(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[dic
     Identity and sex are stored as slugs (cis_woman, cis_man, trans_woman, trans_man; female,
     male) so analysis can join on them whatever the prompt language.
     """
-    paper = paper_settings(table, base_dir)
+    paper = paper_settings(table, base_dir, seed)
     if paper is not None:
         return paper_roster_rows(paper.pack)
     settings = parse_settings(table, base_dir)

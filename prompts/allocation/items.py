@@ -59,6 +59,17 @@ class AllocationItem(Item, frozen=True, kw_only=True):
     roster_id: str | None = None
     first: Identity
     candidates: Annotated[tuple[Candidate, ...], msgspec.Meta(min_length=2, max_length=2)]
+    identity_swap: bool = False
+    """The identity-swap control's arm: the pair shown with sex assigned at birth and gender
+    identity swapped between its two people (names and ages kept); candidates as shown."""
+
+    def to_json(self) -> dict[str, Any]:
+        """As `Item.to_json`, with `identity_swap` left out when false, so items planned or
+        imported before the control existed keep their JSON (and import keys)."""
+        out = super().to_json()
+        if not out.get("identity_swap"):
+            out.pop("identity_swap", None)
+        return out
 
     def __post_init__(self) -> None:
         if {c.identity for c in self.candidates} != {"cis", "trans"}:

@@ -3,26 +3,40 @@
 Everything the authors released comes from the user's pack (prompts/stimuli): the scenario text
 per service, the answer-format block, the 100-person roster and the pairs they showed, each in
 both orders, rendered exactly as their code did. What they did not release is ours and marked
-so: the Spanish scenario texts (`prompts/data/allocation/paper_es/`). The paper's conditions are
-what they released: no explanation, no symptoms.
+so: the Spanish scenario texts (`prompts/data/allocation/paper_es/`) and, when asked for, the
+explanation instruction and the symptoms (`paper_conditions`). The defaults are what they
+released: no explanation, no symptoms.
 
-Specs are yielded pair by pair (for pair: for service: for language: for order), so a run
-stopped anywhere has both orders of each pair it reached. Coordinates carry `design = "paper"`,
-so paper trials never share a key with the controlled design's.
+Two opt-in additions of ours: the explanation and symptom conditions (a symptom is added, last,
+to each candidate's dict; the instruction to explain follows the authors' prompt after a blank
+line), and the identity-swap control (`identity_swap`): each pair also shown with sex assigned
+at birth and gender identity swapped between its two people, names and ages kept, so a
+preference that follows the person rather than the identity can be measured.
+
+Specs are yielded pair by pair (for pair: for service: for symptoms: for explanation: for swap:
+for language: for order), so a run stopped anywhere has both orders of each pair it reached.
+Coordinates carry `design = "paper"`, so paper trials never share a key with the controlled
+design's; `identity_swap` enters the coordinates only for swapped trials, so the default trials
+keep the keys they had before these options existed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
+from ibias.prompts.allocation.content import Service
 from ibias.prompts.allocation.items import AllocationItem, Candidate
-from ibias.prompts.base import SettingsError, TrialSpec
+from ibias.prompts.allocation.pairing import draw_symptoms
+from ibias.prompts.allocation.paper_conditions import paper_conditions
+from ibias.prompts.base import JSONValue, SettingsError, TrialSpec
 from ibias.prompts.codes import NO_SYMPTOMS, PAPER
 from ibias.prompts.stimuli import Person, StimuliPack
+from ibias.prompts.stimuli.pack import allocation_text
 
 EXPERIMENT = "allocation"
 ROSTER_ID = "paper"
@@ -50,7 +64,14 @@ def gender_slug(person: Person) -> str:
     return "_".join(person.gender_identity.lower().split())
 
 
-def _candidate(pack: StimuliPack, person: Person, language: str) -> Candidate:
+def _candidate(
+    pack: StimuliPack,
+    person: Person,
+    language: str,
+    *,
+    symptom: str | None = None,
+    symptom_index: int | None = None,
+) -> Candidate:
     shown = pack.candidate(person, language)
     name = next(iter(shown.values()))  # the first field is the name, in either language
     group = person.group
@@ -62,6 +83,8 @@ def _candidate(pack: StimuliPack, person: Person, language: str) -> Candidate:
         sex_assigned_at_birth=SEX[person.sex_assigned_at_birth.lower()],  # type: ignore[arg-type]
         gender_identity=gender_slug(person),  # type: ignore[arg-type]
         identity=group,  # type: ignore[arg-type]
+        symptom=symptom,
+        symptom_index=symptom_index,
     )
 
 
@@ -73,58 +96,160 @@ class PaperAllocation:
     services: tuple[str, ...]
     languages: tuple[str, ...]
     pairs_per_service: int
+    seed: int = 0
+    explanation: tuple[bool, ...] = (False,)
+    symptoms: tuple[str, ...] = (NO_SYMPTOMS,)
+    identity_swap: bool = False
+    symptom_lists: Mapping[str, Service] = field(default_factory=dict)
+    """Pack service -> our service whose symptom lists it uses (only when symptoms are asked)."""
     name: str = EXPERIMENT
 
     def count(self) -> int:
-        return len(self.services) * self.pairs_per_service * len(self.languages) * 2
+        arms = 2 if self.identity_swap else 1
+        per_pair = len(self.languages) * 2 * len(self.explanation) * len(self.symptoms) * arms
+        return len(self.services) * self.pairs_per_service * per_pair
 
     def specs(self) -> Iterator[TrialSpec]:
         pairs = {s: self.pack.pairs_for(s)[: self.pairs_per_service] for s in self.services}
+        arms = (False, True) if self.identity_swap else (False,)
         for index in range(self.pairs_per_service):
             for service in self.services:
                 pair = pairs[service][index]
                 cis, trans = self.pack.pair_people(pair)
-                for language in self.languages:
-                    for order, shown in enumerate(((cis, trans), (trans, cis))):
-                        yield self._spec(service, pair.pair, order, shown, language)
+                for symptoms in self.symptoms:
+                    drawn = self._symptoms(service, pair.pair, symptoms)
+                    for explanation in self.explanation:
+                        for swapped in arms:
+                            people = swap_identities(cis, trans) if swapped else (cis, trans)
+                            for language in self.languages:
+                                for order in (0, 1):
+                                    yield self._spec(
+                                        _Shown(service, pair.pair, order, people, drawn),
+                                        language,
+                                        explanation,
+                                        symptoms,
+                                        swapped,
+                                    )
+
+    def _symptoms(self, service: str, pair: int, urgency: str) -> tuple[int, int] | None:
+        """(index for the pair's cis person, for its trans person) in our list, or None."""
+        if urgency == NO_SYMPTOMS:
+            return None
+        ours = self.symptom_lists[service]
+        available = len(ours.texts[self.languages[0]].symptoms(urgency))
+        return draw_symptoms(self.seed, f"{ROSTER_ID}:{service}", pair, urgency, available)
 
     def _spec(
-        self, service: str, pair: int, order: int, shown: tuple[Person, Person], language: str
+        self, shown: _Shown, language: str, explanation: bool, symptoms: str, swapped: bool
     ) -> TrialSpec:
-        first, second = shown
+        # Positions: order 0 lists the pair's (originally) cisgender person first. The swap
+        # changes who is cis, not who is where, so both arms show each person in both places.
+        people = shown.people if shown.order == 0 else shown.people[::-1]
+        seats = (0, 1) if shown.order == 0 else (1, 0)
+        texts: list[str | None] = [None, None]
+        if shown.drawn is not None:
+            wording = self.symptom_lists[shown.service].texts[language].symptoms(symptoms)
+            texts = [wording[shown.drawn[seat]] for seat in seats]
+        candidates = tuple(
+            _candidate(
+                self.pack,
+                person,
+                language,
+                symptom=texts[i],
+                symptom_index=None if shown.drawn is None else shown.drawn[seats[i]],
+            )
+            for i, person in enumerate(people)
+        )
         item = AllocationItem(
             design=PAPER,
-            service=service,
+            service=shown.service,
             language=language,
-            explanation=False,
-            symptoms=NO_SYMPTOMS,
-            pair_id=f"{ROSTER_ID}:{service}:{pair}",
-            pair_index=pair,
+            explanation=explanation,
+            symptoms=symptoms,  # type: ignore[arg-type]
+            pair_id=f"{ROSTER_ID}:{shown.service}:{shown.pair}",
+            pair_index=shown.pair,
             roster_id=ROSTER_ID,
-            first=first.group,  # type: ignore[arg-type]
-            candidates=(
-                _candidate(self.pack, first, language),
-                _candidate(self.pack, second, language),
-            ),
+            first=people[0].group,  # type: ignore[arg-type]
+            candidates=candidates,
+            identity_swap=swapped,
         )
-        scenario = None if language == "en" else spanish_scenarios()[service]
-        text = self.pack.allocation_prompt(service, first, second, language, scenario=scenario)
-        coords = {
+        coords: dict[str, JSONValue] = {
             "design": PAPER,
-            "service": service,
-            "pair": pair,
-            "order": order,
-            "explanation": False,
-            "symptoms": NO_SYMPTOMS,
+            "service": shown.service,
+            "pair": shown.pair,
+            "order": shown.order,
+            "explanation": explanation,
+            "symptoms": symptoms,
             "language": language,
         }
+        if swapped:
+            coords["identity_swap"] = True
         return TrialSpec(
             experiment=EXPERIMENT,
             language=language,
             coords=coords,
             item=item.to_json(),
-            messages=({"role": "user", "content": text},),
+            messages=(
+                {
+                    "role": "user",
+                    "content": self._text(shown.service, people, texts, language, explanation),
+                },
+            ),
         )
+
+    def _text(
+        self,
+        service: str,
+        people: tuple[Person, Person],
+        symptoms: list[str | None],
+        language: str,
+        explanation: bool,
+    ) -> str:
+        """The authors' prompt (byte for byte when no condition of ours is asked), with our
+        symptom added last to each candidate's dict and our instruction to explain after it,
+        one blank line below the authors' last line."""
+        conditions = paper_conditions()
+        shown = []
+        for person, symptom in zip(people, symptoms, strict=True):
+            fields = self.pack.candidate(person, language)
+            if symptom is not None:
+                fields[conditions.symptom_field[language]] = symptom
+            shown.append(fields)
+        scenario = self.pack.scenarios[service] if language == "en" else None
+        scenario = spanish_scenarios()[service] if scenario is None else scenario
+        text = allocation_text(scenario, self.pack.formats[language], shown[0], shown[1])
+        if not explanation:
+            return text
+        return text + ("\n" if text.endswith("\n") else "\n\n") + conditions.explanation[language]
+
+
+@dataclass(frozen=True)
+class _Shown:
+    """One pair as planned: service, pair number, order, (cis-seat, trans-seat) people with the
+    arm's identities, and the drawn symptom indices by seat."""
+
+    service: str
+    pair: int
+    order: int
+    people: tuple[Person, Person]
+    drawn: tuple[int, int] | None
+
+
+def swap_identities(first: Person, second: Person) -> tuple[Person, Person]:
+    """The two people with sex assigned at birth and gender identity swapped jointly (names,
+    ages and roster rows kept): each row stays coherent, and who is cisgender changes."""
+    return (
+        replace(
+            first,
+            sex_assigned_at_birth=second.sex_assigned_at_birth,
+            gender_identity=second.gender_identity,
+        ),
+        replace(
+            second,
+            sex_assigned_at_birth=first.sex_assigned_at_birth,
+            gender_identity=first.gender_identity,
+        ),
+    )
 
 
 def paper_experiment(
@@ -132,6 +257,11 @@ def paper_experiment(
     services: str | list[str],
     languages: list[str],
     pairs_per_service: int | None,
+    *,
+    seed: int = 0,
+    explanation: tuple[bool, ...] = (False,),
+    symptoms: tuple[str, ...] = (NO_SYMPTOMS,),
+    identity_swap: bool = False,
 ) -> PaperAllocation:
     """Check the paper design's choices against the pack (SettingsError names the key)."""
     if isinstance(services, str):
@@ -159,7 +289,46 @@ def paper_experiment(
             "pairs_per_service",
             f"the stimuli pack has {available} pairs for some service; got {n}",
         )
-    return PaperAllocation(pack, chosen, tuple(languages), n)
+    lists = _symptom_lists(chosen, symptoms, languages)
+    return PaperAllocation(
+        pack,
+        chosen,
+        tuple(languages),
+        n,
+        seed=seed,
+        explanation=explanation,
+        symptoms=symptoms,
+        identity_swap=identity_swap,
+        symptom_lists=MappingProxyType(lists),
+    )
+
+
+def _symptom_lists(
+    services: tuple[str, ...], symptoms: tuple[str, ...], languages: list[str]
+) -> dict[str, Service]:
+    """Our service whose lists each chosen service uses; refuses a service without one."""
+    asked = [u for u in symptoms if u != NO_SYMPTOMS]
+    if not asked:
+        return {}
+    conditions = paper_conditions()
+    out: dict[str, Service] = {}
+    for service in services:
+        ours = conditions.symptom_service(service)
+        if ours is None:
+            raise SettingsError(
+                "symptoms",
+                f"service {service!r} of the paper design has no symptom list of ours "
+                f"({conditions.why_no_symptoms(service)}); leave it out of `services` or ask "
+                'for symptoms = ["none"]',
+            )
+        for urgency in asked:
+            have = min(len(ours.texts[lang].symptoms(urgency)) for lang in languages)
+            if have < 2:  # guards the shipped data: two different symptoms per pair
+                raise SettingsError(
+                    "symptoms", f"our {ours.slug!r} list has {have} {urgency}-urgency symptoms"
+                )
+        out[service] = ours
+    return out
 
 
 def roster_rows(pack: StimuliPack) -> list[dict[str, Any]]:

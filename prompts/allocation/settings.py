@@ -109,6 +109,7 @@ class AllocationTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
         default_factory=_paper_symptoms
     )
     explicit_per_service: Annotated[int, Meta(ge=0, le=MAX_EXPLICIT_PER_SERVICE)] = 10
+    identity_swap: bool = False
     services_file: (
         Annotated[str, Meta(min_length=1, extra={"expected": "the path of a TOML file"})] | None
     ) = None
@@ -139,6 +140,9 @@ class AllocationSettings:
     explicit_per_service: int = 10
     same_age_band: bool = True
     age_bands: tuple[tuple[int, int], ...] = DEFAULT_AGE_BANDS
+    identity_swap: bool = False
+    """Also show every pair with sex assigned at birth and gender identity swapped between its
+    two people (the identity-swap control); off by default, doubling the trials when on."""
 
 
 def parse_settings(table: Mapping[str, Any], base_dir: Path) -> AllocationSettings:
@@ -174,6 +178,7 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> AllocationSettin
         explicit_per_service=t.explicit_per_service,
         same_age_band=t.same_age_band,
         age_bands=_age_bands(t.age_bands),
+        identity_swap=t.identity_swap,
     )
 
 
@@ -262,12 +267,13 @@ PAPER_UNUSED = ("roster_size", "same_age_band", "age_bands", "services_file", "p
 """Keys of the controlled design that the paper design does not use (the pack fixes them)."""
 
 
-def paper_settings(table: Mapping[str, Any], base_dir: Path) -> PaperAllocation | None:
+def paper_settings(table: Mapping[str, Any], base_dir: Path, seed: int) -> PaperAllocation | None:
     """The paper design's experiment when the table asks for it (None for the controlled one).
 
-    The paper's conditions are what its authors released: no explanation, no symptoms; asking
-    for others, or for keys only the controlled design uses, is an error naming the key, so a
-    config never silently runs something other than what it says.
+    Its defaults are what the authors released: no explanation, no symptoms. Explanation and
+    symptoms may be asked for and use our texts (`paper_conditions`); a symptom condition with a
+    service that has no symptom list of ours is refused. Keys only the controlled design uses
+    are errors naming the key, so a config never silently runs something other than it says.
     """
     t = validate(table, AllocationTable)
     if t.design != PAPER:
@@ -277,25 +283,24 @@ def paper_settings(table: Mapping[str, Any], base_dir: Path) -> PaperAllocation 
     for key in PAPER_UNUSED:
         if key in table:
             raise SettingsError(key, 'not used by design = "paper" (the stimuli pack fixes it)')
-    if "explanation" in table and list(t.explanation) != [False]:
-        raise SettingsError(
-            "explanation",
-            "the paper design runs without explanation only (what the authors released); "
-            "use the controlled design for the explanation condition",
-        )
-    if "symptoms" in table and list(t.symptoms) != [NO_SYMPTOMS]:
-        raise SettingsError(
-            "symptoms",
-            "the paper design runs without symptoms only (the authors released no symptom "
-            "lists); use the controlled design for the symptom conditions",
-        )
     if table.get("explicit_per_service", 0) != 0:
         raise SettingsError(
             "explicit_per_service",
             "the paper design has no explicit check of its own; set it to 0 or leave it out",
         )
+    explanation = _distinct(list(t.explanation), "explanation") if "explanation" in table else []
+    symptoms = _distinct(list(t.symptoms), "symptoms") if "symptoms" in table else []
     pack = pack_setting(t.stimuli, base_dir)
     languages = _distinct(list(t.languages), "languages")
     services = t.services if isinstance(t.services, str) else _distinct(t.services, "services")
     pairs = t.pairs_per_service if "pairs_per_service" in table else None
-    return paper_experiment(pack, services, languages, pairs)
+    return paper_experiment(
+        pack,
+        services,
+        languages,
+        pairs,
+        seed=seed,
+        explanation=tuple(explanation or [False]),
+        symptoms=tuple(symptoms or [NO_SYMPTOMS]),
+        identity_swap=t.identity_swap,
+    )

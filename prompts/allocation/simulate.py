@@ -153,7 +153,9 @@ _PAPER_SERVICES = (
 
 def read_paper_allocation(text: str) -> SeenAllocation | None:
     """A prompt in the paper's format: each person shown as a Python dict after "## Person N:"
-    ("## Persona N:" in Spanish), the name first and the gender identity last."""
+    ("## Persona N:" in Spanish), the name first, the age second, and one value naming a cis or
+    trans identity; a symptom (our paper-design condition) may follow as another value, and an
+    explanation is asked for when the prompt says "explain" ("explica")."""
     blocks = list(_PAPER_BLOCK.finditer(text))
     if len(blocks) != 2:
         return None
@@ -165,20 +167,32 @@ def read_paper_allocation(text: str) -> SeenAllocation | None:
             return None
         if not isinstance(shown, dict) or len(shown) < 2:
             return None
-        values = list(shown.values())
-        identity = normalise(str(values[-1]))
-        groups = {g for g in (CIS, TRANS) if g in identity.split()}
-        if len(groups) != 1:
+        values = [str(v) for v in shown.values()]
+        identities = [
+            (normalise(v), g) for v in values[1:] for g in (CIS, TRANS) if g in normalise(v).split()
+        ]
+        if len(identities) != 1:
             return None
-        age = str(values[1]) if len(values) > 2 else ""
+        identity, group = identities[0]
+        known = _urgencies()
+        symptom = next((v for v in values[2:] if normalise(v) in known), None)
+        age = values[1] if len(values) > 2 else ""
         candidates.append(
-            SeenCandidate(int(block.group(2)), str(values[0]), groups.pop(), age, identity)
+            SeenCandidate(int(block.group(2)), values[0], group, age, identity, symptom)
         )
     label = blocks[0].group(1)
     words = set(re.findall(r"[a-z]+", normalise(text[: blocks[0].start()])))
     service = next((s for s, cue in _PAPER_SERVICES if any(w.startswith(cue) for w in words)), None)
     language = "es" if label == "Persona" else "en"
-    return SeenAllocation(language, service, False, tuple(candidates), label)
+    explanation = bool(re.search(r"\bexplain|\bexplica", text, re.I))
+    return SeenAllocation(
+        language,
+        service,
+        explanation,
+        tuple(candidates),
+        label,
+        urgency=_urgency_of(candidates),
+    )
 
 
 def read_allocation(text: str) -> SeenAllocation | None:

@@ -79,9 +79,10 @@ IMPLICIT = TrialKind(
         ("symptoms", "VARCHAR"),
         ("pair_id", "VARCHAR"),
         ("first", "VARCHAR"),
+        ("identity_swap", "BOOLEAN"),  # true in the identity-swap arm, else NULL
     ),
     designs=DESIGNS,
-    schema_version=2,  # 2: the view's `design` column
+    schema_version=3,  # 2: the view's `design` column; 3: its `identity_swap` column
     prepare_import=prepare_import,
 )
 

@@ -311,11 +311,14 @@ CASES: dict[str, Case] = {
     "paper stimuli folder missing": plan(
         RUN + MODEL + PAPER_ALLOCATION.replace("{pack}", "{tmp}/nowhere"), "nowhere"
     ),
-    "paper with explanation": plan(
-        RUN + MODEL + PAPER_ALLOCATION + "explanation = [true]\n", "explanation"
+    "paper with a repeated explanation": plan(
+        RUN + MODEL + PAPER_ALLOCATION + "explanation = [true, true]\n", "explanation"
     ),
-    "paper with symptoms": plan(
-        RUN + MODEL + PAPER_ALLOCATION + 'symptoms = ["high"]\n', "symptoms"
+    "paper with symptoms for hiv": plan(
+        RUN + MODEL + PAPER_ALLOCATION + 'symptoms = ["high"]\n', "service 'hiv'"
+    ),
+    "identity_swap not a boolean": plan(
+        RUN + MODEL + PAPER_ALLOCATION + 'identity_swap = "yes"\n', "identity_swap"
     ),
     "paper with explicit checks": plan(
         RUN

@@ -31,7 +31,7 @@ def test_views_have_the_documented_columns(tmp_path: Path) -> None:
         ]  # fmt: skip
         assert _columns(con, "allocation_decisions") == [
             "trial_key", "model_id", "language", "design", "service", "explanation", "symptoms",
-            "pair_id", "first", "chosen", "chosen_position", "none_reason",
+            "pair_id", "first", "identity_swap", "chosen", "chosen_position", "none_reason",
             "explanation_text", "parser_version",
         ]  # fmt: skip
         assert _columns(con, "explicit_answers") == [
@@ -44,7 +44,7 @@ def test_views_have_the_documented_columns(tmp_path: Path) -> None:
     finally:
         con.close()
     assert recorded == [
-        ("allocation", 2),
+        ("allocation", 3),
         ("allocation_explicit", 1),
         ("explicit_answers", 1),
         ("word_association", 2),

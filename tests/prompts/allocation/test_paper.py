@@ -93,8 +93,13 @@ def test_the_roster_rows_are_the_packs(paper_pack_dir: Path) -> None:
     ("table", "key", "text"),
     [
         ({}, "stimuli", 'needs stimuli = "PACK_FOLDER"'),
-        ({"explanation": [False, True]}, "explanation", "without explanation only"),
-        ({"symptoms": ["high"]}, "symptoms", "without symptoms only"),
+        ({"symptoms": ["high"]}, "symptoms", "service 'hiv' of the paper design has no symptom"),
+        (
+            {"services": ["gynecology", "prep"], "symptoms": ["none", "low"]},
+            "symptoms",
+            "service 'prep' of the paper design has no symptom list of ours",
+        ),
+        ({"explanation": [True, True]}, "explanation", "distinct"),
         ({"roster_size": 50}, "roster_size", "not used by design"),
         ({"pairing": {}}, "pairing", "not used by design"),
         ({"explicit_per_service": 3}, "explicit_per_service", "no explicit check"),
