@@ -33,12 +33,11 @@ PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
 
 
 def implemented_providers() -> tuple[str, ...]:
-    """The providers of the design that have a registered class (runner/providers/registry.py).
+    """The providers of the design that have a class (runner/providers/names.py lists the
+    built-in ones without importing them: checking a config loads no provider)."""
+    from ibias.runner.providers.names import BUILTIN
 
-    Imported here, not at the top: the providers import this module for `ModelConfig`."""
-    from ibias.runner.providers.registry import registered_providers
-
-    return tuple(p for p in PROVIDERS if p in registered_providers())
+    return tuple(p for p in PROVIDERS if p in BUILTIN)
 
 
 DEFAULT_STORE = "runs/ibias.duckdb"
