@@ -234,6 +234,15 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             GeminiOptions.from_mapping(gemini_keys)
         except SettingsError as exc:
             raise SettingsError(join_key(where, exc.key), exc.message) from None
+    if t.provider == "openai":
+        from ibias.runner.providers.params import check_sampling, rule_for  # no imports of its own
+
+        why = check_sampling(
+            rule_for(t.base_url, t.model if t.model is not None else t.id),
+            {"temperature": t.temperature},
+        )
+        if why is not None:
+            raise SettingsError(f"{where}.temperature", why)
     return ModelConfig(
         id=t.id,
         provider=t.provider,

@@ -452,6 +452,8 @@ class Scheduler:
                 reply.system_fingerprint,
                 time.time(),
                 reply.raw,
+                reply.reasoning,
+                reply.reasoning_tokens,
             ),
             Landed(
                 key,

@@ -48,6 +48,12 @@ class Reply:
     raw: Mapping[str, Any]
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=dict)
+    reasoning: str | None = None
+    """The reasoning text a host sent beside the answer (`reasoning_content`, Gemini's thought
+    summaries, Anthropic's thinking blocks). Never the reply: the parsers read `content`."""
+    reasoning_tokens: int | None = None
+    """Reasoning tokens the provider reported. Already included in `completion_tokens` (they
+    are billed as output, so they count in the cost and the budget); kept apart for queries."""
 
 
 class ProviderError(Exception):
