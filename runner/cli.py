@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--store", type=_store_path)
     plan.add_argument("--json", action="store_true")
 
+    models = sub.add_parser(
+        "models", help="one cheap request per model: key, model name, announced limits"
+    )
+    models.add_argument("config")
+    models.add_argument("--json", action="store_true")
+
     status = sub.add_parser("status", help="progress of a store, also during a run")
     status.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
     status.add_argument("--json", action="store_true")
@@ -225,6 +231,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_plan(args)
     if args.command == "status":
         return _cmd_status(args)
+    if args.command == "models":
+        return _cmd_models(args)
     if args.command == "sql":
         return _cmd_sql(args)
     if args.command == "simulate":
@@ -308,6 +316,20 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     else:
         render_plan(report)
     return EXIT_OK
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ibias.runner.models_check import check_models, render_checks
+
+    config = load_config(args.config)
+    checks = anyio.run(check_models, config, os.environ)
+    if args.json:
+        sys.stdout.write(orjson.dumps([c.to_json() for c in checks]).decode() + "\n")
+    else:
+        render_checks(checks)
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
