@@ -148,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--out", default="out/analysis")
     analyze.add_argument("--bootstrap", type=_bounded_int(MAX_BOOTSTRAP), default=2000, metavar="B")
     analyze.add_argument("--ci", choices=("percentile", "bca"), default="percentile")
+    analyze.add_argument(
+        "--by-reported-model",
+        action="store_true",
+        help="group the tables by the model name/version the provider reported (drift)",
+    )
 
     demo = sub.add_parser("demo", help="the paper's grid on simulated models, then analysis")
     demo.add_argument("--out", default="out/demo")
@@ -377,7 +382,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentile") -> Path:
+def _analyze(
+    store: Path,
+    out: Path,
+    bootstrap: int = 2000,
+    ci: str = "percentile",
+    by_reported_model: bool = False,
+) -> Path:
     """Analysis under the store lock; data that breaks the pairing is bad input (exit 2)."""
     from ibias.analysis.analyze import analyze
     from ibias.analysis.experiment import AnalysisDataError
@@ -385,13 +396,21 @@ def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentil
 
     with StoreLock(store):
         try:
-            return analyze(store, out, bootstrap=bootstrap, ci=ci).report  # type: ignore[arg-type]
+            return analyze(
+                store,
+                out,
+                bootstrap=bootstrap,
+                ci=ci,  # type: ignore[arg-type]
+                by_reported_model=by_reported_model,
+            ).report
         except AnalysisDataError as exc:
             raise StoreError(f"store {store}: {exc}") from None
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    report = _analyze(Path(args.store), Path(args.out), args.bootstrap, args.ci)
+    report = _analyze(
+        Path(args.store), Path(args.out), args.bootstrap, args.ci, args.by_reported_model
+    )
     print(f"report: {report}")
     return EXIT_OK
 

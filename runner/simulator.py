@@ -65,6 +65,8 @@ REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 CONTENT_FILTER_SHARE = 0.25
 #: Suffix of the versioned model name reported in bodies (providers report dated snapshots).
 MODEL_VERSION_SUFFIX = "-sim-2026-01"
+#: ... and after a profile's `drift_after` answers, the newer snapshot it reports instead.
+DRIFTED_VERSION_SUFFIX = "-sim-2026-02"
 #: A triggered 429 burst lasts this long and refuses up to `BURST_EXTRA` further requests.
 BURST_S = 0.5
 BURST_EXTRA = 3
@@ -1440,6 +1442,9 @@ class Simulator:
                 status=200, body=_BODY_MALFORMED, content_type=_JSON, headers=headers
             )
 
+        drift = profile.drift_after
+        if drift is not None and self._served_by_model.get(model, 0) >= drift:
+            state.reported = f"{model}{DRIFTED_VERSION_SUFFIX}"
         payload = d.success(
             self,
             state,
