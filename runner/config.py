@@ -153,10 +153,21 @@ class ModelConfig:
     """Gemini only: minimal, low, medium or high (not with thinking_budget)."""
 
     def params(self) -> dict[str, Any]:
-        """Sampling parameters sent with every request (part of the trial key)."""
+        """Sampling parameters sent with every request (part of the trial key).
+
+        Every option that changes the reply is here, but an optional one only when it is set,
+        so the keys of trials planned before it existed stay what they were: the sampling seed,
+        and Gemini's `safety_settings`, `thinking_budget` and `thinking_level` (the providers
+        read these from the model's config, the same config these params come from)."""
         out: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.sampling_seed is not None:
             out["seed"] = self.sampling_seed
+        if self.safety_settings:
+            out["safety_settings"] = dict(sorted(self.safety_settings.items()))
+        if self.thinking_budget is not None:
+            out["thinking_budget"] = self.thinking_budget
+        if self.thinking_level is not None:
+            out["thinking_level"] = self.thinking_level
         return out
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
@@ -234,6 +245,12 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             GeminiOptions.from_mapping(gemini_keys)
         except SettingsError as exc:
             raise SettingsError(join_key(where, exc.key), exc.message) from None
+    if t.provider == "anthropic" and t.sampling_seed is not None:
+        raise SettingsError(
+            f"{where}.sampling_seed",
+            "Anthropic's Messages API has no seed, so none would be sent; remove sampling_seed "
+            "(the trial key must not promise one)",
+        )
     if t.provider == "openai":
         from ibias.runner.providers.params import check_sampling, rule_for  # no imports of its own
 

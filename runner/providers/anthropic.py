@@ -11,7 +11,8 @@ The dialect, as this class speaks it:
   message) and `anthropic-version`; body `model`, `system` (every system message of the chat,
   joined by a blank line, as the top-level field the API wants), `messages` (user and assistant
   turns), `max_tokens` (required by the API; the trial's neutral `max_tokens`) and
-  `temperature`. The neutral `seed` has no Anthropic counterpart and is not sent.
+  `temperature`. The neutral `seed` has no Anthropic counterpart: a config giving an anthropic
+  model a `sampling_seed` is refused (runner/config.py), so no trial key promises one.
 * reply: the text blocks of `content` joined (`thinking` blocks kept apart as `Reply.reasoning`;
   their tokens are inside `output_tokens`); `stop_reason` stored in the vocabulary the analysis
   reads (`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` ->
