@@ -36,6 +36,9 @@ A profile's keys read the same in every protocol, worded as each provider words 
   candidates); see `gemini_block`. Gemini reports thought tokens when the request asks for
   thinking (`gemini_thoughts`).
 
+A model's `drift_after = N` makes it report a newer version (`DRIFTED_VERSION_SUFFIX`) from its
+N+1-th answer on, as a provider updating a model behind a stable name does (store/drift.py).
+
 The server is built for throughput (thousands of requests per second at zero latency): no
 per-request logging, orjson bodies, precomputed per-model constants, and sleeps that are
 `asyncio.sleep`, never blocking.

@@ -235,3 +235,52 @@ def test_gemini_thoughts_and_anthropic_thinking_are_kept_apart():
         {},
     )
     assert (claude.content, claude.reasoning, claude.completion_tokens) == ("answer", "hmm", 40)
+
+
+async def test_a_run_stores_reasoning_apart_and_bills_its_tokens(host, tmp_path):
+    """Through the whole run (scheduler, writer, migration 006): xAI-style reasoning lands in
+    `reasoning_content`, the reply in `content`, and the cost bills reasoning as output."""
+    import duckdb
+
+    from ibias.runner.run import RunOptions, execute
+
+    base, _seen = host
+    block = model_block(
+        "grok",
+        provider="openai",
+        base_url=base,
+        model="grok-3-mini",
+        temperature=1,
+        price_input=2.0,
+        price_output=10.0,
+    )
+    config = load_config(write_config(tmp_path, [block], n_prompts=3))
+
+    def factory(model, key, context):
+        return OpenAIProvider(
+            base_url=base,
+            model=model.model,
+            api_key=key,
+            timeout_s=5,
+            max_connections=2,
+            rule=rule_for("https://api.x.ai/v1", model.model),
+        )
+
+    store = tmp_path / "store.duckdb"
+    result = await execute(
+        config, RunOptions(store=store, quiet=True), environ={}, provider_factory=factory
+    )
+    assert result.exit_code == 0
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT content, reasoning_content, completion_tokens, reasoning_tokens, cost_usd "
+            "FROM responses"
+        ).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 3
+    for content, reasoning, completion, thought, cost in rows:
+        assert (content, reasoning) == ("yes", "First, consider the question.")
+        assert (completion, thought) == (104, 100)
+        assert cost == pytest.approx((10 * 2.0 + 104 * 10.0) / 1e6)
