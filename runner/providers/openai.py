@@ -205,9 +205,11 @@ def parse_chat_completion(
     Reasoning: the message's `reasoning_content` (DeepSeek, xAI, vLLM; `reasoning` on
     OpenRouter and Groq) is kept as `Reply.reasoning`, never as the reply. Reasoning tokens
     (`usage.completion_tokens_details.reasoning_tokens`) are billed as output: OpenAI and
-    DeepSeek count them inside `completion_tokens`, xAI outside it. Which one a body does is
-    read from `total_tokens` when it settles it (prompt + completion + reasoning), else from the
-    host's rule (`reasoning_separate`); outside, they are added to the completion tokens.
+    DeepSeek count them inside `completion_tokens`, xAI (and Gemini's OpenAI endpoint, which
+    may not report them at all) outside it. `total_tokens` settles it: whatever it counts
+    beyond prompt and completion tokens is output the completion count left out, added to the
+    completion tokens (and taken as the reasoning tokens when none are reported); without a
+    total, the host's rule (`reasoning_separate`) decides.
 
     Only a body that cannot be a completion is malformed; an empty content with a
     `content_filter` or `length` finish reason, a `refusal`, or an empty string is a
@@ -246,14 +248,14 @@ def parse_chat_completion(
     reasoning_tokens = (
         _opt_int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
     )
-    if reasoning_tokens and completion_tokens is not None:
-        total = _opt_int(usage.get("total_tokens"))
-        if total is not None and prompt_tokens is not None:
-            outside = total == prompt_tokens + completion_tokens + reasoning_tokens
-        else:
-            outside = reasoning_separate
-        if outside:
-            completion_tokens += reasoning_tokens
+    total = _opt_int(usage.get("total_tokens"))
+    if completion_tokens is not None and prompt_tokens is not None and total is not None:
+        hidden = total - prompt_tokens - completion_tokens
+        if hidden > 0:  # output the completion count leaves out: the reasoning
+            completion_tokens += hidden
+            reasoning_tokens = reasoning_tokens or hidden
+    elif reasoning_tokens and completion_tokens is not None and reasoning_separate:
+        completion_tokens += reasoning_tokens
     reasoning = message.get("reasoning_content")
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning")

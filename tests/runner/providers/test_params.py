@@ -284,3 +284,15 @@ async def test_a_run_stores_reasoning_apart_and_bills_its_tokens(host, tmp_path)
         assert (content, reasoning) == ("yes", "First, consider the question.")
         assert (completion, thought) == (104, 100)
         assert cost == pytest.approx((10 * 2.0 + 104 * 10.0) / 1e6)
+
+
+def test_output_the_total_counts_beyond_the_completion_is_billed():
+    """Gemini's OpenAI endpoint style: thoughts in total_tokens only, no reasoning detail."""
+    body = (
+        b'{"choices":[{"message":{"content":"a"},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":20,"completion_tokens":151,"total_tokens":553}}'
+    )
+    reply = parse_chat_completion(body, 200, {})
+    assert (reply.completion_tokens, reply.reasoning_tokens) == (533, 382)
+    plain = parse_chat_completion(body.replace(b"553", b"171"), 200, {})
+    assert (plain.completion_tokens, plain.reasoning_tokens) == (151, None)
