@@ -22,7 +22,13 @@ def status_report(store: Path) -> dict[str, Any]:
     if who is not None:
         if live is None:
             return {"store": str(store), "running": True, "holder": who, "models": []}
-        return {"store": str(store), "running": True, "holder": who, **live}
+        drift = [
+            f"model {m['model_id']} drifted this run: reported as "
+            + ", ".join(m["reported_models"])
+            for m in live.get("models", [])
+            if len(m.get("reported_models", ())) > 1
+        ]
+        return {"store": str(store), "running": True, "holder": who, **live, "drift": drift}
     if not store.exists():
         raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
     con = open_store(store, read_only=True)
@@ -84,6 +90,8 @@ def render_status(report: dict[str, Any]) -> None:
                 "?" if m["eta_s"] is None else f"{m['eta_s']:.0f}",
             )
         console.print(table)
+        for line in report.get("drift", []):
+            console.print(f"[yellow]drift:[/yellow] {escape(line)}", highlight=False)
         return
     table = Table(title=f"{report['store']} (no run in progress)")
     for col in ("experiment", "model", "language", "planned", "done", "failed"):

@@ -80,3 +80,26 @@ def test_the_report_says_so_and_the_tables_split_by_reported_model(drifted_store
         "moving",
         "steady",
     ]
+
+
+def test_status_during_a_run_says_so_from_the_status_file(tmp_path):
+    """While a run holds the store, `ibias status` reads the status file: the reported models
+    the run has seen per model come from there."""
+    from datetime import UTC, datetime
+
+    from ibias.runner.status import ModelStats, snapshot, status_path, write_status
+    from ibias.runner.status_report import status_report
+    from ibias.store.lock import StoreLock
+
+    store = tmp_path / "live.duckdb"
+    moving = ModelStats("moving", reported={"m-2026-01", "m-2026-02"})
+    steady = ModelStats("steady", reported={"s-2026-01"})
+    write_status(status_path(store), snapshot("r", "running", datetime.now(UTC), [moving, steady]))
+    lock = StoreLock(store)
+    lock.acquire()
+    try:
+        report = status_report(store)
+    finally:
+        lock.release()
+    assert report["running"]
+    assert report["drift"] == ["model moving drifted this run: reported as m-2026-01, m-2026-02"]
