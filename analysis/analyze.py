@@ -214,13 +214,17 @@ def analyze(
     bootstrap: int = 2000,
     ci: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
+    by_reported_model: bool = False,
 ) -> AnalysisResult:
-    """Analyse `store` into `out_dir` (created if needed); see the module docstring."""
+    """Analyse `store` into `out_dir` (created if needed); see the module docstring.
+    `by_reported_model` groups the tables by the model the provider reported (analysis/load.py)."""
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 1:
         raise ValueError(f"bootstrap: expected a positive number of resamples, got {bootstrap!r}")
     if ci not in CI_METHODS:
         raise ValueError(f"ci: expected one of {', '.join(CI_METHODS)}, got {ci!r}")
-    data = load_store(store)  # parses pending responses; the store is closed on return
+    data = load_store(
+        store, by_reported_model=by_reported_model
+    )  # parses pending responses; the store is closed on return
     models = model_order(data)
     blocks = compute_blocks(data, models, B=bootstrap, method=ci, seed=seed)
     comparisons = paper.compare(analyses(), data)

@@ -32,7 +32,8 @@ FROM runs ORDER BY started_at
 """
 # One row per response with the experiment it answered; narrow on purpose (no content, no raw).
 _RESPONSES_SQL = """
-SELECT r.model_id, t.experiment, r.provider_model, r.system_fingerprint, r.finish_reason
+SELECT r.trial_key, r.model_id, t.experiment, r.provider_model, r.system_fingerprint,
+       r.finish_reason
 FROM responses r
 JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
   ON t.trial_key = r.trial_key
@@ -73,26 +74,49 @@ def _newest_sql(parser: Parser) -> str:
     )
 
 
-def load_store(path: Path) -> StoreData:
+#: What `by_reported_model` groups by: the configured id and what the provider said answered.
+_REPORTED_LABEL = "coalesce(v.model_id || ' @ ' || r.provider_model, v.model_id)"
+
+
+def _by_reported(sql: str) -> str:
+    """`sql` (with trial_key and model_id columns) with model_id relabelled
+    "id @ reported model" for trials whose response names a model (see `load_store`)."""
+    return (
+        f"SELECT v.* REPLACE ({_REPORTED_LABEL} AS model_id) FROM ({sql}) v LEFT JOIN "
+        "(SELECT trial_key, any_value(provider_model) AS provider_model FROM responses "
+        "GROUP BY trial_key) r ON r.trial_key = v.trial_key"
+    )
+
+
+def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
     """Open the store writable, parse pending responses, read the views, close the store.
 
     Writable because `parse_pending` inserts derived rows for responses that have none at the
     current parser version (e.g. after a parser upgrade, or a store filled by `ibias import`).
+
+    `by_reported_model` groups every analysis table by the model the provider reported rather
+    than the configured id (for a store whose model drifted, store/drift.py): each trial's
+    model_id becomes "id @ reported name". Progress stays per configured id (a trial without an
+    answer has no reported model).
     """
     con = open_store(path)
     try:
         n_parsed = parse_pending(con)
+
+        def relabel(sql: str) -> str:
+            return _by_reported(sql) if by_reported_model else sql
+
         views = {
-            k.name: _frame(con, f"SELECT {', '.join(view_columns(k))} FROM {k.view}")
+            k.name: _frame(con, relabel(f"SELECT {', '.join(view_columns(k))} FROM {k.view}"))
             for k in kinds()
             if k.view is not None
         }
         data = StoreData(
             views=views,
-            explicit=_frame(con, _EXPLICIT_SQL),
+            explicit=_frame(con, relabel(_EXPLICIT_SQL)),
             progress=_frame(con, _PROGRESS_SQL),
             runs=_frame(con, _RUNS_SQL),
-            responses=_frame(con, _RESPONSES_SQL),
+            responses=_frame(con, relabel(_RESPONSES_SQL)),
             n_parsed_now=n_parsed,
             store=path,
             extras={p.table: _frame(con, _newest_sql(p)) for k in kinds() for p in k.extra_parsers},

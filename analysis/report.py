@@ -250,6 +250,7 @@ def _models(inp: ReportInput) -> str:
             "explicit); a refused or unreadable trial is kept as data and counted, never scored."
             "</p>"
         )
+        + _drift(models)
         + table(
             models,
             [
@@ -270,6 +271,21 @@ def _models(inp: ReportInput) -> str:
                 col("truncated", "truncated", count),
             ],
         )
+    )
+
+
+def _drift(models: pl.DataFrame) -> str:
+    """One line naming the models the provider reported under more than one name or version
+    (store/drift.py); fingerprints alone are not drift."""
+    drifted = models.filter(
+        pl.col("provider_models").fill_null("").str.contains("; ", literal=True)
+    )["model_id"].to_list()
+    if not drifted:
+        return ""
+    return (
+        f"<p><strong>Drift:</strong> the provider reported more than one model name or version "
+        f"for {esc(', '.join(map(str, drifted)))}: their answers may come from different "
+        "models (run <code>ibias analyze --by-reported-model</code> to split the tables).</p>"
     )
 
 

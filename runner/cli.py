@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--store", type=_store_path)
     plan.add_argument("--json", action="store_true")
 
+    models = sub.add_parser(
+        "models", help="one cheap request per model: key, model name, announced limits"
+    )
+    models.add_argument("config")
+    models.add_argument("--json", action="store_true")
+
     status = sub.add_parser("status", help="progress of a store, also during a run")
     status.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
     status.add_argument("--json", action="store_true")
@@ -142,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--out", default="out/analysis")
     analyze.add_argument("--bootstrap", type=_bounded_int(MAX_BOOTSTRAP), default=2000, metavar="B")
     analyze.add_argument("--ci", choices=("percentile", "bca"), default="percentile")
+    analyze.add_argument(
+        "--by-reported-model",
+        action="store_true",
+        help="group the tables by the model name/version the provider reported (drift)",
+    )
 
     demo = sub.add_parser("demo", help="the paper's grid on simulated models, then analysis")
     demo.add_argument("--out", default="out/demo")
@@ -225,6 +236,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_plan(args)
     if args.command == "status":
         return _cmd_status(args)
+    if args.command == "models":
+        return _cmd_models(args)
     if args.command == "sql":
         return _cmd_sql(args)
     if args.command == "simulate":
@@ -310,6 +323,20 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    import anyio
+
+    from ibias.runner.models_check import check_models, render_checks
+
+    config = load_config(args.config)
+    checks = anyio.run(check_models, config, os.environ)
+    if args.json:
+        sys.stdout.write(orjson.dumps([c.to_json() for c in checks]).decode() + "\n")
+    else:
+        render_checks(checks)
+    return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     from ibias.runner.status_report import render_status, status_report
 
@@ -355,7 +382,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentile") -> Path:
+def _analyze(
+    store: Path,
+    out: Path,
+    bootstrap: int = 2000,
+    ci: str = "percentile",
+    by_reported_model: bool = False,
+) -> Path:
     """Analysis under the store lock; data that breaks the pairing is bad input (exit 2)."""
     from ibias.analysis.analyze import analyze
     from ibias.analysis.experiment import AnalysisDataError
@@ -363,13 +396,21 @@ def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentil
 
     with StoreLock(store):
         try:
-            return analyze(store, out, bootstrap=bootstrap, ci=ci).report  # type: ignore[arg-type]
+            return analyze(
+                store,
+                out,
+                bootstrap=bootstrap,
+                ci=ci,  # type: ignore[arg-type]
+                by_reported_model=by_reported_model,
+            ).report
         except AnalysisDataError as exc:
             raise StoreError(f"store {store}: {exc}") from None
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    report = _analyze(Path(args.store), Path(args.out), args.bootstrap, args.ci)
+    report = _analyze(
+        Path(args.store), Path(args.out), args.bootstrap, args.ci, args.by_reported_model
+    )
     print(f"report: {report}")
     return EXIT_OK
 

@@ -33,12 +33,11 @@ PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
 
 
 def implemented_providers() -> tuple[str, ...]:
-    """The providers of the design that have a registered class (runner/providers/registry.py).
+    """The providers of the design that have a class (runner/providers/names.py lists the
+    built-in ones without importing them: checking a config loads no provider)."""
+    from ibias.runner.providers.names import BUILTIN
 
-    Imported here, not at the top: the providers import this module for `ModelConfig`."""
-    from ibias.runner.providers.registry import registered_providers
-
-    return tuple(p for p in PROVIDERS if p in registered_providers())
+    return tuple(p for p in PROVIDERS if p in BUILTIN)
 
 
 DEFAULT_STORE = "runs/ibias.duckdb"
@@ -154,10 +153,21 @@ class ModelConfig:
     """Gemini only: minimal, low, medium or high (not with thinking_budget)."""
 
     def params(self) -> dict[str, Any]:
-        """Sampling parameters sent with every request (part of the trial key)."""
+        """Sampling parameters sent with every request (part of the trial key).
+
+        Every option that changes the reply is here, but an optional one only when it is set,
+        so the keys of trials planned before it existed stay what they were: the sampling seed,
+        and Gemini's `safety_settings`, `thinking_budget` and `thinking_level` (the providers
+        read these from the model's config, the same config these params come from)."""
         out: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.sampling_seed is not None:
             out["seed"] = self.sampling_seed
+        if self.safety_settings:
+            out["safety_settings"] = dict(sorted(self.safety_settings.items()))
+        if self.thinking_budget is not None:
+            out["thinking_budget"] = self.thinking_budget
+        if self.thinking_level is not None:
+            out["thinking_level"] = self.thinking_level
         return out
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
@@ -235,6 +245,21 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             GeminiOptions.from_mapping(gemini_keys)
         except SettingsError as exc:
             raise SettingsError(join_key(where, exc.key), exc.message) from None
+    if t.provider == "anthropic" and t.sampling_seed is not None:
+        raise SettingsError(
+            f"{where}.sampling_seed",
+            "Anthropic's Messages API has no seed, so none would be sent; remove sampling_seed "
+            "(the trial key must not promise one)",
+        )
+    if t.provider == "openai":
+        from ibias.runner.providers.params import check_sampling, rule_for  # no imports of its own
+
+        why = check_sampling(
+            rule_for(t.base_url, t.model if t.model is not None else t.id),
+            {"temperature": t.temperature},
+        )
+        if why is not None:
+            raise SettingsError(f"{where}.temperature", why)
     return ModelConfig(
         id=t.id,
         provider=t.provider,

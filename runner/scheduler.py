@@ -452,6 +452,8 @@ class Scheduler:
                 reply.system_fingerprint,
                 time.time(),
                 reply.raw,
+                reply.reasoning,
+                reply.reasoning_tokens,
             ),
             Landed(
                 key,
@@ -465,5 +467,7 @@ class Scheduler:
         s.prompt_tokens += reply.prompt_tokens or 0
         s.completion_tokens += reply.completion_tokens or 0
         s.cost_usd += cost
+        if reply.provider_model is not None:
+            s.reported.add(reply.provider_model)  # drift, said live by `ibias status`
         if s.first_done_at is None:
             s.first_done_at = time.monotonic()

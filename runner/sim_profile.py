@@ -25,6 +25,7 @@ TOML layout::
     explanation_effect = {gynecology = -0.8}
     urgency_effect = {hiv_testing = {high = -1.0, low = 0.3}}
     template_shift = [0.0, 0.4, -0.4] # per word-association template 1, 2, 3
+    drift_after = 500                 # then report a newer model version (drift)
 
 A model table starts from `[default]` and overrides only the keys it names (`faults` /
 `fault_rate` replace the default's fault rates as a whole).
@@ -90,6 +91,7 @@ class SimModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_
     fatal_status: FatalStatus | UnsetType = UNSET
     insufficient_quota: bool | UnsetType = UNSET
     hang_s: Annotated[float, Meta(gt=0, le=3600, description="seconds")] | UnsetType = UNSET
+    drift_after: Annotated[int, Meta(ge=0, le=MAX_INT)] | UnsetType = UNSET
 
 
 class ProfileFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -130,6 +132,9 @@ class ModelProfile:
     fatal_status: int | None = None
     insufficient_quota: bool = False
     hang_s: float = 120.0
+    drift_after: int | None = None
+    """After this many answers the model reports a newer version (`DRIFTED_VERSION_SUFFIX`):
+    a provider updating a model behind a stable name, for drift detection to find."""
 
     def __post_init__(self) -> None:
         # Freeze the mappings we were handed so the value cannot change behind our back.
@@ -305,4 +310,5 @@ def _profile(t: SimModelTable) -> ModelProfile:
         fatal_status=get(t.fatal_status, None),
         insufficient_quota=get(t.insufficient_quota, False),
         hang_s=get(t.hang_s, 120.0),
+        drift_after=get(t.drift_after, None),
     )

@@ -36,6 +36,9 @@ A profile's keys read the same in every protocol, worded as each provider words 
   candidates); see `gemini_block`. Gemini reports thought tokens when the request asks for
   thinking (`gemini_thoughts`).
 
+A model's `drift_after = N` makes it report a newer version (`DRIFTED_VERSION_SUFFIX`) from its
+N+1-th answer on, as a provider updating a model behind a stable name does (store/drift.py).
+
 The server is built for throughput (thousands of requests per second at zero latency): no
 per-request logging, orjson bodies, precomputed per-model constants, and sleeps that are
 `asyncio.sleep`, never blocking.
@@ -65,6 +68,8 @@ REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 CONTENT_FILTER_SHARE = 0.25
 #: Suffix of the versioned model name reported in bodies (providers report dated snapshots).
 MODEL_VERSION_SUFFIX = "-sim-2026-01"
+#: ... and after a profile's `drift_after` answers, the newer snapshot it reports instead.
+DRIFTED_VERSION_SUFFIX = "-sim-2026-02"
 #: A triggered 429 burst lasts this long and refuses up to `BURST_EXTRA` further requests.
 BURST_S = 0.5
 BURST_EXTRA = 3
@@ -1440,6 +1445,9 @@ class Simulator:
                 status=200, body=_BODY_MALFORMED, content_type=_JSON, headers=headers
             )
 
+        drift = profile.drift_after
+        if drift is not None and self._served_by_model.get(model, 0) >= drift:
+            state.reported = f"{model}{DRIFTED_VERSION_SUFFIX}"
         payload = d.success(
             self,
             state,

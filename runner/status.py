@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,8 @@ class ModelStats:
     fatal: str | None = None
     finished: bool = False
     first_done_at: float | None = None
+    reported: set[str] = field(default_factory=set)
+    """The model names and versions the provider reported in this run's replies (drift)."""
 
 
 def status_path(store: Path) -> Path:
@@ -79,6 +81,7 @@ def snapshot(
                 "requests_per_s": round(rate, 3),
                 "eta_s": None if eta is None else round(eta, 1),
                 "fatal": s.fatal,
+                "reported_models": sorted(s.reported),
             }
         )
     return {

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ibias.runner.status import read_status, status_path
 from ibias.store.db import StoreError, open_store
+from ibias.store.drift import model_drift
 from ibias.store.lock import holder
 
 
@@ -20,7 +22,13 @@ def status_report(store: Path) -> dict[str, Any]:
     if who is not None:
         if live is None:
             return {"store": str(store), "running": True, "holder": who, "models": []}
-        return {"store": str(store), "running": True, "holder": who, **live}
+        drift = [
+            f"model {m['model_id']} drifted this run: reported as "
+            + ", ".join(m["reported_models"])
+            for m in live.get("models", [])
+            if len(m.get("reported_models", ())) > 1
+        ]
+        return {"store": str(store), "running": True, "holder": who, **live, "drift": drift}
     if not store.exists():
         raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
     con = open_store(store, read_only=True)
@@ -31,6 +39,7 @@ def status_report(store: Path) -> dict[str, Any]:
         last = con.execute(
             "SELECT run_id, started_at FROM runs ORDER BY started_at DESC LIMIT 1"
         ).fetchone()
+        reported = model_drift(con)
     finally:
         con.close()
     by = [
@@ -47,6 +56,8 @@ def status_report(store: Path) -> dict[str, Any]:
         "failed": sum(r["failed"] for r in by),
         "by": by,
         "last_status": live,
+        "drift": [d.line() for d in reported if d.drifted],
+        "reported_models": [d.to_json() for d in reported],
     }
 
 
@@ -79,6 +90,8 @@ def render_status(report: dict[str, Any]) -> None:
                 "?" if m["eta_s"] is None else f"{m['eta_s']:.0f}",
             )
         console.print(table)
+        for line in report.get("drift", []):
+            console.print(f"[yellow]drift:[/yellow] {escape(line)}", highlight=False)
         return
     table = Table(title=f"{report['store']} (no run in progress)")
     for col in ("experiment", "model", "language", "planned", "done", "failed"):
@@ -96,3 +109,12 @@ def render_status(report: dict[str, Any]) -> None:
     console.print(
         f"planned {report['planned']:,}, done {report['done']:,}, failed {report['failed']:,}"
     )
+    for line in report.get("drift", []):
+        console.print(f"[yellow]drift:[/yellow] {escape(line)}", highlight=False)
+    prints = [
+        f"{m['model_id']} {m['n_fingerprints']}"
+        for m in report.get("reported_models", [])
+        if m["n_fingerprints"]
+    ]
+    if prints:  # listed, not alarmed on: they vary with the provider's backend
+        console.print("system fingerprints per model (vary by backend): " + ", ".join(prints))

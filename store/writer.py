@@ -56,6 +56,8 @@ class ResponseRow(NamedTuple):
     system_fingerprint: str | None
     received_at: datetime | float
     raw: str | Mapping[str, Any] | None
+    reasoning_content: str | None = None
+    reasoning_tokens: int | None = None
 
 
 class Landed(NamedTuple):
@@ -89,7 +91,14 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "system_fingerprint": pa.string(),
     "received_at": _TS,
     "raw": pa.string(),
+    "reasoning_content": pa.string(),
+    "reasoning_tokens": pa.int32(),
 }
+
+
+#: Columns that are None for most rows (reasoning, migration 006): left out of a batch in
+#: which every value is None.
+_SPARSE = frozenset({"reasoning_content", "reasoning_tokens"})
 
 
 def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | ResponseRow]) -> pa.Table:
@@ -99,6 +108,8 @@ def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | Respon
     columns = list(zip(*rows, strict=True))
     out: dict[str, pa.Array] = {}
     for name, values in zip(names, columns, strict=True):
+        if name in _SPARSE and all(v is None for v in values):
+            continue  # the column's default (NULL) fills it; no Arrow work for most batches
         if name == "raw":
             values = tuple(_json_text(v) for v in values)
         elif _ARROW_TYPES[name] == _TS and any(not isinstance(v, datetime) for v in values):

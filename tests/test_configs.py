@@ -78,3 +78,38 @@ def test_demo_config_is_the_full_grid_on_simulated_models():
     assert len(cfg.models) == 7 and {m.provider for m in cfg.models} == {"simulator"}
     total = sum(e.count() for e in build_experiments(cfg)) * len(cfg.models)
     assert total == 5600 + 134_400 + 2 * 1120
+
+
+@pytest.mark.parametrize("name", ["frontier.toml", "local.toml"])
+def test_presets_plan(name: str) -> None:
+    cfg = load_config(CONFIGS / name)
+    trials = list(trials_for(build_experiments(cfg), cfg.models))
+    assert {t.model_id for t in trials} == {m.id for m in cfg.models}
+    if name == "local.toml":
+        assert all(m.api_key_env is None and m.price_output == 0 for m in cfg.models)
+    else:
+        assert {m.provider for m in cfg.models} == {"anthropic", "gemini", "openai"}
+        assert all(m.price_input > 0 and m.price_output > 0 for m in cfg.models)
+
+
+async def test_ibias_models_can_check_every_frontier_model() -> None:
+    """Each frontier model through its own provider class, pointed at the simulator speaking
+    that provider's protocol on 127.0.0.1, passes `ibias models`' check."""
+    from dataclasses import replace
+
+    from ibias.runner.models_check import check_models
+    from ibias.runner.sim_profile import SimProfile
+    from ibias.runner.simulator import Simulator
+
+    cfg = load_config(CONFIGS / "frontier.toml")
+    async with Simulator(SimProfile(seed=1)) as sim:
+        root = sim.base_url.removesuffix("/v1")
+        path = {"anthropic": "/v1", "gemini": "/v1beta", "openai": "/v1"}
+        local = replace(
+            cfg,
+            models=tuple(replace(m, base_url=root + path[m.provider]) for m in cfg.models),
+        )
+        env = {m.api_key_env: "k" for m in cfg.models if m.api_key_env}
+        checks = await check_models(local, env)
+    assert [c.model_id for c in checks] == [m.id for m in cfg.models]
+    assert all(c.ok for c in checks), [c.message for c in checks if not c.ok]

@@ -11,9 +11,11 @@ The dialect, as this class speaks it:
   message) and `anthropic-version`; body `model`, `system` (every system message of the chat,
   joined by a blank line, as the top-level field the API wants), `messages` (user and assistant
   turns), `max_tokens` (required by the API; the trial's neutral `max_tokens`) and
-  `temperature`. The neutral `seed` has no Anthropic counterpart and is not sent.
-* reply: the text blocks of `content` joined; `stop_reason` stored in the vocabulary the
-  analysis reads (`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` ->
+  `temperature`. The neutral `seed` has no Anthropic counterpart: a config giving an anthropic
+  model a `sampling_seed` is refused (runner/config.py), so no trial key promises one.
+* reply: the text blocks of `content` joined (`thinking` blocks kept apart as `Reply.reasoning`;
+  their tokens are inside `output_tokens`); `stop_reason` stored in the vocabulary the analysis
+  reads (`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` ->
   `content_filter`; anything else as sent), the original stays in `raw`. `stop_reason: refusal`
   (the safety classifiers stopped the answer) is a refusal, a `Reply` and not an error: its
   content is None (any partial text stays in `raw`) and `refusal` holds the API's explanation.
@@ -158,6 +160,13 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
         for b in blocks
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
     ]
+    thinking = [
+        b["thinking"]
+        for b in blocks
+        if isinstance(b, dict)
+        and b.get("type") == "thinking"
+        and isinstance(b.get("thinking"), str)
+    ]
     stop_reason = _opt_str(data.get("stop_reason"))
     content: str | None = "".join(texts) if texts else None
     refusal: str | None = None
@@ -187,6 +196,7 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
         raw=data,
         status=status,
         headers=headers,
+        reasoning="\n\n".join(thinking) if thinking else None,
     )
 
 

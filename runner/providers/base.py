@@ -48,6 +48,12 @@ class Reply:
     raw: Mapping[str, Any]
     status: int = 200
     headers: Mapping[str, str] = field(default_factory=dict)
+    reasoning: str | None = None
+    """The reasoning text a host sent beside the answer (`reasoning_content`, Gemini's thought
+    summaries, Anthropic's thinking blocks). Never the reply: the parsers read `content`."""
+    reasoning_tokens: int | None = None
+    """Reasoning tokens the provider reported. Already included in `completion_tokens` (they
+    are billed as output, so they count in the cost and the budget); kept apart for queries."""
 
 
 class ProviderError(Exception):
@@ -92,6 +98,10 @@ class Limits:
 
 
 _SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "seed"})
+#: Provider options in a trial's params (present only when set, see `ModelConfig.params`):
+#: in the key because they change the reply; the provider sends them from its model's config,
+#: the config these params were made from.
+_OPTION_KEYS = frozenset({"safety_settings", "thinking_budget", "thinking_level"})
 
 
 @dataclass(frozen=True)
@@ -112,7 +122,7 @@ class Sampling:
     def from_params(cls, params: Mapping[str, Any]) -> Sampling:
         """Read a trial's stored `params`; an unknown key is an error rather than silently
         not sent, because it is part of the trial key and so of what the trial promised."""
-        unknown = sorted(set(params) - _SAMPLING_KEYS)
+        unknown = sorted(set(params) - _SAMPLING_KEYS - _OPTION_KEYS)
         if unknown:
             raise ValueError(f"unknown sampling parameter {unknown[0]!r} in trial params")
         seed = params.get("seed")

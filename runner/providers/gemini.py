@@ -8,7 +8,8 @@ The dialect, as this class speaks it:
   `systemInstruction` (every system message, joined by a blank line), `generationConfig` with
   the neutral sampling mapped (`temperature`, `maxOutputTokens`, `seed`) and the model's
   `thinkingConfig`, and the model's `safetySettings` (see `GeminiOptions`).
-* reply: the text of the first candidate's parts (thought-summary parts left out).
+* reply: the text of the first candidate's parts (thought-summary parts left out of the reply
+  and kept as `Reply.reasoning`).
   `finishReason` SAFETY, PROHIBITED_CONTENT, BLOCKLIST, SPII and IMAGE_SAFETY, and a 200 with
   no candidates whose `promptFeedback.blockReason` says the prompt was blocked, are refusals: a
   `Reply` with content None, finish_reason `content_filter` and `refusal` naming the reason.
@@ -16,8 +17,8 @@ The dialect, as this class speaks it:
   MAX_TOKENS -> `length`, anything else lower-cased); the original stays in `raw`.
   Tokens from `usageMetadata`: `promptTokenCount` as prompt tokens, `candidatesTokenCount` plus
   `thoughtsTokenCount` as completion tokens (thoughts are billed as output, so they count in
-  the cost and the budget; the separate counts stay in `raw`). `modelVersion` is the provider
-  model.
+  the cost and the budget; `thoughtsTokenCount` is also kept as `Reply.reasoning_tokens`).
+  `modelVersion` is the provider model.
 * errors: runner/retries.py's policy (429 RESOURCE_EXHAUSTED waits for `RetryInfo.retryDelay`;
   400 API_KEY_INVALID, 403, 404 stop the model), plus: a 429 naming a quota whose id contains
   `PerDay` stops the model for this run with one line saying when the quota resets (midnight
@@ -308,14 +309,14 @@ def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str])
     if not isinstance(data, dict):
         raise MalformedResponse("generateContent body is not a JSON object")
     usage = data.get("usageMetadata")
-    prompt_tokens = completion_tokens = None
+    prompt_tokens = completion_tokens = thoughts = None
     if isinstance(usage, dict):
         prompt_tokens = _opt_int(usage.get("promptTokenCount"))
-        completion_tokens = (_opt_int(usage.get("candidatesTokenCount")) or 0) + (
-            _opt_int(usage.get("thoughtsTokenCount")) or 0
-        )
+        thoughts = _opt_int(usage.get("thoughtsTokenCount"))
+        completion_tokens = (_opt_int(usage.get("candidatesTokenCount")) or 0) + (thoughts or 0)
     candidates = data.get("candidates")
     content: str | None = None
+    reasoning: str | None = None
     refusal: str | None = None
     finish: str | None = None
     if isinstance(candidates, list) and candidates:
@@ -324,6 +325,7 @@ def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str])
             raise MalformedResponse("generateContent candidate is not an object")
         native = _opt_str(candidate.get("finishReason"))
         content = _candidate_text(candidate)
+        reasoning = _candidate_text(candidate, thought=True)
         if native in BLOCKING_FINISH_REASONS:
             finish, refusal, content = "content_filter", f"response blocked: {native}", None
         elif native is not None:
@@ -352,10 +354,13 @@ def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str])
         raw=data,
         status=status,
         headers=headers,
+        reasoning=reasoning,
+        reasoning_tokens=thoughts,
     )
 
 
-def _candidate_text(candidate: Mapping[str, Any]) -> str | None:
+def _candidate_text(candidate: Mapping[str, Any], *, thought: bool = False) -> str | None:
+    """The answer parts' text, or with `thought` the thought-summary parts' text."""
     body = candidate.get("content")
     parts = body.get("parts") if isinstance(body, dict) else None
     if not isinstance(parts, list):
@@ -363,7 +368,9 @@ def _candidate_text(candidate: Mapping[str, Any]) -> str | None:
     texts = [
         p["text"]
         for p in parts
-        if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+        if isinstance(p, dict)
+        and isinstance(p.get("text"), str)
+        and bool(p.get("thought")) is thought
     ]
     return "".join(texts) if texts else None
 

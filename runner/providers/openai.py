@@ -23,6 +23,7 @@ from ibias.runner.providers.base import (
     Sampling,
 )
 from ibias.runner.providers.http import HTTPProvider
+from ibias.runner.providers.params import ParamRule, rule_for, wire_params
 from ibias.runner.providers.registry import provider
 from ibias.runner.retries import (
     Classification,
@@ -46,7 +47,8 @@ def openai_sampling(sampling: Sampling) -> dict[str, Any]:
     """The neutral parameters under OpenAI's names, in the order requests always had them.
 
     `max_tokens` rather than `max_completion_tokens`: every compatible server the README lists
-    accepts it, and the request bodies stay byte-identical to those of earlier runs.
+    accepts it, and the request bodies stay byte-identical to those of earlier runs. Models that
+    want other names or refuse some of these get them through runner/providers/params.py.
     """
     fields: dict[str, Any] = {
         "temperature": sampling.temperature,
@@ -90,6 +92,7 @@ class OpenAIProvider(HTTPProvider):
         api_key: str | None,
         timeout_s: float,
         max_connections: int,
+        rule: ParamRule | None = None,
     ) -> None:
         super().__init__(
             url=self._chat_url(base_url),
@@ -98,6 +101,9 @@ class OpenAIProvider(HTTPProvider):
             timeout_s=timeout_s,
             max_connections=max_connections,
         )
+        #: What this host and model accept (decided once, from the base URL and model name).
+        #: `rule` is given only to speak a host's dialect at another address (tests, proxies).
+        self.rule: ParamRule = rule if rule is not None else rule_for(base_url, model)
 
     @staticmethod
     def _chat_url(base_url: str) -> str:
@@ -122,14 +128,16 @@ class OpenAIProvider(HTTPProvider):
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": list(messages),
-            **openai_sampling(sampling),
+            **wire_params(self.rule, openai_sampling(sampling)),
         }
         status, headers, body = await self.post(payload)
         verdict = self.classify_response(status, headers, body)
         if verdict.verdict is not Verdict.OK:
             raise ProviderError(verdict, status=status, headers=headers)
         try:
-            return parse_chat_completion(body, status, headers)
+            return parse_chat_completion(
+                body, status, headers, reasoning_separate=self.rule.reasoning_tokens_separate
+            )
         except MalformedResponse as exc:
             # Looked at only when the body is no completion, so answers are parsed once.
             embedded = embedded_error(status, headers, body)
@@ -189,8 +197,19 @@ def embedded_error(status: int, headers: Mapping[str, str], body: bytes) -> Clas
     )
 
 
-def parse_chat_completion(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:
+def parse_chat_completion(
+    body: bytes, status: int, headers: Mapping[str, str], *, reasoning_separate: bool = False
+) -> Reply:
     """Read the fields ibias stores from a chat.completion body.
+
+    Reasoning: the message's `reasoning_content` (DeepSeek, xAI, vLLM; `reasoning` on
+    OpenRouter and Groq) is kept as `Reply.reasoning`, never as the reply. Reasoning tokens
+    (`usage.completion_tokens_details.reasoning_tokens`) are billed as output: OpenAI and
+    DeepSeek count them inside `completion_tokens`, xAI (and Gemini's OpenAI endpoint, which
+    may not report them at all) outside it. `total_tokens` settles it: whatever it counts
+    beyond prompt and completion tokens is output the completion count left out, added to the
+    completion tokens (and taken as the reasoning tokens when none are reported); without a
+    total, the host's rule (`reasoning_separate`) decides.
 
     Only a body that cannot be a completion is malformed; an empty content with a
     `content_filter` or `length` finish reason, a `refusal`, or an empty string is a
@@ -223,17 +242,36 @@ def parse_chat_completion(body: bytes, status: int, headers: Mapping[str, str]) 
         raise MalformedResponse("completion has no content and no refusal (finish_reason stop)")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     assert isinstance(usage, dict)
+    prompt_tokens = _opt_int(usage.get("prompt_tokens"))
+    completion_tokens = _opt_int(usage.get("completion_tokens"))
+    details = usage.get("completion_tokens_details")
+    reasoning_tokens = (
+        _opt_int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    )
+    total = _opt_int(usage.get("total_tokens"))
+    if completion_tokens is not None and prompt_tokens is not None and total is not None:
+        hidden = total - prompt_tokens - completion_tokens
+        if hidden > 0:  # output the completion count leaves out: the reasoning
+            completion_tokens += hidden
+            reasoning_tokens = reasoning_tokens or hidden
+    elif reasoning_tokens and completion_tokens is not None and reasoning_separate:
+        completion_tokens += reasoning_tokens
+    reasoning = message.get("reasoning_content")
+    if not isinstance(reasoning, str):
+        reasoning = message.get("reasoning")
     return Reply(
         content=content,
         finish_reason=finish_reason,
         refusal=_opt_str(refusal),
-        prompt_tokens=_opt_int(usage.get("prompt_tokens")),
-        completion_tokens=_opt_int(usage.get("completion_tokens")),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
         provider_model=_opt_str(data.get("model")),
         system_fingerprint=_opt_str(data.get("system_fingerprint")),
         raw=data,
         status=status,
         headers=headers,
+        reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+        reasoning_tokens=reasoning_tokens,
     )
 
 

@@ -3,22 +3,32 @@
 Why an explicit registry rather than a chain of `if provider == ...` in the run: a provider is
 then one self-contained class, the run builds whatever the config names through one lookup, and
 the run accepts any other `ProviderFactory` (tests inject in-process providers through it).
-The built-in providers register when `ibias.runner.providers` is imported, which importing this
-module does first.
+Lazy on purpose: the built-in providers are listed here by name and module path (`BUILTIN`), and
+a module is imported the first time its name is looked up, where its `@provider` decorator
+registers the class. A command that never builds a provider (`--help`, `status`, `plan`, `sql`)
+so never imports aiohttp, and a run with only OpenAI-compatible models never imports the
+simulator's aiohttp.web. A third-party package registers a provider through the
+`ibias.providers` entry-point group (name = "package.module" or "package.module:Class"), looked
+up only for a name that is not built in.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import TypeVar
 
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Provider, ProviderContext
+from ibias.runner.providers.names import BUILTIN, ENTRY_POINT_GROUP
 
 __all__ = [
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
     "ProviderFactory",
     "UnknownProviderError",
     "create_provider",
+    "known_providers",
     "provider",
     "provider_class",
     "registered_providers",
@@ -64,19 +74,50 @@ def provider(name: str) -> Callable[[_P], _P]:
 
 
 def registered_providers() -> tuple[str, ...]:
-    """The registered names, sorted."""
-    return tuple(sorted(_REGISTRY))
+    """The names that can be built, sorted: the built-in ones (imported or not) and any class
+    registered so far. Entry points are not listed (reading them costs a scan of the installed
+    packages' metadata); `provider_class` finds them."""
+    return tuple(sorted(set(BUILTIN) | set(_REGISTRY)))
+
+
+def known_providers() -> tuple[str, ...]:
+    """`registered_providers` plus the names third-party packages announce as entry points."""
+    from importlib.metadata import entry_points
+
+    return tuple(
+        sorted(
+            set(registered_providers()) | {e.name for e in entry_points(group=ENTRY_POINT_GROUP)}
+        )
+    )
 
 
 def provider_class(name: str) -> type[Provider]:
-    """The class registered as `name`; `UnknownProviderError` names the known ones."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
+    """The class registered as `name`, importing its module on first use;
+    `UnknownProviderError` names the known ones."""
+    cls = _REGISTRY.get(name)
+    if cls is not None:
+        return cls
+    if name in BUILTIN:
+        importlib.import_module(BUILTIN[name])
+    else:
+        _load_entry_point(name)
+    cls = _REGISTRY.get(name)
+    if cls is None:
         known = ", ".join(registered_providers()) or "none"
-        raise UnknownProviderError(
-            f"no provider registered as {name!r} (registered: {known})"
-        ) from None
+        raise UnknownProviderError(f"no provider registered as {name!r} (registered: {known})")
+    return cls
+
+
+def _load_entry_point(name: str) -> None:
+    """Load the `ibias.providers` entry point called `name`, if one is installed. Loading a
+    module registers its `@provider` classes; an entry point naming a class registers it."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        loaded = entry.load()
+        if isinstance(loaded, type) and issubclass(loaded, Provider) and name not in _REGISTRY:
+            provider(name)(loaded)
+        return
 
 
 def create_provider(model: ModelConfig, api_key: str | None, context: ProviderContext) -> Provider:

@@ -9,7 +9,7 @@ providers are injected (tests) never starts a server it does not talk to.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import anyio
 
@@ -18,7 +18,9 @@ from ibias.runner.providers.base import ProviderContext, SimulatorEndpoint
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.providers.registry import provider
 from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
-from ibias.runner.simulator import Simulator
+
+if TYPE_CHECKING:
+    from ibias.runner.simulator import Simulator
 
 __all__ = ["LoopbackSimulator", "SimulatorProvider"]
 
@@ -54,6 +56,10 @@ class LoopbackSimulator:
             self._lock = anyio.Lock()
         async with self._lock:
             if self._url is None:
+                # Imported here: the server side (aiohttp.web) is loaded only by runs that
+                # actually talk to a simulated model.
+                from ibias.runner.simulator import Simulator
+
                 sim = Simulator(self.profile)
                 self._url = await sim.start("127.0.0.1", 0)
                 self._sim = sim

@@ -148,3 +148,49 @@ def test_the_whole_plan_as_a_set(planned):
         hashlib.sha256(joined.encode()).hexdigest()
         == "0d3edf8a5c285dd68df201725b658b1b0de1a50d5ab527f5ccfcb864decffeb4"
     )
+
+
+def test_gemini_options_enter_the_key_only_when_set(tmp_path):
+    """A Gemini model without options keeps the key it always had; each option, once set,
+    changes the key (it changes the reply), and the stored params still build a Sampling."""
+    from ibias.runner.providers.base import Sampling
+
+    spec = TrialSpec(
+        experiment="prompts",
+        language="",
+        coords={"id": "golden"},
+        item={"id": "golden"},
+        messages=({"role": "user", "content": "hi"},),
+        replicate=0,
+    )
+    base = {"provider": "gemini", "base_url": "https://generativelanguage.googleapis.com/v1beta"}
+    variants = {
+        "plain": {},
+        "budget": {"thinking_budget": 0},
+        "level": {"thinking_level": "low"},
+        "safety": {"safety_settings": {"HARM_CATEGORY_HATE_SPEECH": "BLOCK_NONE"}},
+    }
+    keys = {}
+    for name, options in variants.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (model,) = load_config(
+            write_config(folder, [model_block("g", model="gemini-2.5-flash", **base, **options)])
+        ).models
+        params = model.params()
+        assert set(params) == {"temperature", "max_tokens", *options}
+        assert Sampling.from_params(params) == Sampling(temperature=0.0, max_tokens=512)
+        keys[name] = trial_key(spec, model, params)
+    # without options: the digest of the key definition with the neutral params only
+    assert keys["plain"] == trial_key(spec, model, {"temperature": 0.0, "max_tokens": 512})
+    assert len(set(keys.values())) == len(variants)
+
+
+def test_an_anthropic_seed_is_refused_rather_than_promised(tmp_path):
+    from ibias.runner.config import ConfigError
+
+    block = model_block(
+        "c", provider="anthropic", base_url="https://api.anthropic.com/v1", sampling_seed=1
+    )
+    with pytest.raises(ConfigError, match=r"models\[0\]\.sampling_seed: Anthropic's Messages API"):
+        load_config(write_config(tmp_path, [block]))

@@ -483,7 +483,7 @@ async def test_a_store_made_before_plans_were_recorded_resumes_without_re_reques
     assert result.lines[0] == "6 responses stored this run; 12 of 12 trials done"
     assert _count(store, "SELECT count(*) FROM trials") == 12
     assert _count(store, "SELECT count(*) FROM plan_trials") == 12  # all planned by the old run
-    assert _count(store, "SELECT max(version) FROM schema_version") == 4
+    assert _count(store, "SELECT max(version) FROM schema_version") == db.SCHEMA_VERSION
 
 
 def test_a_folder_the_config_names_is_an_input(tmp_path):

@@ -37,7 +37,8 @@ def test_to_arrow_keeps_every_column_and_serialises_a_decoded_body():
     table = to_arrow(
         [_response("k1", body), _response("k2", '{"a":1}'), _response("k3", None)], ResponseRow
     )
-    assert table.column_names == list(ResponseRow._fields)
+    # reasoning columns (migration 006) are left out of a batch where no row has any
+    assert table.column_names == list(ResponseRow._fields[:-2])
     assert table.column("raw").to_pylist() == [orjson.dumps(body).decode(), '{"a":1}', None]
     assert table.column("trial_key").to_pylist() == ["k1", "k2", "k3"]
     attempts = to_arrow(
@@ -81,3 +82,20 @@ def test_epoch_seconds_become_the_same_timestamps_as_datetimes():
     ]
     got = to_arrow(rows, AttemptRow).column("started_at").to_pylist()
     assert got[0] == got[1] == datetime.fromtimestamp(epoch, UTC)
+
+
+def test_reasoning_is_stored_beside_the_reply(tmp_path):
+    """A batch where one reply has reasoning keeps the columns, NULL for the others."""
+    con = open_store(tmp_path / "w.duckdb", create=True)
+    from ibias.store.writer import insert_responses
+
+    rows = [
+        _response("k1", None)._replace(reasoning_content="thought", reasoning_tokens=7),
+        _response("k2", None),
+    ]
+    assert insert_responses(con, rows) == 2
+    got = con.execute(
+        "SELECT trial_key, content, reasoning_content, reasoning_tokens FROM responses ORDER BY 1"
+    ).fetchall()
+    assert got == [("k1", "text", "thought", 7), ("k2", "text", None, None)]
+    con.close()

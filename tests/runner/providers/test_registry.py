@@ -169,3 +169,52 @@ def test_limits_are_positive_or_absent():
     for bad in (0, -5, True, 1.5):
         with pytest.raises(ValueError):
             Limits(rpm=bad)  # type: ignore[arg-type]
+
+
+def test_providers_load_lazily(tmp_path):
+    """Checking a config and planning load no provider module and no aiohttp; looking a name
+    up imports only that provider's module (issue 12: `--help`, `status`, `plan` start fast)."""
+    import subprocess
+    import sys
+
+    config = write_config(tmp_path, [model_block("o", provider="openai", base_url="http://x/v1")])
+    code = f"""
+import sys
+from ibias.runner.config import load_config
+import ibias.runner.cli
+load_config({str(config)!r})
+assert not [m for m in sys.modules if m.startswith("aiohttp")], "aiohttp imported"
+loaded = sorted(m for m in sys.modules if m.startswith("ibias.runner.providers."))
+allowed = ("ibias.runner.providers.names", "ibias.runner.providers.params")
+assert all(m in allowed for m in loaded), loaded
+from ibias.runner.providers.registry import provider_class
+assert provider_class("openai").__name__ == "OpenAIProvider"
+assert "ibias.runner.providers.gemini" not in sys.modules
+assert "aiohttp.web" not in sys.modules, "the simulator's server was imported"
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_entry_point_providers_are_found_by_name(monkeypatch):
+    """A third-party provider announced under `ibias.providers` is loaded when named."""
+    from importlib import metadata
+
+    class Entry:
+        name = "test-entry"
+
+        def load(self) -> type[Provider]:
+            return _Dummy
+
+    def fake_entry_points(*, group: str, name: str | None = None) -> list[Entry]:
+        assert group == registry.ENTRY_POINT_GROUP
+        return [Entry()] if name in (None, "test-entry") else []
+
+    monkeypatch.setattr(metadata, "entry_points", fake_entry_points)
+    try:
+        assert provider_class("test-entry") is _Dummy
+        assert "test-entry" in registry.known_providers()
+        with pytest.raises(UnknownProviderError):
+            provider_class("test-absent")
+    finally:
+        registry._REGISTRY.pop("test-entry", None)

@@ -1,0 +1,21 @@
+"""The built-in providers by name, and the module of each: a module with no imports, so the
+config can check a provider name without loading any provider (or aiohttp)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP"]
+
+#: Config name -> the module whose `@provider` decorator registers it (imported on first use).
+BUILTIN: Mapping[str, str] = MappingProxyType(
+    {
+        "anthropic": "ibias.runner.providers.anthropic",
+        "gemini": "ibias.runner.providers.gemini",
+        "openai": "ibias.runner.providers.openai",
+        "simulator": "ibias.runner.providers.simulator",
+    }
+)
+#: The entry-point group third-party providers register under.
+ENTRY_POINT_GROUP = "ibias.providers"
