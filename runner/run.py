@@ -279,6 +279,9 @@ async def execute(
     code 130 with everything done so far stored. No signal handler is installed here.
     """
     keys = check_keys(config, os.environ if environ is None else environ)
+    stop = stop or Stop()
+    stop.grace_s = config.run.grace_s if options.grace_s is None else options.grace_s
+    options = replace(options, grace_s=stop.grace_s)
     store = options.store
     lock = StoreLock(store)
     lock.acquire()
@@ -291,7 +294,7 @@ async def execute(
                 keys,
                 say,
                 provider_factory or create_provider,
-                stop or Stop(),
+                stop,
             )
     except BaseExceptionGroup as group:
         first = _first_error(group)
@@ -473,7 +476,7 @@ async def _schedule(
             writer=writer,
             backoff=options.backoff,
             max_cost=options.max_cost,
-            grace_s=config.run.grace_s if options.grace_s is None else options.grace_s,
+            grace_s=stop.grace_s,
             on_fatal=say,
         )
 

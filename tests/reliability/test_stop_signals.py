@@ -1,0 +1,128 @@
+"""Ctrl-C, SIGTERM and SIGHUP end a real `ibias run` within its grace period against dead
+endpoints: one refusing connections (workers in backoff, then waiting at the open breaker) and
+one that accepts connections and never answers (workers in flight), the state of issue 11's
+"stop that never ends"."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import IBIAS, model_block, wait_for_status, write_config
+
+GRACE_S = 1.0
+#: Start-up, the final flush and a loaded CI machine: generous, the run itself is bounded.
+SLACK_S = 30.0
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A loopback port that accepts connections (the kernel completes the handshake) and never
+    answers a byte."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(128)
+        yield s.getsockname()[1]
+
+
+def refused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def _both_stuck(data: dict[str, object]) -> bool:
+    models = {m["model_id"]: m for m in data.get("models", [])}  # type: ignore[attr-defined]
+    return (
+        data.get("state") == "running"
+        and models.get("refused", {}).get("retries", 0) >= 4
+        and models.get("silent", {}).get("requests", 0) >= 8
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_a_run_stuck_on_dead_endpoints(tmp_path, silent_server, signum):
+    models = [
+        model_block(
+            "refused",
+            provider="openai",
+            base_url=f"http://127.0.0.1:{refused_port()}/v1",
+            model="x",
+            timeout_s=5,
+            max_concurrency=8,
+        ),
+        model_block(
+            "silent",
+            provider="openai",
+            base_url=f"http://127.0.0.1:{silent_server}/v1",
+            model="y",
+            timeout_s=600,
+            max_concurrency=8,
+        ),
+    ]
+    config = write_config(tmp_path, models, n_prompts=64, extra="")
+    config.write_text(config.read_text().replace("[run]\n", f"[run]\ngrace_s = {GRACE_S}\n", 1))
+    store = tmp_path / "store.duckdb"
+    proc = subprocess.Popen(
+        [*IBIAS, "run", str(config), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_status(store, _both_stuck, proc=proc)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=GRACE_S + SLACK_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    name = signal.Signals(signum).name
+    assert err.splitlines()[-1] == (
+        f"interrupted by {name}: results so far are stored; run again to resume"
+    )
+    assert "Traceback" not in err
+
+
+STUCK = """
+import sys, time
+import anyio, anyio.to_thread
+from ibias.runner import cli
+
+cli.STOP_MARGIN_S = 0.5
+
+async def job(stop):
+    stop.grace_s = 0.5
+    print("stuck", flush=True)
+    await anyio.to_thread.run_sync(time.sleep, 3600)  # a thread no cancel scope can end
+    return 0
+
+sys.exit(cli._with_stop_signals(job))
+"""
+
+
+def test_a_run_stuck_in_a_thread_still_ends_after_grace_and_margin():
+    """The backstop: a stop that cannot end the work (a blocked thread) ends the process with
+    130 and one line once the grace period and the margin are over."""
+    proc = subprocess.Popen(
+        [IBIAS[0], "-c", STUCK], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "stuck\n"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=SLACK_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130
+    assert err.splitlines() == [
+        "interrupted: the run did not end within its grace period plus 0.5 s; exiting now "
+        "(what was stored is kept; run again to resume)"
+    ]
