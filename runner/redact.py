@@ -7,7 +7,10 @@ them; provider adapters call it for their own). Redacting there, before the mess
 truncated, means no copy of it anywhere can hold a key, and a key cut in half by truncation
 cannot slip through.
 
-Two kinds of secret are removed:
+Answers get the same treatment for the run's keys (`redact_body`, applied by the HTTP provider
+to every body it receives), so no response row holds one either.
+
+Two kinds of secret are removed from messages:
 
 * **the run's own keys**, by value: every configured key of `MIN_SECRET_CHARS` characters or
   more, whatever its prefix, because a server may echo a key of a format no pattern knows.
@@ -25,13 +28,21 @@ import re
 from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 
-__all__ = ["MAX_MESSAGE_CHARS", "MIN_SECRET_CHARS", "REDACTED", "redact", "secrets_scope"]
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "MIN_SECRET_CHARS",
+    "REDACTED",
+    "redact",
+    "redact_body",
+    "secrets_scope",
+]
 
 #: Longest message stored per attempt; provider messages can be whole paragraphs.
 MAX_MESSAGE_CHARS = 300
 #: Shorter configured keys are not redacted by value: they would match ordinary words.
 MIN_SECRET_CHARS = 8
 REDACTED = "[redacted]"
+REDACTED_BYTES = REDACTED.encode()
 
 _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
     # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-), Groq (gsk_), xAI (xai-), OpenRouter (sk-or-)
@@ -46,8 +57,8 @@ _SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
 
 #: The configured keys of the run in this context, and one alternation of them, longest first
 #: (a key that contains another is removed whole).
-_SECRETS: ContextVar[tuple[frozenset[str], re.Pattern[str] | None]] = ContextVar(
-    "ibias_secrets", default=(frozenset(), None)
+_SECRETS: ContextVar[tuple[frozenset[str], re.Pattern[str] | None, tuple[bytes, ...]]] = ContextVar(
+    "ibias_secrets", default=(frozenset(), None, ())
 )
 
 
@@ -55,18 +66,30 @@ _SECRETS: ContextVar[tuple[frozenset[str], re.Pattern[str] | None]] = ContextVar
 def secrets_scope(values: Iterable[str | None]) -> Iterator[None]:
     """Redact `values` (those of `MIN_SECRET_CHARS` or more) from every message made in this
     context until the block ends; adds to the secrets of an enclosing scope."""
-    outer, _ = _SECRETS.get()
+    outer = _SECRETS.get()[0]
     keys = outer | {v for v in values if v is not None and len(v) >= MIN_SECRET_CHARS}
-    pattern = (
-        re.compile("|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True)))
-        if keys
-        else None
-    )
-    token = _SECRETS.set((frozenset(keys), pattern))
+    longest_first = sorted(keys, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(k) for k in longest_first)) if keys else None
+    encoded = tuple(k.encode() for k in longest_first)
+    token = _SECRETS.set((frozenset(keys), pattern, encoded))
     try:
         yield
     finally:
         _SECRETS.reset(token)
+
+
+def redact_body(body: bytes) -> bytes:
+    """`body` (a provider's answer, as received) without the run's keys.
+
+    Why: a server that echoes the key in a 200 would otherwise put it in `responses.raw` and
+    the parsed content. Only the configured keys are removed here, never the credential-like
+    patterns `redact` also removes: a model's answer may well say "token: ...". Called for
+    every answer, so the common case is one substring search per key.
+    """
+    for key in _SECRETS.get()[2]:
+        if key in body:
+            body = body.replace(key, REDACTED_BYTES)
+    return body
 
 
 def redact(text: str) -> str:

@@ -16,6 +16,7 @@ import aiohttp
 import orjson
 
 from ibias.runner.providers.base import Provider, ProviderError
+from ibias.runner.redact import redact_body
 
 
 class HTTPProvider(Provider):
@@ -61,7 +62,7 @@ class HTTPProvider(Provider):
             raise RuntimeError("provider not started")
         try:
             async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
-                body = await resp.read()
+                body = redact_body(await resp.read())  # a key echoed back is never stored
                 return resp.status, {k.lower(): v for k, v in resp.headers.items()}, body
         except Exception as exc:
             raise ProviderError(self.classify_exception(exc)) from None
