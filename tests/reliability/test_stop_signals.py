@@ -1,7 +1,15 @@
 """Ctrl-C, SIGTERM and SIGHUP end a real `ibias run` within its grace period against dead
-endpoints: one refusing connections (workers in backoff, then waiting at the open breaker) and
-one that accepts connections and never answers (workers in flight), the state of issue 11's
-"stop that never ends"."""
+endpoints: one refusing connections (workers in backoff, then waiting at the open breaker), one
+refusing them behind a 6 RPM limit (workers waiting in the limiter) and one that accepts
+connections and never answers (workers in flight), the state of issue 11's "stop that never
+ends".
+
+That stop hung because the scheduler of the time waited out backoffs with
+`asyncio.wait_for(stop_event.wait(), delay)`: on Python 3.11 a `wait_for` whose inner wait
+completes in the same loop step as the task's cancellation returns normally, swallowing the
+cancel, so workers in backoff went back to an empty queue whose feeder had been cancelled and
+waited forever. The scheduler now waits in anyio cancel scopes, whose cancellation is delivered
+until the task leaves the scope."""
 
 from __future__ import annotations
 
@@ -42,6 +50,7 @@ def _both_stuck(data: dict[str, object]) -> bool:
         data.get("state") == "running"
         and models.get("refused", {}).get("retries", 0) >= 4
         and models.get("silent", {}).get("requests", 0) >= 8
+        and models.get("paced", {}).get("requests", 0) >= 1
     )
 
 
@@ -55,6 +64,15 @@ def test_a_signal_ends_a_run_stuck_on_dead_endpoints(tmp_path, silent_server, si
             model="x",
             timeout_s=5,
             max_concurrency=8,
+        ),
+        model_block(  # one request every 10 s: workers wait in the limiter's rate stage
+            "paced",
+            provider="openai",
+            base_url=f"http://127.0.0.1:{refused_port()}/v1",
+            model="z",
+            timeout_s=5,
+            max_concurrency=8,
+            rpm=6,
         ),
         model_block(
             "silent",
