@@ -64,7 +64,7 @@ class Echo:
             cut = MAX_MESSAGE_CHARS - len("HTTP 500: ") - 6  # the cut falls inside the key
             message = "x" * cut + key + " and more text after it"
             return web.json_response({"error": {"message": message}}, status=500)
-        if n <= 7:
+        if n == 6:
             message = f"upstream failed for key={key}; key {key} was used"
             return web.json_response({"error": {"message": message}}, status=503)
         message = f"Incorrect API key provided: {key}. You can find your key elsewhere."

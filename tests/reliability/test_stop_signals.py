@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -54,8 +55,7 @@ def _both_stuck(data: dict[str, object]) -> bool:
     )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_ends_a_run_stuck_on_dead_endpoints(tmp_path, silent_server, signum):
+def _start(folder, silent_port: int) -> tuple[subprocess.Popen[str], Path]:
     models = [
         model_block(
             "refused",
@@ -77,35 +77,50 @@ def test_a_signal_ends_a_run_stuck_on_dead_endpoints(tmp_path, silent_server, si
         model_block(
             "silent",
             provider="openai",
-            base_url=f"http://127.0.0.1:{silent_server}/v1",
+            base_url=f"http://127.0.0.1:{silent_port}/v1",
             model="y",
             timeout_s=600,
             max_concurrency=8,
         ),
     ]
-    config = write_config(tmp_path, models, n_prompts=64, extra="")
+    folder.mkdir()
+    config = write_config(folder, models, n_prompts=64)
     config.write_text(config.read_text().replace("[run]\n", f"[run]\ngrace_s = {GRACE_S}\n", 1))
-    store = tmp_path / "store.duckdb"
     proc = subprocess.Popen(
         [*IBIAS, "run", str(config), "--quiet"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    return proc, folder / "store.duckdb"
+
+
+def test_each_stop_signal_ends_a_run_stuck_on_dead_endpoints(tmp_path, silent_server):
+    """One run per signal, side by side (the test takes as long as one)."""
+    runs = {
+        signum: _start(tmp_path / signal.Signals(signum).name, silent_server)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
+    errors: dict[int, str] = {}
     try:
-        wait_for_status(store, _both_stuck, proc=proc)
-        proc.send_signal(signum)
-        _, err = proc.communicate(timeout=GRACE_S + SLACK_S)
+        for signum, (proc, store) in runs.items():
+            wait_for_status(store, _both_stuck, proc=proc)
+            proc.send_signal(signum)
+        for signum, (proc, _) in runs.items():
+            errors[signum] = proc.communicate(timeout=GRACE_S + SLACK_S)[1]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 130, err
-    name = signal.Signals(signum).name
-    assert err.splitlines()[-1] == (
-        f"interrupted by {name}: results so far are stored; run again to resume"
-    )
-    assert "Traceback" not in err
+        for proc, _ in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    for signum, (proc, _) in runs.items():
+        err = errors[signum]
+        assert proc.returncode == 130, err
+        name = signal.Signals(signum).name
+        assert err.splitlines()[-1] == (
+            f"interrupted by {name}: results so far are stored; run again to resume"
+        )
+        assert "Traceback" not in err
 
 
 STUCK = """
