@@ -146,3 +146,31 @@ async def test_a_short_outage_costs_no_trial(tmp_path):
     assert _rows(store, "SELECT count(*) FROM attempts WHERE outcome IN ('gave_up', 'fatal')") == [
         (0,)
     ]
+
+
+async def test_a_server_that_never_answers_is_an_outage_too(tmp_path):
+    """Timeouts count like refused connections: the model stops naming the timeout."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # the kernel accepts; nobody ever answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        models = [
+            model_block(
+                "silent",
+                provider="openai",
+                base_url=url,
+                model="gpt-x",
+                max_concurrency=4,
+                timeout_s=0.2,
+                outage_limit_s=1,
+            )
+        ]
+        path = write_config(tmp_path, models, n_prompts=N)
+        store = tmp_path / "store.duckdb"
+        lines: list[str] = []
+        result = await execute(
+            load_config(path), RunOptions(store=store, quiet=True, backoff=FAST), say=lines.append
+        )
+    assert result.exit_code == 1
+    assert len(lines) == 1 and "(outage_limit_s = 1): timeout: " in lines[0], lines
+    assert _rows(store, "SELECT count(*) FROM attempts WHERE outcome = 'gave_up'") == [(0,)]
