@@ -266,8 +266,12 @@ def _with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
 
     from ibias.runner.stop import Stop
 
+    stop = Stop()
+    # The backstop: whatever is stuck (a thread the loop must wait for), the process ends
+    # STOP_MARGIN_S after the grace period, as after kill -9 (runner/stop.py).
+    stop.arm(_exit_overdue, STOP_MARGIN_S)
+
     async def main() -> _T:
-        stop = Stop()
         outcome: list[_T] = []  # empty until job returns
         error: Exception | None = None
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
@@ -289,7 +293,25 @@ def _with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
             raise error
         return outcome[0]
 
-    return anyio.run(main)
+    try:
+        return anyio.run(main)
+    finally:
+        stop.disarm()
+
+
+#: Seconds after a stop's grace period (in-flight requests) for the final flush and closing;
+#: past them the process exits 130 at once (`Stop.arm`).
+STOP_MARGIN_S = 10.0
+
+
+def _exit_overdue() -> None:
+    print(
+        f"interrupted: the run did not end within its grace period plus {STOP_MARGIN_S:g} s; "
+        "exiting now (what was stored is kept; run again to resume)",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(EXIT_INTERRUPTED)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -10,7 +10,9 @@ own schema when it is built. Every error, from a schema or from a check that nee
 
 Bounds: every integer within 2^53; `max_concurrency` 1 to 10,000; `rpm` and `tpm` 1 to 10^9;
 `timeout_s` above 0 and at most 3,600; `temperature` 0 to 2; `max_tokens` 1 to 10^6;
-`sampling_seed` and `[run].seed` 0 to 2^53; prices 0 to 100,000 USD per million tokens.
+`sampling_seed` and `[run].seed` 0 to 2^53; prices 0 to 100,000 USD per million tokens;
+`[run].grace_s` 0 to 3,600 (default 10); `outage_limit_s` above 0 and at most a week (default
+600).
 """
 
 from __future__ import annotations
@@ -51,6 +53,11 @@ MAX_RATE = 10**9
 MAX_TIMEOUT_S = 3600.0
 MAX_TOKENS = 1_000_000
 MAX_PRICE = 100_000.0
+#: Bounds of `[run].grace_s` and of a model's `outage_limit_s` (a week: longer is a typo).
+MAX_GRACE_S = 3600.0
+MAX_OUTAGE_LIMIT_S = 7 * 86_400.0
+DEFAULT_GRACE_S = 10.0
+DEFAULT_OUTAGE_LIMIT_S = 600.0
 
 Text = Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})]
 ModelId = Annotated[
@@ -79,6 +86,8 @@ class RunTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     name: Text | None = None
     seed: Seed = 0
     store: Annotated[str, Meta(pattern=r"\S", extra={"expected": "a path"})] | None = None
+    #: Seconds requests in flight may take to finish after a stop (Ctrl-C, SIGTERM, SIGHUP).
+    grace_s: Annotated[float, Meta(ge=0, le=MAX_GRACE_S, description="seconds")] = DEFAULT_GRACE_S
 
 
 class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -93,6 +102,10 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     tpm: Annotated[int, Meta(ge=1, le=MAX_RATE, description="tokens per minute")] | None = None
     max_concurrency: Annotated[int, Meta(ge=1, le=MAX_CONCURRENCY)] = 16
     timeout_s: Annotated[float, Meta(gt=0, le=MAX_TIMEOUT_S, description="seconds")] = 60.0
+    #: How long the endpoint may stay unreachable before the model stops (runner/breaker.py).
+    outage_limit_s: Annotated[float, Meta(gt=0, le=MAX_OUTAGE_LIMIT_S, description="seconds")] = (
+        DEFAULT_OUTAGE_LIMIT_S
+    )
     temperature: Annotated[float, Meta(ge=0, le=2)] = 0.0
     max_tokens: Annotated[int, Meta(ge=1, le=MAX_TOKENS)] = 512
     sampling_seed: Seed | None = None
@@ -126,6 +139,7 @@ class RunSettings:
     name: str
     seed: int
     store: str | None
+    grace_s: float = DEFAULT_GRACE_S
 
 
 @dataclass(frozen=True)
@@ -151,6 +165,8 @@ class ModelConfig:
     """Gemini only: thinking tokens (-1 dynamic, 0 off)."""
     thinking_level: str | None = None
     """Gemini only: minimal, low, medium or high (not with thinking_budget)."""
+    outage_limit_s: float = DEFAULT_OUTAGE_LIMIT_S
+    """Seconds the endpoint may stay unreachable before the model stops for this run."""
 
     def params(self) -> dict[str, Any]:
         """Sampling parameters sent with every request (part of the trial key).
@@ -279,6 +295,7 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
         safety_settings=t.safety_settings,
         thinking_budget=t.thinking_budget,
         thinking_level=t.thinking_level,
+        outage_limit_s=t.outage_limit_s,
     )
 
 
@@ -317,6 +334,7 @@ def parse_config(text: str, path: Path) -> Config:
             name=file.run.name if file.run.name is not None else path.stem,
             seed=file.run.seed,
             store=file.run.store,
+            grace_s=file.run.grace_s,
         )
         models = tuple(_model(i, m) for i, m in enumerate(file.models))
         seen: dict[str, int] = {}

@@ -256,13 +256,15 @@ OPERATIONAL_MODEL_KEYS = frozenset(
         "tpm",
         "max_concurrency",
         "timeout_s",
+        "outage_limit_s",
         "price_input",
         "price_output",
         "sim",
     }
 )
-#: Keys of `[run]` that do not change the plan (where results go, what the run is called).
-OPERATIONAL_RUN_KEYS = frozenset({"name", "store"})
+#: Keys of `[run]` that do not change the plan (where results go, what the run is called, how
+#: long a stop waits).
+OPERATIONAL_RUN_KEYS = frozenset({"name", "store", "grace_s"})
 
 _SKIP_DIRS = frozenset({"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 

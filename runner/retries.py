@@ -18,8 +18,9 @@ Policy (DESIGN.md, "Retries"):
   ``anthropic-ratelimit-*-reset`` (RFC 3339), Gemini ``RetryInfo.retryDelay`` and the
   "Please try again in 1.5s" sentence OpenAI and Groq put in their messages.
 
-Messages are one line, truncated, and scrubbed of anything that looks like an API key, because
-some providers echo a (partly masked) key or a ``?key=`` URL back in their errors.
+Messages are one line, truncated, and scrubbed of the run's keys and of anything that looks like
+an API key, because some providers echo a key, a partly masked one or a ``?key=`` URL back in
+their errors (``redact``, runner/redact.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from typing import Any
 
 import aiohttp
 import orjson
+
+from ibias.runner.redact import MAX_MESSAGE_CHARS as MAX_MESSAGE_CHARS
+from ibias.runner.redact import redact
 
 __all__ = [
     "Backoff",
@@ -58,8 +62,6 @@ __all__ = [
 
 #: Hints longer than this are treated as nonsense (clock skew, a daily reset) and ignored.
 MAX_HINT_S = 86_400.0
-#: Longest message stored per attempt; provider messages can be whole paragraphs.
-MAX_MESSAGE_CHARS = 300
 
 
 class Verdict(StrEnum):
@@ -93,36 +95,7 @@ class MalformedResponse(Exception):
 
 
 # --------------------------------------------------------------------------- redaction
-
-
-_SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # OpenAI (sk-, sk-proj-), Anthropic (sk-ant-), Groq (gsk_), xAI (xai-), OpenRouter (sk-or-)
-    re.compile(r"\b(?:sk|gsk|xai|rk|pk)[-_][A-Za-z0-9_\-*.]{6,}"),
-    # Google API keys
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{10,}"),
-    # Authorization headers echoed back
-    re.compile(r"(?i)\bbearer\s+[^\s,;\"']+"),
-    # keys in URLs or header-like text: key=..., api_key: ..., x-api-key=...
-    re.compile(r"(?i)\b((?:x-)?(?:api[-_]?)?key|token|access_token)\s*([=:])\s*[^\s&,;\"']+"),
-)
-
-
-def redact(text: str) -> str:
-    """Return ``text`` on one line, with anything that looks like a credential replaced.
-
-    Why: provider error bodies and aiohttp exception strings can contain the request URL
-    (Gemini puts the key in ``?key=``) or a partly masked key ("Incorrect API key provided:
-    sk-proj-****abcd"); those strings end up in the store and in logs.
-    """
-    out = " ".join(text.split())
-    for pattern in _SECRET_PATTERNS:
-        if pattern.groups >= 2:
-            out = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", out)
-        else:
-            out = pattern.sub("[redacted]", out)
-    if len(out) > MAX_MESSAGE_CHARS:
-        out = out[: MAX_MESSAGE_CHARS - 1] + "…"
-    return out
+# One place for it: runner/redact.py (re-exported here for the provider adapters).
 
 
 # --------------------------------------------------------------------------- durations

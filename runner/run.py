@@ -48,6 +48,7 @@ from ibias.runner.progress import Progress
 from ibias.runner.providers.base import ProviderContext
 from ibias.runner.providers.registry import ProviderFactory, create_provider
 from ibias.runner.providers.simulator import LoopbackSimulator
+from ibias.runner.redact import secrets_scope
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
 from ibias.runner.status import snapshot, status_path, write_status
@@ -78,7 +79,8 @@ class RunOptions:
     max_cost: float | None = None
     concurrency: int | None = None
     quiet: bool = False
-    grace_s: float = 10.0
+    #: Seconds in-flight requests get after a stop; None: the config's `[run].grace_s`.
+    grace_s: float | None = None
     backoff: Backoff = field(default_factory=Backoff)
 
 
@@ -277,18 +279,22 @@ async def execute(
     code 130 with everything done so far stored. No signal handler is installed here.
     """
     keys = check_keys(config, os.environ if environ is None else environ)
+    stop = stop or Stop()
+    stop.grace_s = config.run.grace_s if options.grace_s is None else options.grace_s
+    options = replace(options, grace_s=stop.grace_s)
     store = options.store
     lock = StoreLock(store)
     lock.acquire()
     try:
-        with _fewer_collections():
+        # Every error message made during the run is redacted of these keys (runner/redact.py).
+        with _fewer_collections(), secrets_scope(keys.values()):
             return await _execute_locked(
                 config,
                 options,
                 keys,
                 say,
                 provider_factory or create_provider,
-                stop or Stop(),
+                stop,
             )
     except BaseExceptionGroup as group:
         first = _first_error(group)
@@ -470,7 +476,7 @@ async def _schedule(
             writer=writer,
             backoff=options.backoff,
             max_cost=options.max_cost,
-            grace_s=options.grace_s,
+            grace_s=stop.grace_s,
             on_fatal=say,
         )
 
@@ -505,27 +511,43 @@ async def _schedule(
         progress.stop()
     state = "interrupted" if scheduler.interrupted else "finished"
     write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
-    return _result(scheduler, list(stats.values()))
+    causes = {rt.config.id: rt.last_failure for rt in runtimes if rt.last_failure}
+    return _result(scheduler, list(stats.values()), causes)
 
 
 def _with_concurrency(m: ModelConfig, concurrency: int) -> ModelConfig:
     return replace(m, max_concurrency=concurrency)
 
 
-def _result(scheduler: Scheduler | None, stats: list[ModelStats]) -> RunResult:
-    """The run's outcome; `scheduler` is None when nothing was left to request."""
+def _result(
+    scheduler: Scheduler | None,
+    stats: list[ModelStats],
+    causes: Mapping[str, str] | None = None,
+) -> RunResult:
+    """The run's outcome; `scheduler` is None when nothing was left to request. Every failure
+    is named with its model and cause: a stopped model with why it stopped, and trials that
+    failed after all retries per model with the last failure's cause (`causes`)."""
+    causes = causes or {}
     lines: list[str] = []
     total = sum(s.total for s in stats)
     have = sum(s.done_before + s.done for s in stats)
     new = sum(s.done for s in stats)
-    failed = sum(s.failed for s in stats)
     lines.append(f"{new:,} responses stored this run; {have:,} of {total:,} trials done")
     for s in stats:
         if s.fatal:
             left = s.total - s.done_before - s.done
-            lines.append(f"model {s.model_id} stopped ({s.fatal}); {left:,} trials not done")
-    if failed:
-        lines.append(f"{failed:,} trials failed after all retries (see the attempts table)")
+            lines.append(
+                f"model {s.model_id} stopped ({s.fatal}); {left:,} trials not done; "
+                "run again to resume"
+            )
+    for s in stats:
+        if s.failed:
+            cause = causes.get(s.model_id)
+            lines.append(
+                f"model {s.model_id}: {s.failed:,} trials failed after all retries"
+                + (f" (last: {cause})" if cause else "")
+                + "; see the attempts table"
+            )
     if scheduler is None:
         return RunResult(EXIT_OK, tuple(lines))
     if scheduler.interrupted:
@@ -534,6 +556,6 @@ def _result(scheduler: Scheduler | None, stats: list[ModelStats]) -> RunResult:
     if scheduler.stop_reason:
         lines.append(f"stopped: {scheduler.stop_reason}")
         return RunResult(EXIT_FAILED, tuple(lines))
-    if failed or any(s.fatal for s in stats):
+    if any(s.failed or s.fatal for s in stats):
         return RunResult(EXIT_FAILED, tuple(lines))
     return RunResult(EXIT_OK, tuple(lines))

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import anyio
 import anyio.to_thread
 
+from ibias.runner.breaker import UNREACHABLE_KINDS, Breaker, wait_turn
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
@@ -51,6 +52,13 @@ class ModelRuntime:
     next_limits_check: float = 0.0
     #: The last trial params seen and their Sampling (a model's trials share one params).
     _sampling: tuple[Mapping[str, Any], Sampling] | None = None
+    #: The endpoint's circuit breaker (runner/breaker.py), from the model's `outage_limit_s`.
+    breaker: Breaker = field(init=False)
+    #: Why the last trial that failed for good failed (named in the run's final summary).
+    last_failure: str | None = None
+
+    def __post_init__(self) -> None:
+        self.breaker = Breaker(outage_limit_s=self.config.outage_limit_s)
 
     def sampling(self, params: Mapping[str, Any]) -> Sampling:
         cached = self._sampling
@@ -285,23 +293,45 @@ class Scheduler:
             queue.wake_feeder()  # a halted model's feeder must not wait for space forever
 
     async def _process(self, rt: ModelRuntime, trial: Trial, worker: _Worker) -> None:
+        """Request `trial` until it has a reply, fails for good, or the model or run stops.
+
+        `attempt` numbers every request made (the attempts table); `counted` only those that
+        use up the trial's retries: failures during an outage of the endpoint (its breaker is
+        open) do not, so a short outage costs no trial."""
         cfg = rt.config
+        breaker = rt.breaker
         sampling = rt.sampling(trial.params)
         est = estimate_tokens(trial, cfg.max_tokens)
         est_cost = cfg.cost(est - cfg.max_tokens, cfg.max_tokens)
         attempt = 0
+        counted = 0
         while True:
-            attempt += 1
             if self._stopping or rt.stats.fatal:
                 return
             if self.max_cost is not None and self.spent + self._reserved_cost >= self.max_cost:
                 self.request_stop(f"budget of ${self.max_cost:.2f} reached")
                 return
-            permit = await rt.limiter.acquire(est)  # a stop cancels this wait (worker scope)
+            probe = False
+            if not breaker.closed:  # the endpoint is down: wait for a turn to probe it
+                admission = await wait_turn(breaker)  # a stop cancels this wait
+                if admission.dead:
+                    self._endpoint_dead(rt)
+                    return
+                probe = admission.probe
+            try:
+                permit = await rt.limiter.acquire(est)  # a stop cancels this wait
+            except BaseException:
+                if probe:
+                    breaker.abandon()
+                raise
             if self._stopping or rt.stats.fatal:
                 rt.limiter.release(permit, 0)
+                if probe:
+                    breaker.abandon()
                 return
+            attempt += 1
             started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
+            sent = time.monotonic()
             t0 = time.perf_counter()
             self._in_flight += 1
             self._reserved_cost += est_cost
@@ -315,6 +345,8 @@ class Scheduler:
                 error = exc
             except anyio.get_cancelled_exc_class():
                 rt.limiter.release(permit, None)
+                if probe:
+                    breaker.abandon()
                 raise
             except Exception as exc:  # a provider bug must not kill the run: retry, recorded
                 error = ProviderError(rt.provider.classify_exception(exc))
@@ -324,6 +356,7 @@ class Scheduler:
                 self._reserved_cost -= est_cost
             latency_ms = (time.perf_counter() - t0) * 1000
             if reply is not None:
+                breaker.reached(time.monotonic(), probe=probe)
                 used = None
                 if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                     used = reply.prompt_tokens + reply.completion_tokens
@@ -343,23 +376,44 @@ class Scheduler:
             rt.limiter.release(permit, None)
             self._learn_limits(rt, error.headers)
             cls = error.classification
+            if cls.kind in UNREACHABLE_KINDS:
+                cause = f"{cls.kind}: {cls.message}"
+                outage = breaker.unreachable(time.monotonic(), sent, cause, probe=probe)
+            else:
+                breaker.reached(time.monotonic(), probe=probe)  # it answered: it is up
+                outage = False
             if cls.verdict is Verdict.FATAL:
                 self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "fatal")
-                self._fatal(rt, cls)
+                self._fatal(rt, cls.message)
                 return
             rt.stats.errors += 1
+            if outage:
+                self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "retry")
+                rt.stats.retries += 1
+                continue  # no backoff of its own: the breaker spaces the probes
+            counted += 1
             if cls.is_rate_limit:
                 rt.stats.rate_limited += 1
-                rt.limiter.pause(cls.delay_hint_s or self.backoff.window(attempt))
-            if self.backoff.exhausted(attempt):
+                rt.limiter.pause(cls.delay_hint_s or self.backoff.window(counted))
+            if self.backoff.exhausted(counted):
                 self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "gave_up")
                 rt.stats.failed += 1
+                rt.last_failure = f"{cls.kind}: {cls.message}"
                 return
             self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "retry")
             rt.stats.retries += 1
             if self._stopping:  # came while this request was in flight: no backoff to sit out
                 return
-            await anyio.sleep(self.backoff.delay(attempt, cls.delay_hint_s, self.rng))
+            await anyio.sleep(self.backoff.delay(counted, cls.delay_hint_s, self.rng))
+
+    def _endpoint_dead(self, rt: ModelRuntime) -> None:
+        """The model's endpoint has been down for its `outage_limit_s`: stop the model."""
+        b = rt.breaker
+        self._fatal(
+            rt,
+            f"endpoint unreachable for {b.down_for(time.monotonic()):,.0f} s "
+            f"(outage_limit_s = {b.outage_limit_s:g}): {b.cause}",
+        )
 
     # ------------------------------------------------------------------ recording
 
@@ -377,10 +431,10 @@ class Scheduler:
             tpm=rt.config.tpm if rt.config.tpm is not None else limits.tpm,
         )
 
-    def _fatal(self, rt: ModelRuntime, cls: Classification) -> None:
+    def _fatal(self, rt: ModelRuntime, message: str) -> None:
         if rt.stats.fatal is None:
-            rt.stats.fatal = cls.message
-            self.on_fatal(f"model {rt.config.id} stopped: {cls.message}")
+            rt.stats.fatal = message
+            self.on_fatal(f"model {rt.config.id} stopped: {message}")
 
     def _attempt(
         self,

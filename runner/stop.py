@@ -1,32 +1,55 @@
-"""A request to stop a run, made from outside it.
+"""A request to stop a run, made from outside it, and the guarantee that the stop ends it.
 
 Why not signal handlers in the run: installing process-wide handlers is the business of the
 program that owns the process. The `ibias` command does (runner/cli.py: SIGINT, SIGTERM and
 SIGHUP, received before any work starts, each one `request()`s the run's `Stop`); the Python
 API and tests do not, and stop a run by calling `request()` themselves (e.g. from a task, a
 timeout or a UI). A stopped run stops scheduling, lets in-flight requests finish within the
-grace period, flushes, and returns exit code 130.
+grace period (`grace_s`, the config's `[run].grace_s`, default 10 s), flushes, and returns
+exit code 130.
+
+The backstop (`arm`): the run's own stop is made of cancel scopes, which end every wait on the
+event loop, but not a call blocked in a thread (a store write on a failing disk, a DNS lookup
+that never returns, which the loop waits for before it closes). The command line arms a
+watchdog thread that ends the process if it is still running `margin_s` after the grace period:
+the store is transactional, so this loses no more than `kill -9` would (the writer's last
+second) and a rerun resumes. The Python API arms nothing.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 import anyio
 
-__all__ = ["Stop"]
+__all__ = ["DEFAULT_GRACE_S", "Stop"]
+
+DEFAULT_GRACE_S = 10.0
 
 
 class Stop:
     """Set once; the first reason wins. Call `request()` from the run's event loop thread
     (from another thread: `anyio.from_thread.run_sync(stop.request)`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace_s: float = DEFAULT_GRACE_S) -> None:
         self._reason: str | None = None
         # Created lazily inside the loop: a Stop may be made before any loop is running.
         self._event: anyio.Event | None = None
+        #: Seconds in-flight requests get after the stop; the run sets it from its config.
+        self.grace_s = grace_s
+        self._requested_at: float | None = None
+        self._overdue: Callable[[], None] | None = None
+        self._margin_s = 0.0
+        self._watchdog: threading.Thread | None = None
+        self._ended = threading.Event()
 
     def request(self, reason: str = "interrupted") -> None:
         if self._reason is None:
             self._reason = reason
+            self._requested_at = time.monotonic()
+            self._start_watchdog()
         if self._event is not None:
             self._event.set()
 
@@ -45,6 +68,45 @@ class Stop:
         if self._reason is not None:
             self._event.set()
         await self._event.wait()
+
+    # ------------------------------------------------------------------ the backstop
+
+    def arm(self, on_overdue: Callable[[], None], margin_s: float) -> None:
+        """Once a stop is requested, call `on_overdue` (from a daemon thread) if `disarm` has
+        not been called `grace_s + margin_s` seconds later. For the process's owner only."""
+        self._overdue = on_overdue
+        self._margin_s = margin_s
+        if self._reason is not None:
+            self._start_watchdog()
+
+    def disarm(self) -> None:
+        """The stopped work has ended: the watchdog does nothing."""
+        self._ended.set()
+
+    @property
+    def deadline(self) -> float | None:
+        """When (time.monotonic) an armed watchdog acts, once a stop is requested."""
+        if self._requested_at is None:
+            return None
+        return self._requested_at + self.grace_s + self._margin_s
+
+    def _start_watchdog(self) -> None:
+        if self._overdue is None or self._watchdog is not None:
+            return
+        self._watchdog = threading.Thread(target=self._watch, name="ibias-stop", daemon=True)
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        # The deadline is read again after each wait: the run may set `grace_s` from its
+        # config after an early stop (a signal while the config loads).
+        while (deadline := self.deadline) is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self._ended.wait(left):
+                return
+        if not self._ended.is_set() and self._overdue is not None:
+            self._overdue()
 
     def __repr__(self) -> str:
         return f"Stop(reason={self._reason!r})"

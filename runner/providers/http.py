@@ -16,6 +16,7 @@ import aiohttp
 import orjson
 
 from ibias.runner.providers.base import Provider, ProviderError
+from ibias.runner.redact import redact_body, secret_bytes
 
 
 class HTTPProvider(Provider):
@@ -27,6 +28,7 @@ class HTTPProvider(Provider):
         self.url = url
         self.model = model
         self._api_key = api_key
+        self._echoed = secret_bytes(api_key)  # removed from every answer (runner/redact.py)
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
@@ -61,7 +63,9 @@ class HTTPProvider(Provider):
             raise RuntimeError("provider not started")
         try:
             async with self._session.post(self.url, data=orjson.dumps(payload)) as resp:
-                body = await resp.read()
+                body = redact_body(
+                    await resp.read(), self._echoed
+                )  # a key echoed back is never stored
                 return resp.status, {k.lower(): v for k, v in resp.headers.items()}, body
         except Exception as exc:
             raise ProviderError(self.classify_exception(exc)) from None

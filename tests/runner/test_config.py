@@ -114,6 +114,8 @@ BOUNDS = [
     ("price_input", "100000", "100001", "from 0 to 100,000 (USD per million tokens), got 100001"),
     ("price_output", "0", "-0.01", "from 0 to 100,000 (USD per million tokens), got -0.01"),
     ("price_output", "0", "inf", "(USD per million tokens), got inf"),
+    ("outage_limit_s", "604800", "604801", "> 0 and <= 604,800 (seconds), got 604801"),
+    ("outage_limit_s", "0.5", "0", "> 0 and <= 604,800 (seconds), got 0"),
 ]
 
 
@@ -122,6 +124,16 @@ def test_model_bounds(tmp_path, key, ok, bad, expected):
     parse(config_text(tmp_path, f"{key} = {ok}\n"), tmp_path)
     message = error(config_text(tmp_path, f"{key} = {bad}\n"), tmp_path)
     assert message.startswith(f"models[0].{key}: expected ") and message.endswith(expected)
+
+
+def test_grace_and_outage_limit_default_and_bounds(tmp_path):
+    cfg = parse(config_text(tmp_path, ""), tmp_path)
+    assert (cfg.run.grace_s, cfg.models[0].outage_limit_s) == (10.0, 600.0)
+    cfg = parse(config_text(tmp_path, "outage_limit_s = 30\n", run="grace_s = 0"), tmp_path)
+    assert (cfg.run.grace_s, cfg.models[0].outage_limit_s) == (0.0, 30.0)
+    assert error(config_text(tmp_path, run="grace_s = 3601"), tmp_path) == (
+        "run.grace_s: expected a number from 0 to 3,600 (seconds), got 3601"
+    )
 
 
 def test_max_concurrency_of_a_hundred_million_is_one_line_not_3_gb(tmp_path):
@@ -215,7 +227,7 @@ def test_duplicate_ids_unknown_tables_and_experiments(tmp_path):
         "word_association, allocation, prompts"
     )
     assert error(config_text(tmp_path, run="speed = 3"), tmp_path) == (
-        "run.speed: unknown key (expected one of name, seed, store)"
+        "run.speed: unknown key (expected one of name, seed, store, grace_s)"
     )
     assert error(config_text(tmp_path) + '[experiments."a b"]\n', tmp_path).startswith(
         'experiments."a b": unknown experiment'

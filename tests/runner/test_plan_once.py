@@ -200,6 +200,7 @@ def test_operational_settings_keep_the_plan_and_everything_else_changes_it(tmp_p
         {"tpm": 5000},
         {"max_concurrency": 3},
         {"timeout_s": 5},
+        {"outage_limit_s": 30},
         {"price_input": 1.0},
     ):
         assert _hash(tmp_path, **keys) == base, keys

@@ -230,3 +230,36 @@ def test_stop_can_be_made_before_a_loop_exists():
             await stop.wait()
 
     anyio.run(waits)
+
+
+def test_the_watchdog_acts_once_a_stop_outlives_grace_and_margin():
+    """The command line's backstop (runner/cli.py arms it): a stop that has not ended the work
+    `grace_s + margin_s` after it was requested calls the overdue action, from its own thread
+    (so nothing stuck on the event loop can hold it)."""
+    fired = threading.Event()
+    stop = Stop(grace_s=0.01)
+    stop.arm(fired.set, margin_s=0.01)
+    assert stop.deadline is None  # nothing happens before a stop is requested
+    stop.request("interrupted by SIGTERM")
+    assert stop.deadline is not None
+    assert fired.wait(timeout=30)
+
+
+def test_the_watchdog_does_nothing_once_the_work_has_ended():
+    fired: list[str] = []
+    stop = Stop(grace_s=0.05)
+    stop.arm(lambda: fired.append("overdue"), margin_s=0.0)
+    stop.request()
+    stop.disarm()
+    watchdog = stop._watchdog
+    assert watchdog is not None
+    watchdog.join(timeout=30)
+    assert not watchdog.is_alive() and fired == []
+
+
+def test_a_stop_requested_before_arming_is_watched_too():
+    fired = threading.Event()
+    stop = Stop(grace_s=0.0)
+    stop.request()
+    stop.arm(fired.set, margin_s=0.0)
+    assert fired.wait(timeout=30)
