@@ -210,10 +210,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("IBIAS_DEBUG"):
             raise
         print(
-            f"internal error: {type(exc).__name__}: {exc} (set IBIAS_DEBUG=1 for a traceback)",
+            f"internal error: {type(exc).__name__}: {_without_secrets(str(exc))} "
+            "(set IBIAS_DEBUG=1 for a traceback)",
             file=sys.stderr,
         )
         return EXIT_FAILED
+
+
+def _without_secrets(text: str) -> str:
+    """An unexpected exception's text may quote a request or an answer holding a key; the run's
+    redaction scope has ended by the time it reaches here, so every environment value named like
+    a credential is removed, as well as what looks like one."""
+    from ibias.runner.redact import redact, secrets_scope
+
+    names = ("KEY", "TOKEN", "SECRET")
+    values = [v for k, v in os.environ.items() if any(n in k.upper() for n in names)]
+    with secrets_scope(values):
+        return redact(text)
 
 
 def os_error_line(exc: OSError) -> str:

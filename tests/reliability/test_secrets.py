@@ -176,3 +176,21 @@ def test_answers_lose_the_key_sent_and_keep_credential_like_words():
     assert redact_body(body, key) == expected
     assert redact_body(body, None) == body
     assert secret_bytes("1234567") is None and secret_bytes(None) is None
+
+
+def test_an_internal_error_line_names_no_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unexpected exception reaches the CLI after the run's redaction scope has ended."""
+    from ibias.runner import cli
+
+    key = _key()
+    monkeypatch.setenv("ECHO_API_KEY", key)
+
+    def boom(_args: object) -> int:
+        raise RuntimeError(f"request failed with header Authorization: {key}")
+
+    monkeypatch.setattr(cli, "_dispatch", boom)
+    assert cli.main(["status"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError" in err and key not in err and key[:8] not in err
