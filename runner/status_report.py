@@ -96,3 +96,6 @@ def render_status(report: dict[str, Any]) -> None:
     console.print(
         f"planned {report['planned']:,}, done {report['done']:,}, failed {report['failed']:,}"
     )
+    last = report.get("last_status") or {}
+    if last.get("state") == "failed" and last.get("error"):
+        console.print(f"the last run failed: {last['error']}", markup=False)
