@@ -50,7 +50,7 @@ from ibias.runner.providers.registry import ProviderFactory, create_provider
 from ibias.runner.providers.simulator import LoopbackSimulator
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
-from ibias.runner.status import snapshot, status_path, write_final_status, write_status
+from ibias.runner.status import snapshot, status_path, try_write_status, write_status
 from ibias.runner.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
@@ -397,7 +397,7 @@ async def _execute_locked(
         if isinstance(exc, StoreWriteError) or not is_write_failure(exc):
             raise
         failure = write_failure(exc)
-        write_final_status(
+        try_write_status(
             status_file, snapshot(run_id, "failed", started_at, (), error=str(failure))
         )
         raise failure from exc
@@ -492,7 +492,9 @@ async def _schedule(
             while True:
                 await anyio.sleep(1.0)
                 progress.tick()
-                write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
+                try_write_status(
+                    status_file, snapshot(run_id, "running", started_at, stats.values())
+                )
 
         def source(rt: ModelRuntime) -> Iterator[list[Pending]]:
             # Each model streams on a cursor of its own, while the writer inserts on `con`.
@@ -534,7 +536,7 @@ def _failed_status(
     for model_id, s in stats.items():
         s.done = writer.stored_by_model.get(model_id, 0)
     error = None if writer.failure is None else str(writer.failure)
-    write_final_status(path, snapshot(run_id, "failed", started_at, stats.values(), error=error))
+    try_write_status(path, snapshot(run_id, "failed", started_at, stats.values(), error=error))
 
 
 def _with_concurrency(m: ModelConfig, concurrency: int) -> ModelConfig:

@@ -110,14 +110,18 @@ def write_status(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def write_final_status(path: Path, data: dict[str, Any]) -> None:
-    """`write_status` for a run that ended by an error: best effort, because the error may be
-    the disk refusing writes, and a failed status write must not replace the run's error."""
+def try_write_status(path: Path, data: dict[str, Any]) -> bool:
+    """`write_status`, best effort; False when the system refused it. The status file is a
+    convenience: a full disk must be reported by the store's writer (which names the cause
+    and stops the run), not end the run from the status ticker, nor replace the run's own
+    error when the final status cannot be written."""
     try:
         write_status(path, data)
     except OSError:
         with contextlib.suppress(OSError):
             path.with_name(path.name + f".{os.getpid()}.tmp").unlink(missing_ok=True)
+        return False
+    return True
 
 
 def read_status(path: Path) -> dict[str, Any] | None:

@@ -283,3 +283,14 @@ def test_a_full_disk_while_planning_stops_it_in_one_line(tmp_path: Path) -> None
     )
     assert again.returncode == 0, again.stderr
     assert _counts(store)[1:3] == (2000, 2000)
+
+
+def test_a_status_file_the_disk_refuses_does_not_end_the_run(tmp_path: Path) -> None:
+    from ibias.runner.status import read_status, try_write_status
+
+    missing = tmp_path / "gone" / "s.duckdb.status.json"  # the system refuses: no such folder
+    assert try_write_status(missing, {"state": "running"}) is False
+    ok = tmp_path / "s.duckdb.status.json"
+    assert try_write_status(ok, {"state": "failed", "error": "x"}) is True
+    assert read_status(ok) == {"state": "failed", "error": "x"}
+    assert [p.name for p in tmp_path.iterdir()] == ["s.duckdb.status.json"]  # no temp left
