@@ -7,11 +7,11 @@ counts every request it received (`GET /stats`: `requests`). After each kill the
 the simulator to go quiet (nothing in flight, the count steady), then compares the requests
 received during that segment with the attempts the segment's run stored. The README's bound:
 per kill, at most the attempts in flight plus those of the last flush interval. In flight is at
-most `max_concurrency`; the last flush interval is the writer's one second (a flush starts a
-second after the previous one began) plus `FLUSH_SLACK_S` for the flush that was being
-committed when the kill came and for the signal's delivery, at the configured pace (the limiter
-spaces every attempt, retries included, at `rpm`, so no window of W seconds holds more than
-`rpm / 60 * W + 1` of them). The run that is not killed must lose nothing.
+most `max_concurrency` per model; the last flush interval is the writer's one second (a flush
+starts a second after the previous one began) plus `FLUSH_SLACK_S` for the flush that was being
+committed when the kill came and for the signal's delivery, at each model's configured pace
+(the limiter spaces every attempt, retries included, at `rpm`, so no window of W seconds holds
+more than `rpm / 60 * W + 1` of them). The run that is not killed must lose nothing.
 
 `make test` runs the short version (2,000 trials, 3 kills, well under a minute); `make torture`
 sets IBIAS_TORTURE=1 and runs the long one (20,000 trials, 10 kills). Kill moments come from a
@@ -53,15 +53,25 @@ FAULT_RATE = 0.05
 
 @dataclass(frozen=True)
 class Size:
+    """`trials` over all `models` (each with its own pace and concurrency, side by side, so a
+    429 fault's pause of one model does not stall the whole run)."""
+
     trials: int
     kills: int
+    models: int
     concurrency: int
     rpm: int
     seed: int
 
+    @property
+    def per_kill(self) -> float:
+        """The README's bound on the attempts one kill may lose."""
+        interval = self.rpm / 60 * (FLUSH_INTERVAL_S + FLUSH_SLACK_S) + 1
+        return self.models * (self.concurrency + interval)
 
-SHORT = Size(trials=2_000, kills=3, concurrency=8, rpm=12_000, seed=20261201)
-LONG = Size(trials=20_000, kills=10, concurrency=16, rpm=30_000, seed=20261202)
+
+SHORT = Size(trials=2_000, kills=3, models=2, concurrency=8, rpm=6_000, seed=20261201)
+LONG = Size(trials=20_000, kills=10, models=2, concurrency=16, rpm=15_000, seed=20261202)
 
 
 @dataclass(frozen=True)
@@ -159,16 +169,17 @@ def torture(tmp_path: Path, size: Size) -> list[Segment]:
             tmp_path,
             [
                 model_block(
-                    "m",
+                    f"m{i}",
                     provider="openai",
                     base_url=url,
-                    model="x",
+                    model=f"x{i}",
                     max_concurrency=size.concurrency,
                     rpm=size.rpm,
                     timeout_s=1,
                 )
+                for i in range(size.models)
             ],
-            n_prompts=size.trials,
+            n_prompts=size.trials // size.models,
         )
         store = tmp_path / "store.duckdb"
         segments: list[Segment] = []
@@ -238,22 +249,24 @@ def torture(tmp_path: Path, size: Size) -> list[Segment]:
 
 def _check_answers(store: Path, profile_path: Path) -> None:
     """Every stored response is the simulator's deterministic answer to its trial's prompt."""
-    persona = load_profile(profile_path).for_model("x").persona
+    profile = load_profile(profile_path)
     con = duckdb.connect(str(store), read_only=True)
     try:
         rows = con.execute(
-            "SELECT t.messages, r.content, r.finish_reason "
+            "SELECT t.model_id, t.messages, r.content, r.finish_reason "
             "FROM responses r JOIN trials t USING (trial_key)"
         ).fetchall()
     finally:
         con.close()
-    for messages, content, finish in rows:
-        expected = answer_for(SIM_SEED, "x", normalize_messages(json.loads(messages)), persona)
+    for model_id, messages, content, finish in rows:
+        model = "x" + model_id.removeprefix("m")  # model m<i> is the simulator's x<i>
+        persona = profile.for_model(model).persona
+        expected = answer_for(SIM_SEED, model, normalize_messages(json.loads(messages)), persona)
         assert (content, finish) == expected
 
 
 def check_bound(segments: list[Segment], size: Size) -> None:
-    per_kill = size.concurrency + size.rpm / 60 * (FLUSH_INTERVAL_S + FLUSH_SLACK_S) + 1
+    per_kill = size.per_kill
     assert segments[0].planning and segments[0].killed
     assert segments[0].requests == 0  # killed before scheduling began
     if size.trials > TRIAL_BATCH:  # killed between planning's batches (one batch: racy)
@@ -269,10 +282,9 @@ def check_bound(segments: list[Segment], size: Size) -> None:
 
 
 def report(segments: list[Segment], size: Size) -> str:
-    per_kill = size.concurrency + size.rpm / 60 * (FLUSH_INTERVAL_S + FLUSH_SLACK_S) + 1
     lines = [
-        f"{size.trials:,} trials, {sum(s.killed for s in segments)} kills, "
-        f"bound per kill {per_kill:.0f} attempts"
+        f"{size.trials:,} trials on {size.models} models, {sum(s.killed for s in segments)} "
+        f"kills, bound per kill {size.per_kill:.0f} attempts"
     ]
     for i, s in enumerate(segments):
         kind = "planning kill" if s.planning and s.killed else "kill" if s.killed else "to the end"
