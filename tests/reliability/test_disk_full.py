@@ -24,6 +24,7 @@ import duckdb
 import pytest
 
 import ibias.store.writer as writer_module
+from ibias.runner import cli
 from ibias.runner import run as run_module
 from ibias.runner.config import ModelConfig, load_config
 from ibias.runner.providers.base import Limits, Provider, ProviderContext, Reply, Sampling
@@ -93,7 +94,7 @@ NO_SPACE = 'IO Error: Could not write file "/data/s.duckdb.wal": No space left o
 
 
 async def test_a_failed_write_stops_scheduling_at_once_and_names_the_cause(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     n = 400
     cfg = load_config(
@@ -157,6 +158,9 @@ async def test_a_failed_write_stops_scheduling_at_once_and_names_the_cause(
     status = _status(store)
     assert status["state"] == "failed" and status["error"] == message
     assert sum(m["done"] for m in status["models"]) == responses
+    assert cli.main(["status", "--store", str(store)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert f"the last run failed: {message}" in shown
 
     monkeypatch.setattr(writer_module, "insert_attempts", real_insert)
     result = await execute(cfg, options, provider_factory=factory)
