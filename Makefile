@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint install browser clean
+.PHONY: demo test torture bench lint install browser clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,10 @@ demo: $(STAMP)
 
 test: $(STAMP) browser
 	$(BIN)/pytest
+
+# The long torture run (20,000 trials, 5% faults, 10 kill -9s); `make test` runs the short one.
+torture: $(STAMP)
+	IBIAS_TORTURE=1 $(BIN)/pytest -p no:cacheprovider -s tests/reliability/test_torture.py -k long
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_runner

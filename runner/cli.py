@@ -178,6 +178,7 @@ _USER_ERRORS = (
     ("ibias.runner.config", "ConfigError"),
     ("ibias.store.db", "StoreError"),
     ("ibias.store.lock", "StoreBusyError"),
+    ("ibias.store.writer", "StoreWriteError"),
     ("ibias.store.importer", "ImportFileError"),
     ("ibias.prompts.base", "SettingsError"),
     ("ibias.prompts.stimuli.pack", "StimuliError"),

@@ -51,7 +51,7 @@ from ibias.runner.providers.simulator import LoopbackSimulator
 from ibias.runner.redact import secrets_scope
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
-from ibias.runner.status import snapshot, status_path, write_status
+from ibias.runner.status import snapshot, status_path, try_write_status, write_status
 from ibias.runner.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
@@ -66,7 +66,7 @@ from ibias.store.plans import (
     record_plan,
     remaining,
 )
-from ibias.store.writer import Writer
+from ibias.store.writer import StoreWriteError, Writer, is_write_failure, write_failure
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 TRIAL_BATCH = 5000
@@ -396,6 +396,17 @@ async def _execute_locked(
             )
         clock.lap("schedule")
         return replace(result, timings=clock.timings(planned=planned))
+    except Exception as exc:
+        # The store refused a write before scheduling (recording the run, planning): one
+        # line naming the system's reason, and a final status file. (Scheduling's writer
+        # failures are StoreWriteErrors already, their status written by _schedule.)
+        if isinstance(exc, StoreWriteError) or not is_write_failure(exc):
+            raise
+        failure = write_failure(exc)
+        try_write_status(
+            status_file, snapshot(run_id, "failed", started_at, (), error=str(failure))
+        )
+        raise failure from exc
     finally:
         con.close()
 
@@ -479,12 +490,17 @@ async def _schedule(
             grace_s=stop.grace_s,
             on_fatal=say,
         )
+        # A failed write stops scheduling before any other task runs: no request starts after
+        # it; the writer's error then ends the task group (in-flight requests are cancelled).
+        writer.on_failure = lambda failure: scheduler.request_stop(str(failure))
 
         async def tick() -> None:
             while True:
                 await anyio.sleep(1.0)
                 progress.tick()
-                write_status(status_file, snapshot(run_id, "running", started_at, stats.values()))
+                try_write_status(
+                    status_file, snapshot(run_id, "running", started_at, stats.values())
+                )
 
         def source(rt: ModelRuntime) -> Iterator[list[Pending]]:
             # Each model streams on a cursor of its own, while the writer inserts on `con`.
@@ -504,15 +520,30 @@ async def _schedule(
             run.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            await writer.close()  # after an error too: what was answered is kept
-            for rt in runtimes:
-                await rt.provider.close()
-            await sim.stop()
-        progress.stop()
+            try:
+                await writer.close()  # after an error too: what was answered is kept
+            finally:  # even when that last write fails
+                for rt in runtimes:
+                    await rt.provider.close()
+                await sim.stop()
+                progress.stop()
+                if writer.failure is not None:  # the run ends with the writer's error
+                    _failed_status(status_file, run_id, started_at, stats, writer)
     state = "interrupted" if scheduler.interrupted else "finished"
     write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
     causes = {rt.config.id: rt.last_failure for rt in runtimes if rt.last_failure}
     return _result(scheduler, list(stats.values()), causes)
+
+
+def _failed_status(
+    path: Path, run_id: str, started_at: datetime, stats: dict[str, ModelStats], writer: Writer
+) -> None:
+    """The final status of a run its writer ended: `failed`, the error, and as `done` what
+    was stored (replies still buffered when the write failed were not)."""
+    for model_id, s in stats.items():
+        s.done = writer.stored_by_model.get(model_id, 0)
+    error = None if writer.failure is None else str(writer.failure)
+    try_write_status(path, snapshot(run_id, "failed", started_at, stats.values(), error=error))
 
 
 def _with_concurrency(m: ModelConfig, concurrency: int) -> ModelConfig:

@@ -3,10 +3,16 @@
 DuckDB allows one writing process, so a second process cannot read the store mid-run; the
 runner rewrites this small JSON file (atomically: temp file + rename) about once a second.
 It holds counters only: never config text, prompts or keys.
+
+Its `state` is `planning` or `running` while a run works and final when it ends: `finished`,
+`interrupted`, or `failed` (the store could not be written; `error` says why). A final state is
+written even when the run ends by an error, as far as the disk allows: on a full disk the
+write itself may fail, and then the previous state is left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterable
@@ -58,7 +64,11 @@ def rate_and_eta(s: ModelStats, now: float) -> tuple[float, float | None]:
 
 
 def snapshot(
-    run_id: str, state: str, started_at: datetime, stats: Iterable[ModelStats]
+    run_id: str,
+    state: str,
+    started_at: datetime,
+    stats: Iterable[ModelStats],
+    error: str | None = None,
 ) -> dict[str, Any]:
     now = time.monotonic()
     models = []
@@ -84,7 +94,7 @@ def snapshot(
                 "reported_models": sorted(s.reported),
             }
         )
-    return {
+    data: dict[str, Any] = {
         "run_id": run_id,
         "pid": os.getpid(),
         "state": state,
@@ -92,12 +102,29 @@ def snapshot(
         "updated_at": datetime.now(UTC).isoformat(),
         "models": models,
     }
+    if error is not None:
+        data["error"] = error
+    return data
 
 
 def write_status(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     os.replace(tmp, path)
+
+
+def try_write_status(path: Path, data: dict[str, Any]) -> bool:
+    """`write_status`, best effort; False when the system refused it. The status file is a
+    convenience: a full disk must be reported by the store's writer (which names the cause
+    and stops the run), not end the run from the status ticker, nor replace the run's own
+    error when the final status cannot be written."""
+    try:
+        write_status(path, data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            path.with_name(path.name + f".{os.getpid()}.tmp").unlink(missing_ok=True)
+        return False
+    return True
 
 
 def read_status(path: Path) -> dict[str, Any] | None:

@@ -118,3 +118,6 @@ def render_status(report: dict[str, Any]) -> None:
     ]
     if prints:  # listed, not alarmed on: they vary with the provider's backend
         console.print("system fingerprints per model (vary by backend): " + ", ".join(prints))
+    last = report.get("last_status") or {}
+    if last.get("state") == "failed" and last.get("error"):
+        console.print(f"the last run failed: {last['error']}", markup=False)

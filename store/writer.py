@@ -6,10 +6,24 @@ disk and a `kill -9` loses at most the last second of results. A flush that has 
 finishes, even when the run is cancelled: anyio waits for the thread instead of abandoning it,
 so a transaction is never left half-done. Responses are inserted with an anti-join
 on trial_key, so a trial can never end with two response rows.
+
+Attempts and their responses are committed together, in one transaction per flush, and a
+flush starts at most `interval` seconds after the previous one started (at once when a flush
+took longer): after a `kill -9` the store lacks only the attempts in flight and those finished
+since the last committed flush began, and every trial without a response is asked again.
+
+A flush that fails (a full disk, a file-size limit, an I/O error) is final for the run: the
+writer raises `StoreWriteError` naming the system's reason, which ends the run's task group at
+once (no request starts after it is seen), and writes nothing more, so what was committed
+before stays readable and a rerun after the cause is fixed resumes from it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -228,6 +242,58 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
         con.unregister("_trial_batch")
 
 
+class StoreWriteError(Exception):
+    """The store could not be written: one line naming the file and the system's reason (a
+    full disk, a file-size limit, an I/O error), what was kept, and what to do. A user error
+    (exit 2): nothing is wrong with the run, the place it writes to must be fixed first."""
+
+
+#: DuckDB names the file and the system's reason inside its own wrappers, e.g.
+#: `TransactionContext Error: Failed to commit: Could not write file "x.wal": File too large`.
+_OS_CAUSE = re.compile(
+    r"Could not (?:write|fsync|truncate|extend|open|create|seek in|read from)[a-z ]*? file "
+    r'"(?P<path>[^"]+)"[:,]? *(?P<reason>[^\n]*)'
+)
+_DUCKDB_PREFIXES = re.compile(
+    r"^(?:(?:TransactionContext|IO|FATAL|Invalid Input|INTERNAL) Error: |Failed to commit: )+"
+)
+
+
+def os_cause(exc: BaseException) -> str:
+    """The system's reason inside a DuckDB error (`PATH: No space left on device`), or the
+    error's own text without DuckDB's wrapper prefixes when it names none."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    text = " ".join(str(exc).split())
+    found = _OS_CAUSE.search(str(exc))
+    if found is not None:
+        reason = found.group("reason").strip().rstrip('."') or "write failed"
+        return f"{found.group('path')}: {reason}"
+    return _DUCKDB_PREFIXES.sub("", text) or type(exc).__name__
+
+
+def is_write_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the store failing to reach the disk (rather than a bug): an OSError,
+    a DuckDB I/O error, or a DuckDB error that names a file it could not write."""
+    return isinstance(exc, OSError | duckdb.IOException) or (
+        isinstance(exc, duckdb.Error) and _OS_CAUSE.search(str(exc)) is not None
+    )
+
+
+def write_failure(exc: BaseException, stored: int | None = None) -> StoreWriteError:
+    """The one-line StoreWriteError for a failed write; `stored` is how many responses this
+    run committed before it."""
+    kept = (
+        f"{stored:,} responses of this run are stored"
+        if stored is not None
+        else "everything committed before it is kept"
+    )
+    return StoreWriteError(
+        f"the store could not be written ({os_cause(exc)}); the run stopped: {kept}; "
+        "free space (or fix the cause) and run again to resume"
+    )
+
+
 OnLanded = Callable[[duckdb.DuckDBPyConnection, Sequence[Landed]], None]
 
 
@@ -237,7 +303,9 @@ class Writer:
     Run `run()` as a task of the run's task group and `close()` at the end (also after an
     error: it writes what is still buffered). `on_landed` (e.g. the derived-table parsers) runs
     on the writer thread right after each flush, inside the same transaction, so parsed rows
-    never refer to missing responses.
+    never refer to missing responses. After a failed write (`failure`) it writes nothing more;
+    `on_failure` is called with the error on the event loop before it is raised, so the run can
+    stop scheduling before any other task runs.
     """
 
     def __init__(
@@ -247,8 +315,10 @@ class Writer:
         interval: float = 1.0,
         max_rows: int = 5000,
         on_landed: OnLanded | None = None,
+        on_failure: Callable[[StoreWriteError], None] | None = None,
     ) -> None:
         self.con = con
+        self.on_failure = on_failure
         self.interval = interval
         self.max_rows = max_rows
         self.on_landed = on_landed
@@ -260,6 +330,11 @@ class Writer:
         self._stopped: anyio.Event | None = None
         self._one_at_a_time: anyio.CapacityLimiter | None = None
         self._closing = False
+        #: Responses committed so far by this writer (new rows only), in all and by model.
+        self.stored = 0
+        self.stored_by_model: Counter[str] = Counter()
+        #: The error that ended writing, once a flush has failed.
+        self.failure: StoreWriteError | None = None
 
     def add_attempt(self, row: AttemptRow) -> None:
         self._attempts.append(row)
@@ -276,29 +351,43 @@ class Writer:
             self._wake.set()
 
     async def run(self) -> None:
-        """Flush at least every `interval` seconds (sooner when `max_rows` are buffered) until
-        `close()`."""
+        """Flush `interval` seconds after the previous flush began (sooner when `max_rows`
+        are buffered, at once when a flush took longer) until `close()`; raises
+        `StoreWriteError` when a flush fails."""
         self._stopped = anyio.Event()
         try:
+            started = time.monotonic()
             while not self._closing:
                 self._wake = anyio.Event()
-                with anyio.move_on_after(self.interval):
+                with anyio.move_on_after(max(0.0, started + self.interval - time.monotonic())):
                     await self._wake.wait()
+                started = time.monotonic()
                 await self.flush()
         finally:
             self._stopped.set()
 
     async def flush(self) -> None:
+        """Commit what is buffered, in one transaction. After a failed flush (this one raises
+        `StoreWriteError`) the buffers are dropped and nothing more is written: those trials
+        have no response, so a rerun asks them again."""
         attempts, self._attempts = self._attempts, []
         responses, self._responses = self._responses, []
         landed, self._landed = self._landed, []
-        if not attempts and not responses:
+        if self.failure is not None or (not attempts and not responses):
             return
         if self._one_at_a_time is None:
             self._one_at_a_time = anyio.CapacityLimiter(1)
-        await anyio.to_thread.run_sync(
-            self._write, attempts, responses, landed, limiter=self._one_at_a_time
-        )
+        try:
+            await anyio.to_thread.run_sync(
+                self._write, attempts, responses, landed, limiter=self._one_at_a_time
+            )
+        except Exception as exc:
+            if not is_write_failure(exc):
+                raise
+            self.failure = write_failure(exc, self.stored)
+            if self.on_failure is not None:
+                self.on_failure(self.failure)
+            raise self.failure from exc
 
     def _write(
         self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
@@ -307,13 +396,26 @@ class Writer:
         con.execute("BEGIN TRANSACTION").fetchall()
         try:
             insert_attempts(con, attempts)
-            insert_responses(con, responses)
+            new = insert_responses(con, responses)
             if self.on_landed is not None and landed:
                 self.on_landed(con, landed)
             con.execute("COMMIT").fetchall()
         except BaseException:
-            con.execute("ROLLBACK").fetchall()
+            _rollback(con)
             raise
+        self.stored += new
+        if new == len(responses):  # every row was new (the scheduler sends a trial once)
+            self.stored_by_model.update(r.model_id for r in responses)
+        elif responses:  # some trial had a response already: count this run's from the store
+            run_id = responses[0].run_id
+            self.stored_by_model = Counter(
+                dict(
+                    con.execute(
+                        "SELECT model_id, count(*) FROM responses WHERE run_id = ? GROUP BY 1",
+                        [run_id],
+                    ).fetchall()
+                )
+            )
         # Written: free the rows (and the reply bodies they hold) here, on the writer's
         # thread, rather than on the event loop's when the flush returns.
         attempts.clear()
@@ -330,3 +432,11 @@ class Writer:
             if self._stopped is not None:
                 await self._stopped.wait()
             await self.flush()
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back after a failed statement, keeping the original error: a COMMIT that failed
+    (e.g. the WAL could not be written) has already ended the transaction, and DuckDB's
+    "cannot rollback - no transaction is active" would otherwise hide the real cause."""
+    with contextlib.suppress(duckdb.Error):
+        con.execute("ROLLBACK").fetchall()
