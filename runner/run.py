@@ -119,19 +119,30 @@ def git_rev() -> str | None:
 
 
 def check_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str | None]:
-    """API keys by model id, from the environment. A missing variable is a config error."""
+    """API keys by model id, from the environment. Missing variables are one config error
+    naming all of them (only the config's models: a `--model` selection asks for its own)."""
     keys: dict[str, str | None] = {}
-    for i, m in enumerate(config.models):
+    missing: list[tuple[str, str]] = []
+    for m in config.models:
         if m.api_key_env is None:
             keys[m.id] = None
             continue
         value = environ.get(m.api_key_env)
         if not value:
-            raise ConfigError(
-                f"{config.path}: models[{i}].api_key_env: environment variable "
-                f"{m.api_key_env} is not set (needed by model {m.id!r})"
-            )
+            missing.append((m.api_key_env, m.id))
+            continue
         keys[m.id] = value
+    if len(missing) == 1:
+        raise ConfigError(
+            f"{config.path}: environment variable {missing[0][0]} is not set "
+            f"(needed by model {missing[0][1]!r})"
+        )
+    if missing:
+        raise ConfigError(
+            f"{config.path}: {len(missing)} environment variables are not set: "
+            + ", ".join(f"{env} (model {model_id!r})" for env, model_id in missing)
+            + " (export them, or run only some models with --model ID)"
+        )
     return keys
 
 
