@@ -62,6 +62,7 @@ from ibias.store.plans import (
     has_trials,
     insert_planned,
     plan_totals,
+    plan_usage,
     record_plan,
     remaining,
 )
@@ -389,6 +390,14 @@ async def _execute_locked(
         for model_id, (total, done) in totals.items():
             if model_id in stats:
                 stats[model_id].total, stats[model_id].done_before = total, done
+        if any(done for _, done in totals.values()):  # a resumed run: carry the usage too
+            usage = await anyio.to_thread.run_sync(plan_usage, con, plan)
+            for model_id, used in usage.items():
+                if model_id in stats:
+                    before = stats[model_id]
+                    before.prompt_tokens_before = used.prompt_tokens
+                    before.completion_tokens_before = used.completion_tokens
+                    before.cost_usd_before = used.cost_usd
         clock.lap("totals")
         if all(s.done_before >= s.total for s in stats.values()):
             # Nothing left: no provider, writer or simulator to start.

@@ -356,3 +356,71 @@ def test_show_refuses_what_names_no_single_trial(finished, capsys):
     assert "failed" in line or "refused" in line
     assert query(finished, "SELECT count(*) FROM trials")[0][0] > 0
     assert "TRIAL_KEY or" in fail(capsys, "show", "abc", "--model", "sim-a", *store)
+
+
+# ------------------------------------------------------------------ status at 80 columns
+
+
+GEMINIS = ("gemini-2.0-flash", "gemini-2.0-flash-lite", "openrouter/meta-llama/llama-3.3-70b")
+
+
+def _status_text(report: dict[str, object]) -> str:
+    import io
+
+    from rich.console import Console
+
+    from ibias.runner.status_report import render_status
+
+    buffer = io.StringIO()
+    render_status(report, Console(file=buffer, width=80))
+    return buffer.getvalue()
+
+
+def _check_80_columns(text: str) -> list[str]:
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines), text
+    assert "…" not in text  # nothing elided
+    return lines
+
+
+def test_status_fits_80_columns_and_has_one_shape_during_and_after_a_run(tmp_path, capsys):
+    from ibias.runner.status import ModelStats, snapshot
+    from ibias.runner.status_report import COLUMNS, rows, status_report
+
+    blocks = [model_block(m, provider="simulator", price_output=1.0) for m in GEMINIS]
+    cfg = write_config(tmp_path, blocks, n_prompts=30)
+    store = tmp_path / "store.duckdb"
+    # During a run: what the status file holds (the run writes `snapshot` every second).
+    live = [
+        ModelStats(model_id=m, total=123_456, done=98_765, failed=12, retries=3456) for m in GEMINIS
+    ]
+    during = {
+        "store": str(store),
+        "running": True,
+        "holder": "pid 1 on host",
+        **snapshot("r", "running", __import__("datetime").datetime.now(), live),
+    }
+    text = _status_text(during)
+    lines = _check_80_columns(text)
+    header = next(line for line in lines if line.startswith("model"))
+    assert header.split() == ["model", "done/total", "failed", "req/s", "retries", "errors",
+                              "cost", "$", "ETA"]  # fmt: skip
+    assert [r[0] for r in rows(during)] == list(GEMINIS)  # ids whole, in the run's order
+    assert "98,765/123,456" in text
+    # After the run: the same columns, from the store.
+    run_ok(capsys, "run", str(cfg), "--quiet")
+    after = status_report(store)
+    after_text = _status_text(after)
+    after_lines = _check_80_columns(after_text)
+    assert next(line for line in after_lines if line.startswith("model")) == header
+    assert [r[0] for r in rows(after)] == sorted(GEMINIS)
+    got = {m["model_id"]: m for m in after["models"]}
+    cost = dict(query(store, "SELECT model_id, sum(cost_usd) FROM responses GROUP BY 1"))
+    for m in GEMINIS:
+        assert (got[m]["done"], got[m]["total"], got[m]["failed"]) == (30, 30, 0)
+        assert got[m]["cost_usd"] == round(cost[m], 6)
+    assert header.split() == " ".join(COLUMNS).split()
+    # The long id wraps rather than being cut: its pieces, read down the column, are the id.
+    body = after_lines[after_lines.index(header) + 2 : -1]
+    col = [line[: header.index("done/total") - 1].strip() for line in body]
+    assert "".join(col) == "".join(sorted(GEMINIS))
