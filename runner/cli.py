@@ -247,7 +247,9 @@ def _show_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="show N matching trials at random instead of the first one (default: the first)",
     )
     show.add_argument(
-        "--json", action="store_true", help="print JSON, one object per trial (default: text)"
+        "--json",
+        action="store_true",
+        help="print a JSON array, one object per trial (default: text)",
     )
 
 
