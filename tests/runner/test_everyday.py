@@ -160,6 +160,10 @@ def test_run_and_plan_take_model_and_experiment_filters(tmp_path, capsys):
     assert {m["model_id"]: m["remaining"] for m in whole["models"]} == {"a": 5, "b": 0, "c": 0}
     run_ok(capsys, "run", str(cfg), "--quiet")
     assert json.loads(run_ok(capsys, "status", str(cfg), "--json"))["done"] == 15
+    # Same keys: the full run planned no new trial for b and c and asked only a's.
+    assert query(store, "SELECT count(DISTINCT trial_key), count(*) FROM trials") == [(15, 15)]
+    assert query(store, "SELECT count(*) FROM responses") == [(15,)]
+    assert query(store, "SELECT count(DISTINCT plan_hash) FROM plans") == [(2,)]  # b+c; all
     assert "no models 'x', 'y'" in fail(capsys, "run", str(cfg), "--model", "x", "--model", "y")
     line = fail(capsys, "plan", str(cfg), "--experiment", "allocation")
     assert "no experiment 'allocation'" in line and "it has prompts" in line
