@@ -298,7 +298,8 @@ def render_text(t: TrialView) -> str:
     if not t.attempts:
         lines.append("    (none yet)")
     for a in t.attempts:
-        parts = [f"    #{a.attempt_no} {a.started_at:%Y-%m-%d %H:%M:%S} {a.outcome}"]
+        when = f"{a.started_at:%Y-%m-%d %H:%M:%S %z}".strip()
+        parts = [f"    #{a.attempt_no} {when} {a.outcome}"]
         if a.http_status is not None:
             parts.append(f"HTTP {a.http_status}")
         if a.latency_ms is not None:

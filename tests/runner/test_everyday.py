@@ -237,6 +237,27 @@ def test_plan_from_a_finished_store_reads_the_same_numbers(tmp_path, capsys):
     assert done["by"] == [{**c, "done": c["trials"]} for c in fresh["by"]]
     assert done["min_seconds"] is None and done["time_unknown_models"] == []
     assert "time: nothing left to request" in run_ok(capsys, "plan", str(cfg))
+    # Read from the stored plan with trials left (as after an interrupted run), the numbers
+    # are those of the trials without a response, counted here from their messages.
+    store = tmp_path / "store.duckdb"
+    con = duckdb.connect(str(store))
+    try:
+        con.execute("DELETE FROM responses WHERE hash(trial_key) % 3 = 0")
+    finally:
+        con.close()
+    missing = query(
+        store,
+        "SELECT t.model_id, t.messages FROM trials t WHERE t.trial_key NOT IN "
+        "(SELECT trial_key FROM responses)",
+    )
+    assert missing
+    left = json.loads(run_ok(capsys, "plan", str(cfg), "--json"))
+    for m in left["models"]:
+        mine = [json.loads(msgs) for model_id, msgs in missing if model_id == m["model_id"]]
+        prompt = sum(math.ceil(sum(len(x["content"]) + 8 for x in msgs) / 4) for msgs in mine)
+        assert m["remaining"] == len(mine)
+        assert m["estimated_tokens"] == prompt + 16 * len(mine)
+    assert left["remaining"] == len(missing)
 
 
 # ------------------------------------------------------------------ show and replies
