@@ -29,6 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from ibias.analysis import labels
 from ibias.analysis.bootstrap import (
     Method,
     grouped_cluster_bootstrap_share_ci,
@@ -435,9 +436,11 @@ _EFFECT_SCHEMA: dict[str, pl.DataType] = {
 # --------------------------------------------------------------------------------------------
 
 
-def explanation_examples(decisions: pl.DataFrame, per_choice: int = 2) -> pl.DataFrame:
-    """A few explanations per service: for each choice (cis, trans), up to `per_choice` from
-    different models, preferring trials that asked for an explanation, English first.
+def explanation_examples(decisions: pl.DataFrame, per_language: int = 1) -> pl.DataFrame:
+    """A few explanations per service: for each choice (cis, trans) and each language, up to
+    `per_language`, preferring trials that asked for an explanation and, across the languages
+    of one service and choice, different models (the paper's Table Appendix 1 quotes several
+    models; Spanish replies are shown too, since the bias may differ by language).
 
     The pick is deterministic (ordered by trial_key, a hash), so reruns show the same examples
     and no model is favoured by its name.
@@ -452,14 +455,22 @@ def explanation_examples(decisions: pl.DataFrame, per_choice: int = 2) -> pl.Dat
         pl.col("explanation_text").is_not_null()
         & (pl.col("explanation_text").str.strip_chars().str.len_chars() > 0)
         & pl.col("chosen").is_in([CIS, TRANS])
+    ).sort(
+        ["service", "chosen", "explanation", "trial_key"], descending=[False, False, True, False]
     )
-    return (
-        with_text.sort(
-            ["service", "chosen", "explanation", "language", "trial_key"],
-            descending=[False, False, True, False, False],
-        )
-        .unique(["service", "chosen", "model_id"], keep="first", maintain_order=True)
-        .group_by(["service", "chosen"], maintain_order=True)
-        .head(per_choice)
-        .select(columns)
-    )
+    picked: list[pl.DataFrame] = []
+    for _, group in with_text.group_by(["service", "chosen"], maintain_order=True):
+        used: set[str] = set()
+        for lang in labels.ordered("languages", group["language"].unique().to_list()):
+            rows = group.filter(pl.col("language") == lang)
+            fresh = rows.filter(~pl.col("model_id").is_in(sorted(used)))
+            pick = (
+                (fresh if fresh.height >= per_language else rows)
+                .unique("model_id", keep="first", maintain_order=True)
+                .head(per_language)
+            )
+            used.update(pick["model_id"].to_list())
+            picked.append(pick.select(columns))
+    if not picked:
+        return with_text.select(columns).clear()
+    return pl.concat(picked)

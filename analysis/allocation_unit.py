@@ -151,7 +151,8 @@ def _allocation(inp: SectionContext) -> str:
     for (lang, level, expl), sub in _condition_groups(cells):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(
-            f"<details><summary>{esc(title)}</summary>{table(sub, _ALLOCATION_COLUMNS)}</details>"
+            f"<details class='key' open><summary>{esc(title)}</summary>"
+            f"{table(sub, _ALLOCATION_COLUMNS)}</details>"
         )
     parts.append(_authors_view(inp))
     parts.append(_agreement(inp))
@@ -332,7 +333,8 @@ def _examples(inp: SectionContext) -> str:
     parts = [
         "<h3>Example explanations</h3>",
         "<p>A few of the models' own explanations per service (as in the paper's Table "
-        "Appendix 1), preferring trials where an explanation was asked for. Model output, "
+        "Appendix 1): for each choice, one per language, from different models where "
+        "possible, preferring trials where an explanation was asked for. Model output, "
         "shown verbatim (truncated); explanations may not reflect the real reason for a "
         "choice.</p>",
     ]

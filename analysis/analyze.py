@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 import polars as pl
 
-from ibias.analysis import overview, paper, report
+from ibias.analysis import overview, paper, report, roster
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
@@ -145,6 +145,7 @@ def block_tables(
         "progress": data.progress,
     }
     tables.update({name: order_rows(frame, models, ()) for name, frame in core.items()})
+    tables["roster"] = roster.roster_table(data.patients)
     differences = paper.tables(comparisons, data)
     differences["paper_models"] = order_rows(differences["paper_models"], models, ())
     tables.update(differences)  # texts stay in registry order

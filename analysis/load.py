@@ -30,6 +30,9 @@ _RUNS_SQL = """
 SELECT run_id, started_at, config, config_hash, version, git_rev
 FROM runs ORDER BY started_at
 """
+_PATIENTS_SQL = """
+SELECT roster_id, person_id, language, age, sex_assigned_at_birth, gender_identity FROM patients
+"""
 # One row per response with the experiment it answered; narrow on purpose (no content, no raw).
 _RESPONSES_SQL = """
 SELECT r.trial_key, r.model_id, t.experiment, r.provider_model, r.system_fingerprint,
@@ -56,6 +59,8 @@ class StoreData:
     n_parsed_now: int
     store: Path
     extras: dict[str, pl.DataFrame] = field(default_factory=dict)
+    #: The allocation roster's people (no names: the report shows only the make-up).
+    patients: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
@@ -120,6 +125,7 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
             n_parsed_now=n_parsed,
             store=path,
             extras={p.table: _frame(con, _newest_sql(p)) for k in kinds() for p in k.extra_parsers},
+            patients=_frame(con, _PATIENTS_SQL),
         )
     finally:
         con.close()

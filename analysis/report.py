@@ -20,6 +20,7 @@ from typing import Any
 
 import polars as pl
 
+from ibias.analysis import labels
 from ibias.analysis.figures import Figure
 from ibias.prompts.registry import kinds
 
@@ -289,6 +290,66 @@ def _drift(models: pl.DataFrame) -> str:
     )
 
 
+ROSTER = ("roster", "The roster: who the candidates are")
+
+
+def _roster(inp: ReportInput) -> str:
+    """The roster's make-up by identity and age (the paper's Figure Appendix 1), one table per
+    roster; languages whose rows are identical (the same people, other names) share it."""
+    frame = inp.tables.get("roster")
+    if frame is None or frame.is_empty():
+        return ""
+    from ibias.analysis.roster import BAND_COLUMNS
+
+    parts = [
+        f"<h2 id='{ROSTER[0]}'>{esc(ROSTER[1])}</h2>",
+        "<p>The allocation task's patients by gender identity and age. The paper describes its "
+        "100 patients as equally distributed in age and gender identity (its Figure Appendix "
+        "1); ages are counted in the roster's default age bands.</p>",
+    ]
+    bands = [col(c.removeprefix("age_").replace("_", "–"), c, count) for c in BAND_COLUMNS]
+    columns = [
+        Column(
+            "gender identity",
+            lambda r: esc(str(r["gender_identity"]).replace("_", " ")),
+            text=True,
+        ),
+        col("sex assigned at birth", "sex_assigned_at_birth", text=True),
+        col("people", "people", count),
+        col("share", "share", pct),
+        Column(
+            "age: least / median / most",
+            lambda r: f"{count(r['age_min'])} / {num(r['age_median'], 1)} / {count(r['age_max'])}",
+        ),
+        *bands,
+        col("other ages", "age_other", count),
+    ]
+    shown = [c for c in frame.columns if c not in ("roster_id", "language")]
+    for roster_id in frame["roster_id"].unique(maintain_order=True).to_list():
+        sub = frame.filter(pl.col("roster_id") == roster_id)
+        languages = labels.ordered("languages", sub["language"].unique().to_list())
+        first = sub.filter(pl.col("language") == languages[0]).select(shown)
+        same = all(
+            sub.filter(pl.col("language") == lang).select(shown).equals(first)
+            for lang in languages[1:]
+        )
+        groups = (
+            [(languages, first)]
+            if same
+            else [
+                ([lang], sub.filter(pl.col("language") == lang).select(shown)) for lang in languages
+            ]
+        )
+        for langs, rows in groups:
+            names = ", ".join(labels.language(lang) for lang in langs)
+            total = int(rows["people"].sum())
+            parts.append(
+                f"<h3>Roster {esc(str(roster_id)[:12])} ({esc(names)}): {total:,} people</h3>"
+                + table(rows, columns)
+            )
+    return "".join(parts)
+
+
 def _progress(inp: ReportInput) -> str:
     progress = inp.tables["progress"]
     if progress.is_empty():
@@ -340,8 +401,8 @@ def _explicit(inp: ReportInput) -> str:
             *[col(a, a, count) for a in used],
         ]
         parts.append(
-            f"<details><summary>{esc(experiment_names().get(exp, exp))}</summary>"
-            f"{table(sub, columns)}</details>"
+            f"<details class='key' open><summary>{esc(experiment_names().get(exp, exp))}"
+            f"</summary>{table(sub, columns)}</details>"
         )
     return "".join(parts)
 
@@ -354,6 +415,11 @@ def _outputs(inp: ReportInput) -> str:
     )
 
 
+def _has_roster(inp: ReportInput) -> bool:
+    frame = inp.tables.get("roster")
+    return frame is not None and not frame.is_empty()
+
+
 def render(inp: ReportInput) -> str:
     """The whole page as one string."""
     nav = "".join(
@@ -362,6 +428,7 @@ def render(inp: ReportInput) -> str:
             ("overview", "What this store holds"),
             ("runs", "Runs and configuration"),
             ("models", "Models, versions, refusals"),
+            *((ROSTER,) if _has_roster(inp) else ()),
             *((DIFFERENCES,) if inp.differences else ()),
             ("methods", "Methods note"),
             *((sec.anchor, sec.title) for sec in inp.sections),
@@ -382,6 +449,7 @@ def render(inp: ReportInput) -> str:
             _runs(inp),
             _models(inp),
             _progress(inp),
+            _roster(inp),
             inp.differences,
             _methods(inp),
             *(sec.html for sec in inp.sections),

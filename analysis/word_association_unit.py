@@ -139,7 +139,7 @@ def _word_association(inp: SectionContext) -> str:
     for lang in labels.ordered("languages", cells["language"].unique().to_list()):
         sub = cells.filter(pl.col("language") == lang)
         parts.append(
-            f"<details open><summary>{esc(labels.language(lang))}</summary>"
+            f"<details class='key' open><summary>{esc(labels.language(lang))}</summary>"
             + table(
                 sub,
                 [

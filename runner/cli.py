@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import orjson
 
-from ibias.runner.config import DEFAULT_STORE, MAX_CONCURRENCY, load_config
+from ibias.runner.config import DEFAULT_STORE, MAX_CONCURRENCY, Config, load_config
 from ibias.store.lock import StoreLock
 
 if TYPE_CHECKING:
     from ibias.runner.stop import Stop
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: `show --random` at most (each trial is a screenful; runner/show.py).
+MAX_SHOWN = 100
 #: `analyze --bootstrap` at most: a cells x B table of replicates must fit in memory.
 MAX_BOOTSTRAP = 100_000
 
@@ -66,6 +68,16 @@ def _bounded_int(upper: int) -> Callable[[str], int]:
     return parse
 
 
+def _version() -> str:
+    """The installed package's version (package metadata; cheap, unlike importing the runner)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ibias")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def _store_path(text: str) -> str:
     """A --store value; an empty one (an unset shell variable) must not mean "the default"."""
     if not text.strip():
@@ -100,75 +112,264 @@ def _probability(text: str) -> float:
     return value
 
 
+def _add_store(p: argparse.ArgumentParser, *, default: str | None = DEFAULT_STORE) -> None:
+    """--store and --config: two ways to name the store (`store_of` resolves them)."""
+    p.add_argument(
+        "--store",
+        type=_store_path,
+        metavar="PATH",
+        help=f"the DuckDB store (default: the config's [run] store, else {DEFAULT_STORE})",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a config whose [run] store is the store (default: none; --store must agree)",
+    )
+
+
+def _add_selection(p: argparse.ArgumentParser) -> None:
+    """--model and --experiment: part of a config (runner/selection.py)."""
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="ID",
+        help="only this model (repeatable; default: every model of the config)",
+    )
+    p.add_argument(
+        "--experiment",
+        action="append",
+        metavar="NAME",
+        help="only this [experiments.NAME] table (repeatable; default: every experiment)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ibias", description="Implicit-bias experiments on LLMs, at scale.")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="show the version"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _run_parser(sub)
+    _plan_parser(sub)
+    _models_parser(sub)
+    _status_parser(sub)
+    _show_parser(sub)
+    _sql_parser(sub)
+    _simulate_parser(sub)
+    _analyze_parser(sub)
+    _demo_parser(sub)
+    _import_parser(sub)
+    _stimuli_parser(sub)
+    return parser
 
+
+def _run_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     run = sub.add_parser("run", help="run (or resume) the trials of a config")
-    run.add_argument("config")
-    run.add_argument("--store", type=_store_path)
-    run.add_argument("--max-cost", type=_non_negative_float, metavar="USD")
-    run.add_argument("--concurrency", type=_bounded_int(MAX_CONCURRENCY), metavar="N")
-    run.add_argument("--quiet", action="store_true")
+    run.add_argument("config", help="the TOML config to run")
+    run.add_argument(
+        "--store",
+        type=_store_path,
+        metavar="PATH",
+        help=f"the DuckDB store (default: the config's [run] store, else {DEFAULT_STORE})",
+    )
+    _add_selection(run)
+    run.add_argument(
+        "--max-cost",
+        type=_non_negative_float,
+        metavar="USD",
+        help="stop scheduling once this run has spent this much (default: no limit)",
+    )
+    run.add_argument(
+        "--concurrency",
+        type=_bounded_int(MAX_CONCURRENCY),
+        metavar="N",
+        help="requests in flight per model, overriding max_concurrency (default: the config's)",
+    )
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress display (default: shown on stderr)"
+    )
 
+
+def _plan_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     plan = sub.add_parser("plan", help="count planned and remaining trials (no requests)")
-    plan.add_argument("config")
-    plan.add_argument("--store", type=_store_path)
-    plan.add_argument("--json", action="store_true")
+    plan.add_argument("config", help="the TOML config to plan")
+    plan.add_argument(
+        "--store",
+        type=_store_path,
+        metavar="PATH",
+        help=f"the DuckDB store (default: the config's [run] store, else {DEFAULT_STORE})",
+    )
+    _add_selection(plan)
+    plan.add_argument(
+        "--json", action="store_true", help="print one JSON object (default: a table)"
+    )
 
+
+def _models_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     models = sub.add_parser(
         "models", help="one cheap request per model: key, model name, announced limits"
     )
-    models.add_argument("config")
-    models.add_argument("--json", action="store_true")
+    models.add_argument("config", help="the TOML config whose models to check")
+    models.add_argument(
+        "--json", action="store_true", help="print one JSON object (default: a table)"
+    )
 
+
+def _status_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     status = sub.add_parser("status", help="progress of a store, also during a run")
-    status.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
-    status.add_argument("--json", action="store_true")
+    status.add_argument(
+        "config_file",
+        nargs="?",
+        metavar="CONFIG",
+        help="a config whose [run] store to show (same as --config; default: none)",
+    )
+    _add_store(status)
+    status.add_argument(
+        "--json", action="store_true", help="print one JSON object (default: a table)"
+    )
 
+
+def _show_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    show = sub.add_parser("show", help="one trial as sent and answered, with its parse")
+    show.add_argument(
+        "key",
+        nargs="?",
+        metavar="TRIAL_KEY",
+        help="a trial key, or a prefix of one that is unique (default: select with options)",
+    )
+    _add_store(show)
+    show.add_argument(
+        "--model", metavar="ID", help="only trials of this model (default: any model)"
+    )
+    show.add_argument(
+        "--experiment",
+        metavar="NAME",
+        help="only trials of this experiment kind (trials.experiment; default: any)",
+    )
+    show.add_argument(
+        "--where",
+        metavar="SQL",
+        help="a condition on the `replies` view, e.g. \"reply ILIKE '%%sorry%%'\" (default: none)",
+    )
+    show.add_argument(
+        "--random",
+        type=_bounded_int(MAX_SHOWN),
+        metavar="N",
+        help="show N matching trials at random instead of the first one (default: the first)",
+    )
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print a JSON array, one object per trial (default: text)",
+    )
+
+
+def _sql_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     sql = sub.add_parser("sql", help="one read-only SQL query over the store")
-    sql.add_argument("query")
-    sql.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
+    sql.add_argument(
+        "query", help="one read-only SQL statement (see README: What ibias sql allows)"
+    )
+    _add_store(sql)
     shape = sql.add_mutually_exclusive_group()
-    shape.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    shape.add_argument("--output", metavar="FILE.parquet|csv|json", help="write the result")
-    sql.add_argument("--force", action="store_true", help="let --output overwrite a file")
+    shape.add_argument(
+        "--format",
+        choices=("table", "csv", "json"),
+        default="table",
+        help="how to print the result (default: table)",
+    )
+    shape.add_argument(
+        "--output",
+        metavar="FILE.parquet|csv|json",
+        help="write the result to a file, format by extension (default: print it)",
+    )
+    sql.add_argument(
+        "--force", action="store_true", help="let --output overwrite a file (default: refuse)"
+    )
 
+
+def _simulate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     sim = sub.add_parser("simulate", help="serve the provider simulator on loopback")
-    sim.add_argument("--port", type=_port, default=8000)
-    sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--rpm", type=_positive_int)
-    sim.add_argument("--tpm", type=_positive_int)
-    sim.add_argument("--latency-ms", type=_non_negative_float, default=0.0)
-    sim.add_argument("--fault-rate", type=_probability, default=0.0)
-    sim.add_argument("--profile")
+    sim.add_argument(
+        "--port", type=_port, default=8000, help="loopback port, 0 for any free one (default: 8000)"
+    )
+    sim.add_argument(
+        "--seed", type=int, default=0, help="seed of the simulated answers (default: 0)"
+    )
+    sim.add_argument(
+        "--rpm", type=_positive_int, help="requests per minute before a 429 (default: no limit)"
+    )
+    sim.add_argument(
+        "--tpm", type=_positive_int, help="tokens per minute before a 429 (default: no limit)"
+    )
+    sim.add_argument(
+        "--latency-ms",
+        type=_non_negative_float,
+        default=0.0,
+        help="added latency of each reply in milliseconds (default: 0)",
+    )
+    sim.add_argument(
+        "--fault-rate",
+        type=_probability,
+        default=0.0,
+        help="probability of a simulated fault per request, over all fault kinds (default: 0)",
+    )
+    sim.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="a TOML simulator profile; replaces the options above (default: none)",
+    )
 
+
+def _analyze_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     analyze = sub.add_parser("analyze", help="tables, figures and report.html from a store")
-    analyze.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
-    analyze.add_argument("--out", default="out/analysis")
-    analyze.add_argument("--bootstrap", type=_bounded_int(MAX_BOOTSTRAP), default=2000, metavar="B")
-    analyze.add_argument("--ci", choices=("percentile", "bca"), default="percentile")
+    _add_store(analyze)
+    analyze.add_argument(
+        "--out", default="out/analysis", metavar="DIR", help="output folder (default: out/analysis)"
+    )
+    analyze.add_argument(
+        "--bootstrap",
+        type=_bounded_int(MAX_BOOTSTRAP),
+        default=2000,
+        metavar="B",
+        help="bootstrap replicates for the intervals (default: 2000)",
+    )
+    analyze.add_argument(
+        "--ci",
+        choices=("percentile", "bca"),
+        default="percentile",
+        help="bootstrap interval method (default: percentile)",
+    )
     analyze.add_argument(
         "--by-reported-model",
         action="store_true",
-        help="group the tables by the model name/version the provider reported (drift)",
+        help="group the tables by the model name/version the provider reported (default: by id)",
     )
 
+
+def _demo_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     demo = sub.add_parser("demo", help="the paper's grid on simulated models, then analysis")
-    demo.add_argument("--out", default="out/demo")
+    demo.add_argument(
+        "--out",
+        default="out/demo",
+        metavar="DIR",
+        help="store and report folder (default: out/demo)",
+    )
 
+
+def _import_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     imp = sub.add_parser("import", help="ingest replies collected elsewhere (JSONL)")
-    imp.add_argument("file")
-    imp.add_argument("--store", type=_store_path, default=DEFAULT_STORE)
+    imp.add_argument("file", help="a JSONL file, one reply per line (README: Importing replies)")
+    _add_store(imp)
 
+
+def _stimuli_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     stimuli = sub.add_parser("stimuli", help="stimuli packs: the paper's own texts")
     stimuli_sub = stimuli.add_subparsers(dest="stimuli_command", metavar="command", required=True)
     release = stimuli_sub.add_parser(
         "from-release", help="make a stimuli pack from a clone of the authors' repository"
     )
-    release.add_argument("repo_dir", metavar="REPO_DIR")
-    release.add_argument("--out", required=True, metavar="DIR")
-    return parser
+    release.add_argument("repo_dir", metavar="REPO_DIR", help="a clone of the authors' repository")
+    release.add_argument("--out", required=True, metavar="DIR", help="the pack's folder (required)")
 
 
 #: Errors shown as one line with exit code 2, by module. A command imports only what it uses
@@ -182,6 +383,7 @@ _USER_ERRORS = (
     ("ibias.store.importer", "ImportFileError"),
     ("ibias.prompts.base", "SettingsError"),
     ("ibias.prompts.stimuli.pack", "StimuliError"),
+    ("ibias.runner.show", "ShowError"),
 )
 
 
@@ -252,6 +454,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_status(args)
     if args.command == "models":
         return _cmd_models(args)
+    if args.command == "show":
+        return _cmd_show(args)
     if args.command == "sql":
         return _cmd_sql(args)
     if args.command == "simulate":
@@ -328,11 +532,72 @@ def _exit_overdue() -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
+def store_of(args: argparse.Namespace) -> Path:
+    """The store a command means: --store, or the [run] store of --config (or of `status`'s
+    CONFIG argument), else the default.
+
+    Naming it twice is allowed only when both agree: `--store a --config b.toml` whose
+    `[run] store` is another file is refused (exit 2) rather than silently picking one, since
+    reading the wrong store of an overnight sweep looks exactly like reading the right one.
+    """
+    configs = [c for c in (getattr(args, "config_file", None), args.config) if c is not None]
+    if len(configs) == 2 and Path(configs[0]).resolve() != Path(configs[1]).resolve():
+        raise UsageError(f"CONFIG {configs[0]} and --config {configs[1]} differ; give one")
+    store: str | None = args.store
+    if not configs:
+        return Path(store or DEFAULT_STORE)
+    config = configs[0]
+    named = config_store(config)
+    if store is None:
+        return Path(named or DEFAULT_STORE)
+    if named is not None and Path(named).resolve() != Path(store).resolve():
+        raise UsageError(
+            f"--store {store} differs from the [run] store {named} of {config}; give one"
+        )
+    return Path(store)
+
+
+def config_store(path: str) -> str | None:
+    """The `[run] store` of the config at `path` (only that key is read and checked, so a
+    command that only reads a store starts fast and works with a config whose experiments'
+    data files are elsewhere)."""
+    import tomllib
+
+    from ibias.runner.config import ConfigError
+
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, expected a TOML config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {' '.join(str(exc).split())}") from None
+    run = data.get("run", {})
+    store = run.get("store") if isinstance(run, dict) else None
+    if store is None:
+        return None
+    if not isinstance(store, str) or not store.strip():
+        raise ConfigError(f"{path}: run.store: expected a path, got {store!r}")
+    return store
+
+
+def _selected_config(args: argparse.Namespace) -> Config:
+    """The config of `run`/`plan`, restricted by --model and --experiment."""
+    from ibias.runner.selection import select
+
+    return select(load_config(args.config), args.model, args.experiment)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from ibias.runner.run import RunOptions, execute
 
     async def job(stop: Stop) -> int:
-        config = load_config(args.config)
+        config = _selected_config(args)
         options = RunOptions(
             store=config.store_path(args.store),
             max_cost=args.max_cost,
@@ -350,7 +615,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from ibias.runner.planning_report import plan_report, render_plan
 
-    config = load_config(args.config)
+    config = _selected_config(args)
     report = plan_report(config, config.store_path(args.store))
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
@@ -376,11 +641,27 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from ibias.runner.status_report import render_status, status_report
 
-    report = status_report(Path(args.store))
+    report = status_report(store_of(args))
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:
         render_status(report)
+    return EXIT_OK
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from ibias.runner.show import Selection, render_text, show
+
+    if args.key is not None and any(
+        v is not None for v in (args.model, args.experiment, args.where, args.random)
+    ):
+        raise UsageError("ibias show: give a TRIAL_KEY or --model/--experiment/--where/--random")
+    selection = Selection(args.key, args.model, args.experiment, args.where, args.random)
+    trials = show(store_of(args), selection)
+    if args.json:
+        sys.stdout.write(orjson.dumps([t.to_json() for t in trials]).decode() + "\n")
+    else:
+        sys.stdout.write("\n\n".join(render_text(t) for t in trials) + "\n")
     return EXIT_OK
 
 
@@ -390,7 +671,7 @@ def _cmd_sql(args: argparse.Namespace) -> int:
     if args.force and args.output is None:
         raise UsageError("ibias sql: --force only applies with --output")
     output = None if args.output is None else Path(args.output)
-    return run_query(Path(args.store), args.query, args.format, output, args.force)
+    return run_query(store_of(args), args.query, args.format, output, args.force)
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -445,7 +726,7 @@ def _analyze(
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     report = _analyze(
-        Path(args.store), Path(args.out), args.bootstrap, args.ci, args.by_reported_model
+        store_of(args), Path(args.out), args.bootstrap, args.ci, args.by_reported_model
     )
     print(f"report: {report}")
     return EXIT_OK
@@ -478,7 +759,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     path = Path(args.file)
     read_file(path)  # validate before touching the store
-    store = Path(args.store)
+    store = store_of(args)
     with StoreLock(store):
         con = open_store(store, create=True)
         try:

@@ -1,7 +1,22 @@
-"""`ibias plan`: what a config will request, what is already done, and what it may cost.
+"""`ibias plan`: what a config will request, what is already done, what it may cost and how
+long it must take at least.
 
-Needs no keys and sends nothing. The cost estimate is an upper bound: prompt tokens estimated
-at four characters a token plus the full `max_tokens` for every remaining completion.
+Needs no keys and sends nothing. Per model, over the trials still to request:
+
+- `estimated_tokens`: prompt tokens estimated at four characters a token (as the scheduler's
+  pre-request estimate counts them) plus the full `max_tokens` of every completion, so it and
+  `estimated_cost_usd` are upper bounds of what the model can be asked for;
+- `min_seconds`: a lower bound of the wall-clock time the model's configured limits allow.
+  At `rpm` R the limiter starts one request every 60/R s (runner/limits.py: a bucket of one
+  request), so n requests take at least (n - 1) * 60 / R s. At `tpm` T, the tokens that must
+  pass take at least tokens * 60 / T s, less the one-second token bucket; the tokens counted
+  are the prompt estimate plus one completion token per trial (the least a reply can use), so
+  this part is as good as the four-characters estimate. Concurrency alone gives no bound
+  without a latency, so it is reported as `min_seconds_per_latency_s`: n / concurrency, the
+  seconds each second of reply latency adds at the least. With neither rpm nor tpm configured
+  the time is unknown (None), and the report says so.
+
+The total time is the slowest model's, since models run side by side.
 
 When the store holds the completed plan of this config (same plan hash, see runner/plan.py),
 the report is read from it with a few queries; otherwise the trials are generated (keys only
@@ -10,16 +25,29 @@ when the store has responses to compare them with).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ibias.runner.config import Config
+from ibias.prompts.registry import DEFAULT_DESIGN, kinds
+from ibias.runner.config import Config, ModelConfig
 from ibias.runner.plan import build_experiments, plan_hash, plan_inputs, store_files, trials_for
 from ibias.store.db import open_store
 from ibias.store.lock import holder
 
 if TYPE_CHECKING:
     import duckdb
+
+    from ibias.store.plans import StoredPlan
+
+
+@dataclass(frozen=True)
+class Remaining:
+    """What is left of one model's plan: trials, and their estimated prompt tokens."""
+
+    trials: int
+    prompt_tokens: int
 
 
 def plan_report(config: Config, store: Path) -> dict[str, Any]:
@@ -42,32 +70,44 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
     return _generated(config, experiments, done)
 
 
+def _design_sql() -> str:
+    """`trials AS t`'s design, as the views show it: NULL for kinds without designs."""
+    with_designs = [k.name.replace("'", "''") for k in kinds() if k.designs]
+    if not with_designs:
+        return "NULL"
+    names = ", ".join(f"'{n}'" for n in with_designs)
+    return (
+        f"CASE WHEN t.experiment IN ({names}) "
+        f"THEN coalesce(t.item ->> 'design', '{DEFAULT_DESIGN}') END"
+    )
+
+
+def _cells(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> list[dict[str, Any]]:
+    where, params = plan.membership()
+    rows = con.execute(
+        f"SELECT t.experiment, {_design_sql()} AS design, t.model_id, t.language, count(*), "
+        "count(*) FILTER (WHERE t.trial_key IN (SELECT trial_key FROM responses)) "
+        f"FROM trials t WHERE {where} GROUP BY ALL ORDER BY ALL",
+        params,
+    ).fetchall()
+    return [
+        {"experiment": e, "design": d, "model_id": m, "language": lang, "trials": n, "done": k}
+        for e, d, m, lang, n, k in rows
+    ]
+
+
 def _from_store(
     con: duckdb.DuckDBPyConnection, config: Config, experiments: list[Any], store: Path
 ) -> dict[str, Any] | None:
     """The report from the store's copy of the plan, or None if it has no complete copy."""
-    from ibias.store.plans import find_plan, plan_cells, remaining_prompt_chars
+    from ibias.store.plans import find_plan, remaining_prompt_chars
 
     inputs = plan_inputs(config, experiments, exclude=store_files(store))
     plan = find_plan(con, plan_hash(inputs))
     if plan is None or not plan.complete:
         return None
-    by = [
-        {
-            "experiment": c.experiment,
-            "model_id": c.model_id,
-            "language": c.language,
-            "trials": c.trials,
-            "done": c.done,
-        }
-        for c in plan_cells(con, plan)
-    ]
-    left = remaining_prompt_chars(con, plan)
-    cost = 0.0
-    for m in config.models:
-        n, prompt_tokens = left.get(m.id, (0, 0))
-        cost += (prompt_tokens * m.price_input + n * m.max_tokens * m.price_output) / 1e6
-    return _report(by, cost)
+    left = {m: Remaining(n, tokens) for m, (n, tokens) in remaining_prompt_chars(con, plan).items()}
+    return _report(config, _cells(con, plan), left)
 
 
 def _generated(config: Config, experiments: list[Any], done: set[str]) -> dict[str, Any]:
@@ -75,54 +115,173 @@ def _generated(config: Config, experiments: list[Any], done: set[str]) -> dict[s
     from ibias.runner.scheduler import estimate_tokens
 
     models = {m.id: m for m in config.models}
-    cells: dict[tuple[str, str, str], list[int]] = {}
-    cost = 0.0
+    designed = {k.name for k in kinds() if k.designs}
+    cells: dict[tuple[str, str | None, str, str], list[int]] = {}
+    left: dict[str, list[int]] = {}
     for trial in trials_for(experiments, config.models):
-        cell = cells.setdefault((trial.experiment, trial.model_id, trial.language), [0, 0])
+        design = (
+            str(trial.item.get("design", DEFAULT_DESIGN)) if trial.experiment in designed else None
+        )
+        key = (trial.experiment, design, trial.model_id, trial.language)
+        cell = cells.setdefault(key, [0, 0])
         cell[0] += 1
         if trial.trial_key in done:
             cell[1] += 1
             continue
         m = models[trial.model_id]
-        est = estimate_tokens(trial, m.max_tokens)
-        cost += m.cost(est - m.max_tokens, m.max_tokens)
+        n_tokens = left.setdefault(m.id, [0, 0])
+        n_tokens[0] += 1
+        n_tokens[1] += estimate_tokens(trial, m.max_tokens) - m.max_tokens
     by: list[dict[str, Any]] = [
-        {"experiment": e, "model_id": mid, "language": lang, "trials": n, "done": d}
-        for (e, mid, lang), (n, d) in sorted(cells.items())
+        {"experiment": e, "design": d, "model_id": mid, "language": lang, "trials": n, "done": k}
+        for (e, d, mid, lang), (n, k) in sorted(cells.items(), key=lambda kv: _sort_key(kv[0]))
     ]
-    return _report(by, cost)
+    return _report(config, by, {m: Remaining(n, t) for m, (n, t) in left.items()})
 
 
-def _report(by: list[dict[str, Any]], cost: float) -> dict[str, Any]:
+def _sort_key(key: tuple[str, str | None, str, str]) -> tuple[str, str, str, str]:
+    e, d, m, lang = key
+    return (e, d or "", m, lang)
+
+
+def model_estimate(m: ModelConfig, left: Remaining) -> dict[str, Any]:
+    """One model's tokens, cost and least time for the trials it has left (module docstring)."""
+    n = left.trials
+    tokens = left.prompt_tokens + n * m.max_tokens
+    cost = m.cost(left.prompt_tokens, n * m.max_tokens)
+    bounds: dict[str, float] = {}
+    if m.rpm is not None:
+        bounds["rpm"] = max(n - 1, 0) * 60.0 / m.rpm
+    if m.tpm is not None:
+        bounds["tpm"] = max((left.prompt_tokens + n) * 60.0 / m.tpm - 1.0, 0.0)
+    limited_by = max(bounds, key=lambda k: bounds[k]) if bounds else None
+    return {
+        "model_id": m.id,
+        "remaining": n,
+        "estimated_tokens": tokens,
+        "estimated_cost_usd": round(cost, 4),
+        "rpm": m.rpm,
+        "tpm": m.tpm,
+        "max_concurrency": m.max_concurrency,
+        "min_seconds": None if limited_by is None else round(bounds[limited_by], 1),
+        "limited_by": limited_by,
+        "min_seconds_per_latency_s": round(n / m.max_concurrency, 1),
+    }
+
+
+def _report(config: Config, by: list[dict[str, Any]], left: dict[str, Remaining]) -> dict[str, Any]:
     total = sum(c["trials"] for c in by)
     done_n = sum(c["done"] for c in by)
+    models = [model_estimate(m, left.get(m.id, Remaining(0, 0))) for m in config.models]
+    timed = [m for m in models if m["min_seconds"] is not None]
+    # Models with nothing left cannot make the run slower, known limits or not.
+    unknown = [m["model_id"] for m in models if m["min_seconds"] is None and m["remaining"]]
+    slowest = max(timed, key=lambda m: m["min_seconds"], default=None)
     return {
         "total": total,
         "done": done_n,
         "remaining": total - done_n,
         "by": by,
-        "estimated_cost_usd": round(cost, 4),
+        "models": models,
+        "estimated_tokens": sum(m["estimated_tokens"] for m in models),
+        "estimated_cost_usd": round(sum(m["estimated_cost_usd"] for m in models), 4),
+        "min_seconds": None if slowest is None else slowest["min_seconds"],
+        "slowest_model": None if slowest is None else slowest["model_id"],
+        "time_unknown_models": unknown,
     }
 
 
+def duration(seconds: float) -> str:
+    """Seconds as a person reads a duration: '11 h 06 min', '4 min 10 s', '12 s'."""
+    s = math.ceil(seconds)
+    if s >= 86_400:
+        d, rem = divmod(s, 86_400)
+        return f"{d} d {rem // 3600:02d} h"
+    if s >= 3600:
+        h, rem = divmod(s, 3600)
+        return f"{h} h {rem // 60:02d} min"
+    if s >= 60:
+        mins, sec = divmod(s, 60)
+        return f"{mins} min {sec:02d} s"
+    return f"{s} s"
+
+
+def time_sentence(m: dict[str, Any]) -> str:
+    """The plain-words time of one model: 'at least 11 h 06 min (30 rpm)', or unknown."""
+    if not m["remaining"]:
+        return "nothing left"
+    if m["min_seconds"] is None:
+        return "unknown (no rpm or tpm configured)"
+    which = m["limited_by"]
+    return f"{duration(m['min_seconds'])} ({m[which]:,} {which})"
+
+
 def render_plan(report: dict[str, Any]) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="ibias plan")
-    for col in ("experiment", "model", "language", "trials", "done"):
-        table.add_column(col, justify="right" if col in ("trials", "done") else "left")
+    console = Console()
+    # Names are never cut (two Gemini models must stay apart): the model column is as wide as
+    # its longest id, and other text folds onto a second line when the terminal is narrow.
+    widest = max((len(m["model_id"]) for m in report["models"]), default=5)
+    table = Table(title="ibias plan", box=box.SIMPLE_HEAD, show_edge=False)
+    for col in ("experiment", "design", "model", "lang", "trials", "done"):
+        table.add_column(
+            col,
+            justify="right" if col in ("trials", "done") else "left",
+            overflow="fold",
+            min_width=widest if col == "model" else None,
+        )
     for c in report["by"]:
         table.add_row(
             c["experiment"],
+            c["design"] or "-",
             c["model_id"],
             c["language"] or "-",
             f"{c['trials']:,}",
             f"{c['done']:,}",
         )
-    console = Console()
     console.print(table)
+    models = Table(
+        title="per model, for the trials left (tokens and cost at most, time at least)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+    )
+    for col in ("model", "left", "tokens", "cost $", "time"):
+        models.add_column(
+            col,
+            justify="left" if col in ("model", "time") else "right",
+            overflow="fold",
+            min_width=widest if col == "model" else None,
+        )
+    for m in report["models"]:
+        models.add_row(
+            m["model_id"],
+            f"{m['remaining']:,}",
+            f"{m['estimated_tokens']:,}",
+            f"{m['estimated_cost_usd']:,.2f}",
+            time_sentence(m),
+        )
+    console.print(models)
     console.print(
         f"total {report['total']:,}, done {report['done']:,}, remaining {report['remaining']:,}; "
-        f"estimated cost at most ${report['estimated_cost_usd']:.2f}"
+        f"estimated cost at most ${report['estimated_cost_usd']:,.2f}"
     )
+    console.print(_total_time(report))
+
+
+def _total_time(report: dict[str, Any]) -> str:
+    unknown = report["time_unknown_models"]
+    named = ", ".join(unknown)
+    if report["min_seconds"] is None:
+        if not unknown:
+            return "time: nothing left to request"
+        return f"time: unknown (no rpm or tpm configured for {named})"
+    line = (
+        f"time: at least {duration(report['min_seconds'])}, set by {report['slowest_model']} "
+        "(models run side by side)"
+    )
+    if unknown:
+        line += f"; unknown for {named} (no rpm or tpm configured)"
+    return line

@@ -1,6 +1,10 @@
-"""Live progress: a rich table on a terminal, plain lines otherwise, nothing with --quiet.
+"""Live progress: a rich table on a terminal, short plain lines otherwise, nothing with --quiet.
 
-It only reads the scheduler's counters; it never affects the run.
+It only reads the scheduler's counters; it never affects the run. Done, tokens and cost are
+the plan's so far (a resumed run continues the numbers of the runs before it); `failed`
+counts trials that failed for good, apart from `retries` (attempts that were tried again).
+Without a terminal (a log file, `nohup`, a CI job) each update is one short line per model,
+every `plain_interval` seconds, so a log of an overnight sweep stays readable with `grep`.
 """
 
 from __future__ import annotations
@@ -16,22 +20,32 @@ if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quie
     from rich.live import Live
     from rich.table import Table
 
+COLUMNS = ("model", "done/total", "failed", "req/s", "retries", "errors", "tokens", "cost $", "ETA")
 
-def _eta(seconds: float | None) -> str:
+
+def _eta(s: ModelStats, seconds: float | None) -> str:
+    if s.fatal:
+        return "-"
     if seconds is None:
         return "?"
     seconds = int(seconds)
     h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+    m, sec = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
 
 
 def render_table(stats: Sequence[ModelStats]) -> Table:
     from rich.table import Table
 
     table = Table(title="ibias run", expand=False)
-    for col in ("model", "done/total", "req/s", "retries", "errors", "tokens", "cost $", "ETA"):
-        table.add_column(col, justify="left" if col == "model" else "right")
+    for col in COLUMNS:
+        # Model ids are never cut: two ids that differ only at the end must stay apart.
+        table.add_column(
+            col,
+            justify="left" if col == "model" else "right",
+            overflow="fold",
+            min_width=max((len(s.model_id) for s in stats), default=5) if col == "model" else None,
+        )
     now = time.monotonic()
     for s in stats:
         rate, eta = rate_and_eta(s, now)
@@ -39,28 +53,34 @@ def render_table(stats: Sequence[ModelStats]) -> Table:
         table.add_row(
             name,
             f"{s.done_before + s.done:,}/{s.total:,}",
+            f"{s.failed:,}",
             f"{rate:.1f}",
             f"{s.retries:,}",
             f"{s.errors:,}",
-            f"{s.prompt_tokens + s.completion_tokens:,}",
-            f"{s.cost_usd:.4f}",
-            _eta(eta),
+            f"{s.tokens:,}",
+            f"{s.cost:.4f}",
+            _eta(s, eta),
         )
     return table
 
 
-def plain_line(stats: Sequence[ModelStats]) -> str:
+def plain_lines(stats: Sequence[ModelStats]) -> list[str]:
+    """One short line per model (no terminal): what a log needs and nothing it cannot hold."""
     now = time.monotonic()
-    parts = []
+    lines = []
     for s in stats:
         rate, eta = rate_and_eta(s, now)
-        parts.append(
-            f"{s.model_id} {s.done_before + s.done}/{s.total} {rate:.1f}/s "
-            f"retries={s.retries} errors={s.errors} "
-            f"tokens={s.prompt_tokens + s.completion_tokens} cost=${s.cost_usd:.4f} "
-            f"eta={_eta(eta)}"
+        done = s.done_before + s.done
+        share = f"{100 * done / s.total:.0f}%" if s.total else "-"
+        line = (
+            f"progress {s.model_id}: {done}/{s.total} ({share}) {rate:.1f}/s "
+            f"failed={s.failed} retries={s.retries} errors={s.errors} "
+            f"tokens={s.tokens} cost=${s.cost:.4f} eta={_eta(s, eta)}"
         )
-    return "progress: " + "; ".join(parts)
+        if s.fatal:
+            line += " stopped"
+        lines.append(line)
+    return lines
 
 
 class Progress:
@@ -72,14 +92,14 @@ class Progress:
         *,
         quiet: bool,
         stream: TextIO | None = None,
-        plain_interval: float = 10.0,
+        plain_interval: float = 30.0,
     ) -> None:
         self.stats = stats
         self.quiet = quiet
         self.stream = stream or sys.stderr
         self.plain_interval = plain_interval
         self._live: Live | None = None
-        self._last_plain = 0.0
+        self._next_plain: float | None = None
 
     def start(self) -> None:
         if self.quiet:
@@ -99,9 +119,17 @@ class Progress:
             self._live.update(render_table(self.stats), refresh=True)
             return
         now = time.monotonic()
-        if now - self._last_plain >= self.plain_interval:
-            self._last_plain = now
-            print(plain_line(self.stats), file=self.stream, flush=True)
+        # The first tick prints, then every `plain_interval` s on a fixed grid (no drift).
+        if self._next_plain is not None and now < self._next_plain:
+            return
+        base = now if self._next_plain is None else self._next_plain
+        self._next_plain = base + self.plain_interval
+        while self.plain_interval > 0 and self._next_plain <= now:
+            self._next_plain += self.plain_interval
+        self._print_plain()
+
+    def _print_plain(self) -> None:
+        print("\n".join(plain_lines(self.stats)), file=self.stream, flush=True)
 
     def stop(self) -> None:
         if self._live is not None:
@@ -109,4 +137,4 @@ class Progress:
             self._live.stop()
             self._live = None
         elif not self.quiet:
-            print(plain_line(self.stats), file=self.stream, flush=True)
+            self._print_plain()

@@ -63,6 +63,7 @@ from ibias.store.plans import (
     has_trials,
     insert_planned,
     plan_totals,
+    plan_usage,
     record_plan,
     remaining,
 )
@@ -121,19 +122,30 @@ def git_rev() -> str | None:
 
 
 def check_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str | None]:
-    """API keys by model id, from the environment. A missing variable is a config error."""
+    """API keys by model id, from the environment. Missing variables are one config error
+    naming all of them (only the config's models: a `--model` selection asks for its own)."""
     keys: dict[str, str | None] = {}
-    for i, m in enumerate(config.models):
+    missing: list[tuple[str, str]] = []
+    for m in config.models:
         if m.api_key_env is None:
             keys[m.id] = None
             continue
         value = environ.get(m.api_key_env)
         if not value:
-            raise ConfigError(
-                f"{config.path}: models[{i}].api_key_env: environment variable "
-                f"{m.api_key_env} is not set (needed by model {m.id!r})"
-            )
+            missing.append((m.api_key_env, m.id))
+            continue
         keys[m.id] = value
+    if len(missing) == 1:
+        raise ConfigError(
+            f"{config.path}: environment variable {missing[0][0]} is not set "
+            f"(needed by model {missing[0][1]!r})"
+        )
+    if missing:
+        raise ConfigError(
+            f"{config.path}: {len(missing)} environment variables are not set: "
+            + ", ".join(f"{env} (model {model_id!r})" for env, model_id in missing)
+            + " (export them, or run only some models with --model ID)"
+        )
     return keys
 
 
@@ -384,6 +396,14 @@ async def _execute_locked(
         for model_id, (total, done) in totals.items():
             if model_id in stats:
                 stats[model_id].total, stats[model_id].done_before = total, done
+        if any(done for _, done in totals.values()):  # a resumed run: carry the usage too
+            usage = await anyio.to_thread.run_sync(plan_usage, con, plan)
+            for model_id, used in usage.items():
+                if model_id in stats:
+                    before = stats[model_id]
+                    before.prompt_tokens_before = used.prompt_tokens
+                    before.completion_tokens_before = used.completion_tokens
+                    before.cost_usd_before = used.cost_usd
         clock.lap("totals")
         if all(s.done_before >= s.total for s in stats.values()):
             # Nothing left: no provider, writer or simulator to start.

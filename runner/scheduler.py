@@ -236,8 +236,11 @@ class Scheduler:
                 outer.cancel_scope.cancel()  # the work is over: stop listening for a stop
         finally:
             self._work_scope = None
+            ended = time.monotonic()
             for rt in self.runtimes:
                 rt.stats.finished = True
+                if rt.stats.ended_at is None:
+                    rt.stats.ended_at = ended
 
     async def _relay(self, stop: Stop) -> None:
         await stop.wait()

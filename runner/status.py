@@ -40,11 +40,38 @@ class ModelStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    #: What earlier runs of the same plan used (tokens, cost), so the display is cumulative
+    #: like done/total; `cost_usd` alone is this run's (what --max-cost limits).
+    prompt_tokens_before: int = 0
+    completion_tokens_before: int = 0
+    cost_usd_before: float = 0.0
     fatal: str | None = None
     finished: bool = False
     first_done_at: float | None = None
     reported: set[str] = field(default_factory=set)
     """The model names and versions the provider reported in this run's replies (drift)."""
+    #: When the model's work ended (monotonic clock): the rate and ETA freeze there, so an
+    #: interrupted run shows the time it still needs instead of a zero.
+    ended_at: float | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Tokens used by the plan so far, over this run and earlier ones."""
+        return (
+            self.prompt_tokens_before
+            + self.completion_tokens_before
+            + self.prompt_tokens
+            + self.completion_tokens
+        )
+
+    @property
+    def cost(self) -> float:
+        """Cost of the plan so far, over this run and earlier ones."""
+        return self.cost_usd_before + self.cost_usd
+
+    @property
+    def remaining(self) -> int:
+        return max(self.total - self.done_before - self.done - self.failed, 0)
 
 
 def status_path(store: Path) -> Path:
@@ -52,15 +79,26 @@ def status_path(store: Path) -> Path:
 
 
 def rate_and_eta(s: ModelStats, now: float) -> tuple[float, float | None]:
-    """Requests completed per second since the first completion, and seconds left."""
-    if s.first_done_at is None or s.done < 2:
-        return 0.0, None
-    elapsed = max(now - s.first_done_at, 1e-6)
-    rate = (s.done - 1) / elapsed
-    remaining = max(s.total - s.done_before - s.done - s.failed, 0)
-    if s.fatal or s.finished:
+    """Requests completed per second since the first completion, and seconds left.
+
+    Once the model's work has ended both are frozen at `ended_at`: a finished model has an
+    ETA of 0, an interrupted one the time it still needs at its last rate (not a zero that
+    would read as "done"), a model stopped by a fatal error none.
+    """
+    if s.fatal:
+        return _rate(s, s.ended_at if s.ended_at is not None else now), None
+    rate = _rate(s, s.ended_at if s.ended_at is not None else now)
+    if s.total and s.remaining == 0:
         return rate, 0.0
-    return rate, (remaining / rate if rate > 0 else None)
+    if rate <= 0:
+        return rate, None
+    return rate, s.remaining / rate
+
+
+def _rate(s: ModelStats, now: float) -> float:
+    if s.first_done_at is None or s.done < 2:
+        return 0.0
+    return (s.done - 1) / max(now - s.first_done_at, 1e-6)
 
 
 def snapshot(
@@ -85,9 +123,10 @@ def snapshot(
                 "retries": s.retries,
                 "errors": s.errors,
                 "rate_limited": s.rate_limited,
-                "prompt_tokens": s.prompt_tokens,
-                "completion_tokens": s.completion_tokens,
-                "cost_usd": round(s.cost_usd, 6),
+                "prompt_tokens": s.prompt_tokens_before + s.prompt_tokens,
+                "completion_tokens": s.completion_tokens_before + s.completion_tokens,
+                "cost_usd": round(s.cost, 6),
+                "cost_usd_this_run": round(s.cost_usd, 6),
                 "requests_per_s": round(rate, 3),
                 "eta_s": None if eta is None else round(eta, 1),
                 "fatal": s.fatal,

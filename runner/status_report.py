@@ -1,19 +1,29 @@
 """`ibias status`: progress from the status file while a run holds the store, else from the
-store's `progress` view."""
+store.
+
+Both states render as the same per-model table (model, done/total, failed, req/s, retries,
+errors, cost, ETA), so a user watching a sweep sees the same thing before and after it ends;
+the rate and ETA exist only during a run. The table fits 80 columns without cutting a model
+id: the id column is as wide as the longest id and the numbers are compact, and with ids too
+long for that, the id wraps onto a second line instead of being elided. The per experiment x
+language breakdown is in `--json` (`by`) and in the store's `progress` view.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from ibias.runner.status import read_status, status_path
 from ibias.store.db import StoreError, open_store
 from ibias.store.drift import model_drift
 from ibias.store.lock import holder
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+#: The columns of the status table, during and after a run.
+COLUMNS = ("model", "done/total", "failed", "req/s", "retries", "errors", "cost $", "ETA")
 
 
 def status_report(store: Path) -> dict[str, Any]:
@@ -38,7 +48,19 @@ def status_report(store: Path) -> dict[str, Any]:
         ).fetchall()
         last = con.execute(
             "SELECT run_id, started_at FROM runs ORDER BY started_at DESC LIMIT 1"
-        ).fetchone()
+        ).fetchall()
+        attempts = {
+            m: (int(r), int(e))
+            for m, r, e in con.execute(
+                "SELECT model_id, count(*) FILTER (WHERE outcome = 'retry'), "
+                "count(*) FILTER (WHERE outcome IN ('retry', 'gave_up')) FROM attempts GROUP BY 1"
+            ).fetchall()
+        }
+        costs = dict(
+            con.execute(
+                "SELECT model_id, coalesce(sum(cost_usd), 0) FROM responses GROUP BY 1"
+            ).fetchall()
+        )
         reported = model_drift(con)
     finally:
         con.close()
@@ -46,14 +68,36 @@ def status_report(store: Path) -> dict[str, Any]:
         {"experiment": e, "model_id": m, "language": lang, "planned": p, "done": d, "failed": f}
         for e, m, lang, p, d, f in rows
     ]
+    models: dict[str, dict[str, Any]] = {}
+    for r in by:
+        m = models.setdefault(
+            r["model_id"], {"model_id": r["model_id"], "total": 0, "done": 0, "failed": 0}
+        )
+        m["total"] += r["planned"]
+        m["done"] += r["done"]
+        m["failed"] += r["failed"]
+    fatal = {
+        m["model_id"]: m.get("fatal") for m in (live or {}).get("models", []) if m.get("fatal")
+    }
+    for model_id, m in models.items():
+        retries, errors = attempts.get(model_id, (0, 0))
+        m.update(
+            retries=retries,
+            errors=errors,
+            cost_usd=round(float(costs.get(model_id, 0.0)), 6),
+            requests_per_s=None,
+            eta_s=None,
+            fatal=fatal.get(model_id),
+        )
     return {
         "store": str(store),
         "running": False,
-        "last_run_id": last[0] if last else None,
-        "last_run_started_at": last[1].isoformat() if last else None,
+        "last_run_id": last[0][0] if last else None,
+        "last_run_started_at": last[0][1].isoformat() if last else None,
         "planned": sum(r["planned"] for r in by),
         "done": sum(r["done"] for r in by),
         "failed": sum(r["failed"] for r in by),
+        "models": list(models.values()),
         "by": by,
         "last_status": live,
         "drift": [d.line() for d in reported if d.drifted],
@@ -61,63 +105,87 @@ def status_report(store: Path) -> dict[str, Any]:
     }
 
 
-def render_status(report: dict[str, Any]) -> None:
-    console = Console()
+def _count(n: int) -> str:
+    """A count in at most 6 characters: 950, 20,320, 1.2M."""
+    if n < 1_000_000:
+        return f"{n:,}"
+    return f"{n / 1e6:.1f}M" if n < 10**8 else f"{n / 1e6:.0f}M"
+
+
+def _eta(seconds: float | None, m: dict[str, Any], running: bool) -> str:
+    if not running or m.get("fatal"):
+        return "-"
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    h, rem = divmod(s, 3600)
+    return f"{h}h{rem // 60:02d}m" if h else f"{rem // 60}m{rem % 60:02d}s"
+
+
+def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The table's rows, as text (one per model, in the run's model order)."""
+    running = bool(report["running"])
+    out: list[tuple[str, ...]] = []
+    for m in report.get("models", []):
+        rate = m.get("requests_per_s")
+        out.append(
+            (
+                m["model_id"] + (" (stopped)" if m.get("fatal") else ""),
+                f"{_count(m['done'])}/{_count(m['total'])}",
+                _count(m["failed"]),
+                "-" if rate is None else f"{rate:.1f}",
+                _count(m["retries"]),
+                _count(m["errors"]),
+                f"{m['cost_usd']:.2f}",
+                _eta(m.get("eta_s"), m, running),
+            )
+        )
+    return out
+
+
+def render_status(report: dict[str, Any], console: Console | None = None) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
     if report["running"]:
         state = report.get("state") or "starting"
         console.print(f"{report['store']}: run in progress, {state} ({report['holder']})")
-        table = Table()
-        for col in (
-            "model",
-            "done/total",
-            "failed",
-            "req/s",
-            "retries",
-            "errors",
-            "cost $",
-            "ETA s",
-        ):
-            table.add_column(col)
-        for m in report.get("models", []):
-            table.add_row(
-                m["model_id"] + (" (stopped)" if m.get("fatal") else ""),
-                f"{m['done']:,}/{m['total']:,}",
-                str(m["failed"]),
-                f"{m['requests_per_s']:.1f}",
-                str(m["retries"]),
-                str(m["errors"]),
-                f"{m['cost_usd']:.4f}",
-                "?" if m["eta_s"] is None else f"{m['eta_s']:.0f}",
-            )
-        console.print(table)
-        for line in report.get("drift", []):
-            console.print(f"[yellow]drift:[/yellow] {escape(line)}", highlight=False)
-        return
-    table = Table(title=f"{report['store']} (no run in progress)")
-    for col in ("experiment", "model", "language", "planned", "done", "failed"):
-        table.add_column(col)
-    for r in report["by"]:
-        table.add_row(
-            r["experiment"],
-            r["model_id"],
-            r["language"] or "-",
-            f"{r['planned']:,}",
-            f"{r['done']:,}",
-            f"{r['failed']:,}",
+    else:
+        last = report.get("last_run_started_at")
+        since = f"; last run started {last[:19].replace('T', ' ')} UTC" if last else ""
+        console.print(f"{report['store']}: no run in progress{since}")
+    body = rows(report)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for col in COLUMNS:
+        # Numbers never wrap; the id takes the rest of the width and folds (every character
+        # kept) only when it does not fit.
+        table.add_column(
+            col,
+            justify="left" if col == "model" else "right",
+            overflow="fold",
+            no_wrap=col != "model",
         )
+    for r in body:
+        table.add_row(*r)
     console.print(table)
+    for line in report.get("drift", []):
+        console.print(f"drift: {line}", markup=False, highlight=False)
+    if report["running"]:
+        return
     console.print(
         f"planned {report['planned']:,}, done {report['done']:,}, failed {report['failed']:,}"
     )
-    for line in report.get("drift", []):
-        console.print(f"[yellow]drift:[/yellow] {escape(line)}", highlight=False)
     prints = [
         f"{m['model_id']} {m['n_fingerprints']}"
         for m in report.get("reported_models", [])
         if m["n_fingerprints"]
     ]
     if prints:  # listed, not alarmed on: they vary with the provider's backend
-        console.print("system fingerprints per model (vary by backend): " + ", ".join(prints))
+        console.print(
+            "system fingerprints per model (vary by backend): " + ", ".join(prints), markup=False
+        )
     last = report.get("last_status") or {}
     if last.get("state") == "failed" and last.get("error"):
         console.print(f"the last run failed: {last['error']}", markup=False)

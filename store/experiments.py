@@ -232,7 +232,36 @@ def apply_experiment_schemas(
             con.execute("ROLLBACK")
             raise
         changed += 1
-    return changed
+    return changed + _apply_replies_view(con, recorded)
+
+
+def _apply_replies_view(con: duckdb.DuckDBPyConnection, recorded: dict[str, _Recorded]) -> int:
+    """(Re)create the `replies` view (store/replies.py) when its generated DDL changed."""
+    from ibias.store.replies import VIEW, replies_view_ddl
+
+    present = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_catalog = "
+            "current_database()"
+        ).fetchall()
+    }
+    ddl = replies_view_ddl(kinds(), present)
+    digest = stable_hash(ddl)
+    if recorded.get(VIEW, _Recorded(0, "", None)).ddl_hash == digest:
+        return 0
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(ddl)
+        con.execute(
+            "INSERT INTO experiment_schemas (name, version, ddl_hash) VALUES (?, 1, ?)",
+            [VIEW, digest],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return 1
 
 
 def arrow_schema(parser: Parser) -> dict[str, pa.DataType]:

@@ -292,3 +292,25 @@ def plan_totals(
         total, done = out.get(cell.model_id, (0, 0))
         out[cell.model_id] = (total + cell.trials, done + cell.done)
     return out
+
+
+class Usage(NamedTuple):
+    """Tokens and cost of the responses stored for one model's trials of a plan."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+
+
+def plan_usage(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> dict[str, Usage]:
+    """Per model: what the plan's stored responses used, so a resumed run's tokens and cost
+    start where the last run left them (as done/total does)."""
+    where, params = plan.membership()
+    rows = con.execute(
+        "SELECT r.model_id, coalesce(sum(r.prompt_tokens), 0)::BIGINT, "
+        "coalesce(sum(r.completion_tokens), 0)::BIGINT, coalesce(sum(r.cost_usd), 0) "
+        f"FROM responses r WHERE r.trial_key IN (SELECT t.trial_key FROM trials t WHERE {where}) "
+        "GROUP BY 1",
+        params,
+    ).fetchall()
+    return {m: Usage(int(p), int(c), float(cost)) for m, p, c, cost in rows}

@@ -64,6 +64,7 @@ class PageCheck:
     images: list[dict[str, Any]] = field(default_factory=list)
     title: str = ""
     text: str = ""
+    layout: dict[str, Any] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Any]:
@@ -118,12 +119,12 @@ async def _browser_ws(proc: asyncio.subprocess.Process) -> tuple[str, asyncio.Ta
             return found.group(1), asyncio.create_task(_drain(proc.stderr))
 
 
-async def inspect_page(page: Path, screenshot: Path, profile: Path) -> PageCheck:
+async def inspect_page(page: Path, screenshot: Path, profile: Path, width: int = 1400) -> PageCheck:
     proc = await asyncio.create_subprocess_exec(
         chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
         "--no-first-run", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--disable-extensions", f"--user-data-dir={profile}",
-        "--remote-debugging-port=0", "--window-size=1400,4000", "about:blank",
+        "--remote-debugging-port=0", f"--window-size={width},4000", "about:blank",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     check = PageCheck()
@@ -176,6 +177,21 @@ def _record(tools: _DevTools, event: dict[str, Any], check: PageCheck) -> None:
         )
 
 
+#: Where the tables ended up: the page's width, each table's right edge and each wrapper's
+#: scroll width (a scrollbar hides columns when it exceeds the wrapper's width), and the key
+#: tables' <details> (open, and the height of the table inside).
+_LAYOUT_JS = """JSON.stringify({
+  page: document.documentElement.clientWidth,
+  pageScroll: document.documentElement.scrollWidth,
+  tables: [...document.querySelectorAll('table')].map(t => ({
+    right: t.getBoundingClientRect().right, width: t.getBoundingClientRect().width,
+    wrapScroll: t.parentElement.scrollWidth, wrapWidth: t.parentElement.clientWidth,
+    visible: t.getClientRects().length > 0 })),
+  key: [...document.querySelectorAll('details.key')].map(d => ({
+    open: d.open, summary: d.querySelector('summary').innerText,
+    height: (d.querySelector('table') || {offsetHeight: 0}).offsetHeight })),
+  roster: !!document.getElementById('roster') })"""
+
 _IMAGES_JS = """JSON.stringify([...document.images].map(i => ({
   complete: i.complete, width: i.naturalWidth, height: i.naturalHeight,
   src: i.currentSrc.slice(0, 30), alt: i.alt })))"""
@@ -184,6 +200,8 @@ _IMAGES_JS = """JSON.stringify([...document.images].map(i => ({
 async def _after_load(tools: _DevTools, check: PageCheck, screenshot: Path) -> None:
     images = await tools.call("Runtime.evaluate", expression=_IMAGES_JS, returnByValue=True)
     check.images = json.loads(images["result"]["value"])
+    layout = await tools.call("Runtime.evaluate", expression=_LAYOUT_JS, returnByValue=True)
+    check.layout = json.loads(layout["result"]["value"])
     title = await tools.call("Runtime.evaluate", expression="document.title", returnByValue=True)
     check.title = title["result"]["value"]
     text = await tools.call(
@@ -229,6 +247,29 @@ async def test_report_opens_cleanly_in_chromium(
     # The hostile id is shown as text, not interpreted.
     assert HOSTILE_ID in check.text
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:4] == b"\x89PNG"
+
+
+async def test_report_at_1280_px_fits_its_tables_and_shows_key_tables_open(
+    hostile_report: AnalysisResult, tmp_path: Path
+) -> None:
+    page = hostile_report.report
+    check = await inspect_page(page, tmp_path / "report.png", tmp_path / "profile", width=1280)
+    assert_clean(check, page)
+    layout = check.layout
+    assert 1200 <= layout["page"] <= 1280 and layout["pageScroll"] <= layout["page"]
+    shown = [t for t in layout["tables"] if t["visible"]]
+    assert len(shown) >= 10
+    # No table wider than the page, none scrolling inside its wrapper (hidden columns).
+    assert all(t["right"] <= layout["page"] + 0.5 for t in shown), shown
+    assert all(t["wrapScroll"] <= t["wrapWidth"] + 1 for t in shown), shown
+    # The key tables (selection shares per condition, word association per language, the
+    # explicit checks) are open, with their rows laid out.
+    key = layout["key"]
+    assert len(key) >= 6 and all(d["open"] and d["height"] > 40 for d in key), key
+    summaries = " | ".join(d["summary"] for d in key)
+    assert "English, no symptoms, without explanation" in summaries
+    # The roster's make-up is in the report, counted from the store.
+    assert layout["roster"] and "The roster: who the candidates are" in check.text
 
 
 def test_report_escapes_store_text_and_states_every_n(hostile_report: AnalysisResult) -> None:

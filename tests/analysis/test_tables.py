@@ -443,8 +443,12 @@ def test_explanation_examples_prefer_explained_trials(analysed: AnalysisResult) 
     assert not examples.is_empty()
     assert examples["explanation_text"].str.len_chars().min() > 0  # type: ignore[operator]
     assert examples["explanation"].all()  # every service has explained trials to pick from
-    per = examples.group_by("service", "chosen").agg(pl.len(), pl.col("model_id").n_unique())
+    per = examples.group_by("service", "chosen").agg(
+        pl.len(), pl.col("model_id").n_unique(), pl.col("language").sort().alias("languages")
+    )
     assert (per["len"] <= 2).all() and (per["len"] == per["model_id"]).all()
+    # Both languages: one example each per service and choice (the store has both).
+    assert all(langs.to_list() == ["en", "es"] for langs in per["languages"])
 
 
 # --------------------------------------------------------------------------------------------

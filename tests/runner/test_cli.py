@@ -249,7 +249,14 @@ def test_missing_key_is_not_an_error_for_plan(tmp_path):
     report = json.loads(result.stdout)
     assert report["total"] == 12 and report["done"] == 0 and report["remaining"] == 12
     assert report["by"] == [
-        {"experiment": "prompts", "model_id": "a", "language": "", "trials": 12, "done": 0}
+        {
+            "experiment": "prompts",
+            "design": None,
+            "model_id": "a",
+            "language": "",
+            "trials": 12,
+            "done": 0,
+        }
     ]
     assert report["estimated_cost_usd"] > 0
 

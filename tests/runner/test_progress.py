@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import io
+import json
 import time
 
+import duckdb
 from rich.console import Console
 
-from ibias.runner.progress import Progress, plain_line, render_table
+from ibias.runner.cli import main
+from ibias.runner.progress import Progress, plain_lines, render_table
 from ibias.runner.scheduler import ModelStats
+from ibias.runner.status import rate_and_eta
+from tests.helpers import model_block, write_config
 
 
 def stats() -> list[ModelStats]:
@@ -20,6 +25,7 @@ def stats() -> list[ModelStats]:
         done_before=100,
         retries=3,
         errors=5,
+        failed=7,
         prompt_tokens=1000,
         completion_tokens=500,
         cost_usd=0.25,
@@ -29,13 +35,16 @@ def stats() -> list[ModelStats]:
     return [a, b]
 
 
-def test_plain_line_has_every_counter():
-    line = plain_line(stats())
-    assert line.startswith("progress: gpt-x 500/1000 ")
-    assert "retries=3" in line and "errors=5" in line and "tokens=1500" in line
-    assert "cost=$0.2500" in line and "eta=" in line and "broken 0/1000" in line
-    # 399 completions in 10 s after the first: about 39.9/s, so 500 left is about 12 s
-    assert "39.9/s" in line and "eta=0m12s" in line
+def test_plain_lines_are_one_short_line_per_model_with_every_counter():
+    lines = plain_lines(stats())
+    assert len(lines) == 2 and all(len(line) < 160 for line in lines)
+    a, b = lines
+    assert a.startswith("progress gpt-x: 500/1000 (50%) ")
+    assert "failed=7" in a and "retries=3" in a and "errors=5" in a and "tokens=1500" in a
+    assert "cost=$0.2500" in a and "eta=" in a
+    assert b.startswith("progress broken: 0/1000 (0%)") and b.endswith("eta=- stopped")
+    # 399 completions in 10 s after the first: about 39.9/s, so 493 left is about 12 s
+    assert "39.9/s" in a and "eta=0m12s" in a
 
 
 def test_table_on_a_terminal():
@@ -44,6 +53,7 @@ def test_table_on_a_terminal():
     text = console.file.getvalue()  # type: ignore[attr-defined]
     for needle in (
         "done/total",
+        "failed",
         "req/s",
         "retries",
         "errors",
@@ -64,10 +74,79 @@ def test_pipe_gets_plain_lines_and_quiet_gets_nothing():
     p.start()
     p.tick()
     p.stop()
-    assert piped.getvalue().count("progress: ") == 2
+    assert piped.getvalue().count("progress ") == 4  # the first tick and the end, 2 models
     quiet = io.StringIO()
     q = Progress(stats(), quiet=True, stream=quiet)
     q.start()
     q.tick()
     q.stop()
     assert quiet.getvalue() == ""
+
+
+def test_plain_lines_come_at_a_steady_interval(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr("ibias.runner.progress.time.monotonic", lambda: clock[0])
+    piped = io.StringIO()
+    p = Progress(stats()[:1], quiet=False, stream=piped, plain_interval=30)
+    p.start()
+    printed = []
+    for second in range(1, 200):  # ticks about once a second, a little late each time
+        clock[0] = 100.0 + second * 1.01
+        before = piped.getvalue().count("\n")
+        p.tick()
+        if piped.getvalue().count("\n") > before:
+            printed.append(clock[0])
+    # One print per 30 s grid point, each at the first tick after it: no drift over time.
+    assert len(printed) == 7
+    assert all(0 <= t - printed[0] - 30 * i < 1.01 for i, t in enumerate(printed))
+
+
+def test_eta_freezes_when_a_run_is_interrupted_and_is_zero_only_when_done():
+    s = stats()[0]
+    s.finished, s.ended_at = True, s.first_done_at + 10  # type: ignore[operator]
+    rate, eta = rate_and_eta(s, s.ended_at)
+    assert rate > 0 and eta is not None and eta > 0
+    # Later reads show the same numbers, not a rate decaying with the wall clock.
+    assert rate_and_eta(s, s.ended_at + 3600) == (rate, eta)
+    s.done = s.total - s.done_before - s.failed
+    assert rate_and_eta(s, s.ended_at + 5)[1] == 0.0
+    assert rate_and_eta(stats()[1], 0.0)[1] is None  # stopped by a fatal error: no ETA
+
+
+def test_tokens_and_cost_are_cumulative_over_resumed_runs(tmp_path, capsys):
+    cfg = write_config(
+        tmp_path,
+        [model_block("m", provider="simulator", price_input=1.0, price_output=3.0)],
+        n_prompts=40,
+    )
+    store = tmp_path / "store.duckdb"
+    assert main(["run", str(cfg), "--quiet"]) == 0
+    con = duckdb.connect(str(store))
+    try:  # as if the first run had been interrupted after about half of the trials
+        con.execute("DELETE FROM responses WHERE hash(trial_key) % 2 = 0")
+        left = con.execute("SELECT count(*) FROM responses").fetchall()[0][0]
+    finally:
+        con.close()
+    assert 0 < left < 40
+    assert main(["run", str(cfg)]) == 0
+    err = capsys.readouterr().err
+    status = json.loads(store.with_name(store.name + ".status.json").read_text())
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        prompt, completion, cost = con.execute(
+            "SELECT sum(prompt_tokens), sum(completion_tokens), sum(cost_usd) FROM responses"
+        ).fetchall()[0]
+        this_run = con.execute(
+            "SELECT sum(cost_usd) FROM responses WHERE run_id = "
+            "(SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1)"
+        ).fetchall()[0][0]
+    finally:
+        con.close()
+    [m] = status["models"]
+    assert (m["done"], m["done_this_run"]) == (40, 40 - left)
+    assert (m["prompt_tokens"], m["completion_tokens"]) == (prompt, completion)
+    assert m["cost_usd"] == round(cost, 6) and m["cost_usd_this_run"] == round(this_run, 6)
+    # The last progress line (no terminal) shows the same cumulative numbers.
+    last = [line for line in err.splitlines() if line.startswith("progress m:")][-1]
+    assert f"tokens={prompt + completion}" in last and f"cost=${cost:.4f}" in last
+    assert "40/40 (100%)" in last and "eta=0m00s" in last

@@ -100,7 +100,11 @@ async def test_stop_mid_run_stores_everything_answered_and_installs_no_handler(t
     # the run never touched the process's signal handling
     assert built[0].handlers_seen == set(before.items())
     assert {s: signal.getsignal(s) for s in SIGNALS} == before
-    assert read_status(status_path(store))["state"] == "interrupted"  # type: ignore[index]
+    status = read_status(status_path(store))
+    assert status is not None and status["state"] == "interrupted"
+    # What the run still needed, frozen where it stopped: never a 0 that reads as "done".
+    [model] = status["models"]
+    assert model["done"] == answered < model["total"] and model["eta_s"] > 0
 
 
 class Hanging(Provider):

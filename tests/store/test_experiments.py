@@ -38,6 +38,11 @@ def test_views_have_the_documented_columns(tmp_path: Path) -> None:
             "trial_key", "model_id", "language", "experiment", "subject", "answer", "content",
             "parser_version",
         ]  # fmt: skip
+        assert _columns(con, "replies") == [
+            "trial_key", "experiment", "design", "model_id", "language", "coords", "replicate",
+            "prompt", "reply", "finish_reason", "refusal", "parsed", "parser_version",
+            "received_at",
+        ]  # fmt: skip
         recorded = con.execute(
             "SELECT name, version FROM experiment_schemas ORDER BY name"
         ).fetchall()
@@ -47,6 +52,7 @@ def test_views_have_the_documented_columns(tmp_path: Path) -> None:
         ("allocation", 3),
         ("allocation_explicit", 1),
         ("explicit_answers", 1),
+        ("replies", 1),
         ("word_association", 2),
         ("word_association_explicit", 1),
     ]
@@ -58,7 +64,7 @@ def test_reopening_applies_nothing_and_a_new_version_adds_its_column(tmp_path: P
     open_store(store).close()
     con = open_store(store)
     try:
-        assert con.execute("SELECT count(*) FROM experiment_schemas").fetchall() == [(5,)]
+        assert con.execute("SELECT count(*) FROM experiment_schemas").fetchall() == [(6,)]
     finally:
         con.close()
 
