@@ -446,6 +446,7 @@ def test_status_fits_80_columns_and_has_one_shape_during_and_after_a_run(tmp_pat
         assert got[m]["cost_usd"] == round(cost[m], 6)
     assert header.split() == " ".join(COLUMNS).split()
     # The long id wraps rather than being cut: its pieces, read down the column, are the id.
-    body = after_lines[after_lines.index(header) + 2 : -1]
+    end = next(i for i, line in enumerate(after_lines) if line.startswith("planned "))
+    body = after_lines[after_lines.index(header) + 2 : end]
     col = [line[: header.index("done/total") - 1].strip() for line in body]
     assert "".join(col) == "".join(sorted(GEMINIS))
