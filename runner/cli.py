@@ -356,16 +356,16 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _analyze(store: Path, out: Path, bootstrap: int = 2000, ci: str = "percentile") -> Path:
-    """Analysis under the store lock; data that breaks the pairing is bad input (exit 2)."""
+    """Analysis (it takes the store's lock only to parse, see analysis/load.py); data that
+    breaks the pairing is bad input (exit 2)."""
     from ibias.analysis.analyze import analyze
     from ibias.analysis.experiment import AnalysisDataError
     from ibias.store.db import StoreError
 
-    with StoreLock(store):
-        try:
-            return analyze(store, out, bootstrap=bootstrap, ci=ci).report  # type: ignore[arg-type]
-        except AnalysisDataError as exc:
-            raise StoreError(f"store {store}: {exc}") from None
+    try:
+        return analyze(store, out, bootstrap=bootstrap, ci=ci).report  # type: ignore[arg-type]
+    except AnalysisDataError as exc:
+        raise StoreError(f"store {store}: {exc}") from None
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
-"""`ibias status`: progress from the status file while a run holds the store, else from the
-store's `progress` view."""
+"""`ibias status`: progress from the store's `progress` view, served by the run while one holds
+the store (with the run's rates and ETA from its status file), else read from the file."""
 
 from __future__ import annotations
 
@@ -10,43 +10,55 @@ from rich.console import Console
 from rich.table import Table
 
 from ibias.runner.status import read_status, status_path
-from ibias.store.db import StoreError, open_store
+from ibias.store.db import StoreError
 from ibias.store.lock import holder
+from ibias.store.reader import open_reader
 
 
 def status_report(store: Path) -> dict[str, Any]:
     who = holder(store)
     live = read_status(status_path(store))
     if who is not None:
-        if live is None:
-            return {"store": str(store), "running": True, "holder": who, "models": []}
-        return {"store": str(store), "running": True, "holder": who, **live}
+        report: dict[str, Any] = {"store": str(store), "running": True, "holder": who}
+        report.update(live if live is not None else {"models": []})
+        stored = _stored_progress(store)
+        if stored is not None:  # the committed snapshot, as after a run
+            report.update({k: v for k, v in stored.items() if k not in report})
+        return report
     if not store.exists():
         raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
-    con = open_store(store, read_only=True)
+    stored = _stored_progress(store)
+    assert stored is not None
+    return {"store": str(store), "running": False, **stored, "last_status": live}
+
+
+def _stored_progress(store: Path) -> dict[str, Any] | None:
+    """Progress per cell and the last run, in one snapshot through the store's read entry
+    point (served by the run while one holds the store); None while a run holds the store
+    but serves no reads yet."""
     try:
-        rows = con.execute(
-            "SELECT experiment, model_id, language, planned, done, failed FROM progress"
-        ).fetchall()
-        last = con.execute(
-            "SELECT run_id, started_at FROM runs ORDER BY started_at DESC LIMIT 1"
-        ).fetchone()
-    finally:
-        con.close()
+        with open_reader(store) as reader:
+            rows = reader.execute(
+                "SELECT experiment, model_id, language, planned, done, failed FROM progress"
+            ).fetchall()
+            last = reader.execute(
+                "SELECT run_id, started_at FROM runs ORDER BY started_at DESC LIMIT 1"
+            ).fetchone()
+    except StoreError:
+        if holder(store) is None:
+            raise
+        return None
     by = [
         {"experiment": e, "model_id": m, "language": lang, "planned": p, "done": d, "failed": f}
         for e, m, lang, p, d, f in rows
     ]
     return {
-        "store": str(store),
-        "running": False,
         "last_run_id": last[0] if last else None,
         "last_run_started_at": last[1].isoformat() if last else None,
         "planned": sum(r["planned"] for r in by),
         "done": sum(r["done"] for r in by),
         "failed": sum(r["failed"] for r in by),
         "by": by,
-        "last_status": live,
     }
 
 

@@ -24,13 +24,20 @@ def lock_path(store: Path) -> Path:
 
 
 def holder(store: Path) -> str | None:
-    """Who holds the store's lock, or None if nobody does."""
+    """Who holds the store's lock, or None if nobody does.
+
+    Only reads: the lock file is opened read-only (flock needs no write access), so a store on
+    a read-only mount, where no run can hold it, is readable. A lock file that cannot be opened
+    at all (no permission) is taken as not held; the store's own open then decides.
+    """
     path = lock_path(store)
-    if not path.exists():
+    try:
+        fh = path.open("r")
+    except OSError:
         return None
-    with path.open("a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with fh:
+        try:  # shared: readers probing at once do not take the store from each other
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.seek(0)
             return fh.read().strip() or "another process"
