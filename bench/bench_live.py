@@ -122,6 +122,14 @@ def live(n: int = 60_000, concurrency: int = 64, pairs: int = 3) -> dict[str, ob
         "cpu_ratio (with reader / alone, run's process tree)": _median_range(
             [b / a for a, b in zip(get("alone", "cpu_s"), get("reader", "cpu_s"), strict=True)]
         ),
+        "per_pair_throughput_ratio": [
+            round(a / b, 3)
+            for a, b in zip(get("alone", "wall_s"), get("reader", "wall_s"), strict=True)
+        ],
+        "per_pair_cpu_ratio": [
+            round(b / a, 3)
+            for a, b in zip(get("alone", "cpu_s"), get("reader", "cpu_s"), strict=True)
+        ],
         "alone_wall_s": _median_range(get("alone", "wall_s")),
         "reader_wall_s": _median_range(get("reader", "wall_s")),
         "alone_cpu_s": _median_range(get("alone", "cpu_s")),

@@ -245,8 +245,17 @@ class LiveServer:
         timer.start()
         try:
             try:
+                read_statement(sql)
+            except StoreError as exc:
+                _send_error(conn, str(exc))
+                return
+            try:
                 reader = execute_read(cursor, sql, params)
             except StoreError as exc:
+                # DuckDB aborts a transaction whose statement failed: go on with a fresh one
+                # (a new snapshot) so the session stays usable.
+                cursor.execute("ROLLBACK").fetchall()
+                cursor.execute("BEGIN TRANSACTION READ ONLY").fetchall()
                 _send_error(conn, str(exc))
                 return
             import pyarrow as pa

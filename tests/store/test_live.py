@@ -353,3 +353,36 @@ def test_a_private_folder_of_someone_else_is_not_used(
             assert "\n" not in str(info.value)
         finally:
             con.close()
+
+
+def test_a_runaway_query_is_interrupted_and_the_session_goes_on(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(live, "QUERY_TIMEOUT_S", 0.2)
+    with open_reader(served.store) as reader:
+        with pytest.raises(StoreError, match="query interrupted after its time limit"):
+            reader.table("SELECT count(*) FROM range(1000000000000)")
+        assert reader.execute("SELECT count(*) FROM responses").fetchone() == (4,)
+
+
+def test_readers_beyond_the_limit_are_told_to_try_again(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(live, "MAX_SESSIONS", 1)
+    store = tmp_path / "store.duckdb"
+    shutil.copy(source, store)
+    with StoreLock(store):
+        con = open_store(store)
+        server = LiveServer.start(con, store)
+        assert server is not None
+        try:
+            with open_reader(store) as first:
+                first.table("SELECT 1")
+                refused = pytest.raises(StoreError, match="serving 1 readers; try again")
+                with refused, open_reader(store) as second:
+                    second.table("SELECT 1")
+            with open_reader(store) as again:  # the slot is free once the first is done
+                assert again.execute("SELECT 1").fetchone() == (1,)
+        finally:
+            server.close()
+            con.close()
