@@ -386,3 +386,68 @@ def test_readers_beyond_the_limit_are_told_to_try_again(
         finally:
             server.close()
             con.close()
+
+
+def test_analysis_reads_the_same_data_live_as_from_the_file(source: Path, tmp_path: Path) -> None:
+    from ibias.analysis.load import load_store
+
+    store = tmp_path / "store.duckdb"
+    shutil.copy(source, store)
+    with StoreLock(store):
+        con = open_store(store)
+        server = LiveServer.start(con, store)
+        assert server is not None
+        try:
+            served = load_store(store)
+        finally:
+            server.close()
+            con.close()
+    from_file = load_store(store)
+    assert served.n_parsed_now == from_file.n_parsed_now == 0
+    assert served.views.keys() == from_file.views.keys()
+    for name, frame in served.views.items():
+        assert frame.equals(from_file.views[name]), name
+    for got, want in [
+        (served.explicit, from_file.explicit),
+        (served.progress, from_file.progress),
+        (served.runs, from_file.runs),
+        (served.responses, from_file.responses),
+    ]:
+        assert got.equals(want)
+    assert sum(f.height for f in served.views.values()) > 0
+
+
+def test_live_analysis_refuses_replies_the_run_has_not_parsed(served: Served) -> None:
+    from ibias.analysis.load import load_store
+
+    served.con.execute("DELETE FROM parsed_word_association").fetchall()
+    with pytest.raises(StoreError, match="parsed_word_association at parser version"):
+        load_store(served.store)
+
+
+def test_readers_probing_the_lock_never_make_a_run_fail_as_busy(
+    source: Path, tmp_path: Path
+) -> None:
+    from ibias.store.lock import holder, lock_path
+
+    store = tmp_path / "store.duckdb"
+    shutil.copy(source, store)
+    lock_path(store).touch()  # an unnamed lock file, as a finished run leaves it
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            holder(store)
+
+    probers = [threading.Thread(target=probe) for _ in range(2)]
+    for t in probers:
+        t.start()
+    try:
+        for _ in range(500):
+            lock = StoreLock(store)
+            lock.acquire()
+            lock.release()
+    finally:
+        stop.set()
+        for t in probers:
+            t.join()
