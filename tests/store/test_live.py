@@ -451,3 +451,18 @@ def test_readers_probing_the_lock_never_make_a_run_fail_as_busy(
         stop.set()
         for t in probers:
             t.join()
+
+
+def test_status_while_a_process_holds_the_store_without_serving(
+    source: Path, tmp_path: Path
+) -> None:
+    """`ibias import` holds the store and serves no reads: status says who, from its lock."""
+    from ibias.runner.status_report import status_report
+
+    store = tmp_path / "store.duckdb"
+    shutil.copy(source, store)
+    with StoreLock(store):
+        report = status_report(store)
+    assert report["running"] is True and report["holder"].startswith(f"pid {os.getpid()} ")
+    assert "by" not in report
+    assert status_report(store)["done"] == 4  # released: read from the file
