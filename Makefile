@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_runner
 	$(BIN)/python -m bench.bench_bootstrap
 	$(BIN)/python -m bench.bench_analyze
+	$(BIN)/python -m bench.bench_live
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -3,8 +3,9 @@
 Analysis reads only the store (never the network), and only through the views of DESIGN.md plus
 the few raw columns the report needs (run config, provider-reported model versions). Everything
 comes out as Polars frames via Arrow, so the rest of the analysis groups and aggregates without
-Python loops over rows. The connection is closed before anything is written, so a long figure
-or report step never holds the store's lock.
+Python loops over rows. Reads go through the store's read entry point (store/reader.py), so
+analysis works while a run holds the store; the session is closed before anything is written,
+so a long figure or report step never holds the store.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from ibias.prompts.registry import Parser, kinds, view_columns
-from ibias.store.db import open_store
-from ibias.store.derived import parse_pending
+from ibias.store.db import StoreError, open_store
+from ibias.store.derived import parse_pending, parsed_kinds
+from ibias.store.lock import StoreBusyError, StoreLock
+from ibias.store.reader import StoreReader, open_reader
 
 # Column lists are explicit (declared by each kind, see `registry.view_columns`) so that a view
 # gaining a column does not change the analysis tables.
@@ -63,12 +65,6 @@ class StoreData:
     patients: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
-def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
-    frame = pl.from_arrow(con.sql(sql).to_arrow_table())
-    assert isinstance(frame, pl.DataFrame)  # a table always converts to a DataFrame
-    return frame
-
-
 def _newest_sql(parser: Parser) -> str:
     """An extra parser's rows at the newest version each trial has, its declared columns only
     (the table may hold columns a later version added; `parsed_at` is left out)."""
@@ -94,39 +90,77 @@ def _by_reported(sql: str) -> str:
 
 
 def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
-    """Open the store writable, parse pending responses, read the views, close the store.
+    """Parse pending responses, then read the views in one snapshot.
 
-    Writable because `parse_pending` inserts derived rows for responses that have none at the
-    current parser version (e.g. after a parser upgrade, or a store filled by `ibias import`).
+    With no run holding the store, under its lock, `parse_pending` first inserts derived rows
+    for responses that have none at the current parser version (after a parser upgrade, or a
+    store filled by `ibias import`), on a writable connection closed before reading. While a
+    run holds the store, the run serves the reads (store/reader.py) and parses what it writes
+    as it lands; only the reads run there, everything else here.
 
     `by_reported_model` groups every analysis table by the model the provider reported rather
     than the configured id (for a store whose model drifted, store/drift.py): each trial's
     model_id becomes "id @ reported name". Progress stays per configured id (a trial without an
     answer has no reported model).
     """
-    con = open_store(path)
+    n_parsed = 0
+    lock = StoreLock(path)
     try:
-        n_parsed = parse_pending(con)
+        lock.acquire()
+    except StoreBusyError:
+        pass  # a run holds the store: it has parsed what it wrote; it serves the reads below
+    else:
+        try:  # no run: parse what is pending, then read like any reader
+            con = open_store(path)
+            try:
+                n_parsed = parse_pending(con)
+            finally:
+                con.close()
+        finally:
+            lock.release()
 
-        def relabel(sql: str) -> str:
-            return _by_reported(sql) if by_reported_model else sql
+    def relabel(sql: str) -> str:
+        return _by_reported(sql) if by_reported_model else sql
 
+    with open_reader(path) as reader:
+        if reader.live:
+            _check_parsed(reader)
         views = {
-            k.name: _frame(con, relabel(f"SELECT {', '.join(view_columns(k))} FROM {k.view}"))
+            k.name: reader.frame(relabel(f"SELECT {', '.join(view_columns(k))} FROM {k.view}"))
             for k in kinds()
             if k.view is not None
         }
-        data = StoreData(
+        return StoreData(
             views=views,
-            explicit=_frame(con, relabel(_EXPLICIT_SQL)),
-            progress=_frame(con, _PROGRESS_SQL),
-            runs=_frame(con, _RUNS_SQL),
-            responses=_frame(con, relabel(_RESPONSES_SQL)),
+            explicit=reader.frame(relabel(_EXPLICIT_SQL)),
+            progress=reader.frame(_PROGRESS_SQL),
+            runs=reader.frame(_RUNS_SQL),
+            responses=reader.frame(relabel(_RESPONSES_SQL)),
             n_parsed_now=n_parsed,
             store=path,
-            extras={p.table: _frame(con, _newest_sql(p)) for k in kinds() for p in k.extra_parsers},
-            patients=_frame(con, _PATIENTS_SQL),
+            extras={
+                p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.extra_parsers
+            },
+            patients=reader.frame(_PATIENTS_SQL),
         )
-    finally:
-        con.close()
-    return data
+
+
+def _check_parsed(reader: StoreReader) -> None:
+    """The running process parses each response as it lands, with its own parsers; if they
+    are older than this ibias's, the views lack rows this analysis would add, so say so
+    rather than report partial numbers."""
+    for kind in parsed_kinds().values():
+        for p in kind.parsers:
+            row = reader.execute(
+                "SELECT count(*) FROM responses r JOIN (SELECT DISTINCT ON (trial_key) "
+                "trial_key FROM trials WHERE experiment = ?) t ON t.trial_key = r.trial_key "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
+                "AND d.parser_version = ?)",
+                [kind.name, p.version],
+            ).fetchone()
+            if row is not None and row[0]:
+                raise StoreError(
+                    f"store {reader.store}: {row[0]:,} responses have no {p.table} at parser "
+                    f"version {p.version} (the running ibias parses with another version); "
+                    "run `ibias analyze` again when the run ends"
+                )

@@ -238,10 +238,10 @@ def analyze(
 ) -> AnalysisResult:
     """`ibias analyze`: tables (CSV, Parquet), figures and report.html into `out`."""
     from ibias.analysis.analyze import analyze as _analyze
-    from ibias.store.lock import StoreLock
 
-    with StoreLock(Path(store)):
-        return _analyze(Path(store), Path(out), bootstrap=bootstrap, ci=ci, seed=seed)
+    # The store's lock is taken only to parse pending replies (analysis/load.py): while a run
+    # holds the store, the run serves the reads.
+    return _analyze(Path(store), Path(out), bootstrap=bootstrap, ci=ci, seed=seed)
 
 
 def connect(store: str | Path) -> duckdb.DuckDBPyConnection:

@@ -706,22 +706,22 @@ def _analyze(
     ci: str = "percentile",
     by_reported_model: bool = False,
 ) -> Path:
-    """Analysis under the store lock; data that breaks the pairing is bad input (exit 2)."""
+    """Analysis (it takes the store's lock only to parse, see analysis/load.py); data that
+    breaks the pairing is bad input (exit 2)."""
     from ibias.analysis.analyze import analyze
     from ibias.analysis.experiment import AnalysisDataError
     from ibias.store.db import StoreError
 
-    with StoreLock(store):
-        try:
-            return analyze(
-                store,
-                out,
-                bootstrap=bootstrap,
-                ci=ci,  # type: ignore[arg-type]
-                by_reported_model=by_reported_model,
-            ).report
-        except AnalysisDataError as exc:
-            raise StoreError(f"store {store}: {exc}") from None
+    try:
+        return analyze(
+            store,
+            out,
+            bootstrap=bootstrap,
+            ci=ci,  # type: ignore[arg-type]
+            by_reported_model=by_reported_model,
+        ).report
+    except AnalysisDataError as exc:
+        raise StoreError(f"store {store}: {exc}") from None
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:

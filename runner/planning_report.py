@@ -28,13 +28,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ibias.prompts.registry import DEFAULT_DESIGN, kinds
 from ibias.runner.config import Config, ModelConfig
 from ibias.runner.plan import build_experiments, plan_hash, plan_inputs, store_files, trials_for
-from ibias.store.db import open_store
-from ibias.store.lock import holder
+from ibias.store.reader import open_reader
 
 if TYPE_CHECKING:
     import duckdb
@@ -54,19 +53,14 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
     experiments = build_experiments(config)
     if not store.exists():
         return _generated(config, experiments, set())
-    who = holder(store)
-    if who is not None:
-        from ibias.store.db import StoreError
-
-        raise StoreError(f"store {store} is busy: held by {who}; `ibias status` shows progress")
-    con = open_store(store, read_only=True)
-    try:
+    # One snapshot through the store's read entry point, served by the run if one holds it.
+    # store/plans.py's helpers only call execute(...).fetchall()/fetchone(), which it offers.
+    with open_reader(store) as reader:
+        con = cast("duckdb.DuckDBPyConnection", reader)
         stored = _from_store(con, config, experiments, store)
         if stored is not None:
             return stored
         done = {r[0] for r in con.execute("SELECT DISTINCT trial_key FROM responses").fetchall()}
-    finally:
-        con.close()
     return _generated(config, experiments, done)
 
 

@@ -55,6 +55,7 @@ from ibias.runner.status import snapshot, status_path, try_write_status, write_s
 from ibias.runner.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
+from ibias.store.live import LiveServer
 from ibias.store.lock import StoreLock
 from ibias.store.plans import (
     Pending,
@@ -344,6 +345,8 @@ async def _execute_locked(
     # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
     # blocks, so cap it and keep a long run's footprint flat.
     con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'").fetchall()
+    # Serves `ibias sql/status/plan/analyze` sandboxed snapshots while the run holds the store.
+    live = LiveServer.start(con, options.store)
     clock.lap("open")
     run_id = uuid.uuid4().hex
     started_at = datetime.now(UTC)
@@ -428,6 +431,8 @@ async def _execute_locked(
         )
         raise failure from exc
     finally:
+        if live is not None:
+            live.close()
         con.close()
 
 

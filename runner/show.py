@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import orjson
@@ -249,19 +249,13 @@ def read_trials(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[TrialVie
 
 
 def show(store: Path, sel: Selection) -> list[TrialView]:
-    """Open the store in the SQL sandbox and read the selection (the command's entry point)."""
-    from ibias.store.db import StoreError
-    from ibias.store.lock import holder
-    from ibias.store.sandbox import open_query_connection
+    """Read the selection through the store's read entry point: the SQL sandbox on the file, or
+    the running process's snapshot while a run holds the store (the command's entry point)."""
+    from ibias.store.reader import open_reader
 
-    who = holder(store)
-    if who is not None:
-        raise StoreError(f"store {store} is busy: held by {who}; try again when the run ends")
-    con = open_query_connection(store)
-    try:
-        return read_trials(con, sel)
-    finally:
-        con.close()
+    with open_reader(store) as reader:
+        # read_trials only calls execute(...).fetchall()/fetchone(), which the reader provides.
+        return read_trials(cast("duckdb.DuckDBPyConnection", reader), sel)
 
 
 # ---------------------------------------------------------------------------- rendering

@@ -1,7 +1,8 @@
 """`ibias sql`: one read-only query over the store, as a table, CSV, one JSON array, or a file.
 
-The query runs on `open_query_connection` (store/sandbox.py): DuckDB itself refuses every file
-but the store, so a result reaches a file only through `--output`, written here by Polars.
+The query runs through `open_reader` (store/reader.py) under the sandbox of store/sandbox.py,
+on the file or, while a run holds the store, served by that run: DuckDB itself refuses every
+file but the store, so a result reaches a file only through `--output`, written here by Polars.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ibias.runner.status import status_path
-from ibias.store.db import StoreError, _first_line
-from ibias.store.lock import holder
-from ibias.store.sandbox import open_query_connection, read_statement
+from ibias.store.db import StoreError
+from ibias.store.reader import open_reader
+from ibias.store.sandbox import read_statement
 
 #: `--output` formats, by the file's extension.
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
@@ -31,9 +32,6 @@ def run_query(
 ) -> int:
     out_fmt = _check_output(store, output, force) if output is not None else None
     statement = read_statement(query)
-    who = holder(store)
-    if who is not None:
-        raise StoreError(f"store {store} is busy: held by {who}; try again when the run ends")
     frame = query_frame(store, statement)
     if output is not None and out_fmt is not None:
         _write(frame, output, out_fmt)
@@ -54,22 +52,10 @@ def run_query(
 
 
 def query_frame(store: Path, statement: duckdb.Statement) -> pl.DataFrame:
-    """The statement's result on a user-query connection; DuckDB's refusals as one line."""
-    con = open_query_connection(store)
-    try:
-        try:
-            frame = pl.from_arrow(con.sql(statement).to_arrow_table())
-        except duckdb.PermissionException as exc:
-            raise StoreError(
-                f"query refused: {_first_line(str(exc))} (ibias sql reads only the store; "
-                "use --output FILE to export a result)"
-            ) from None
-        except duckdb.Error as exc:
-            raise StoreError(f"query failed: {_first_line(str(exc))}") from None
-    finally:
-        con.close()
-    assert isinstance(frame, pl.DataFrame)
-    return frame
+    """The statement's result through the store's one read entry point (store/reader.py):
+    sandboxed on the file, or served by the run holding the store; refusals as one line."""
+    with open_reader(store) as reader:
+        return reader.frame(statement.query)
 
 
 def _check_output(store: Path, output: Path, force: bool) -> str:

@@ -1,5 +1,5 @@
-"""`ibias status`: progress from the status file while a run holds the store, else from the
-store.
+"""`ibias status`: progress from the store's `progress` view, served by the run while one holds
+the store (with the run's rates and ETA from its status file), else read from the file.
 
 Both states render as the same per-model table (model, done/total, failed, req/s, retries,
 errors, cost, ETA), so a user watching a sweep sees the same thing before and after it ends;
@@ -12,14 +12,16 @@ language breakdown is in `--json` (`by`) and in the store's `progress` view.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ibias.runner.status import read_status, status_path
-from ibias.store.db import StoreError, open_store
+from ibias.store.db import StoreError
 from ibias.store.drift import model_drift
 from ibias.store.lock import holder
+from ibias.store.reader import open_reader
 
 if TYPE_CHECKING:
+    import duckdb
     from rich.console import Console
 
 #: The columns of the status table, during and after a run.
@@ -30,40 +32,61 @@ def status_report(store: Path) -> dict[str, Any]:
     who = holder(store)
     live = read_status(status_path(store))
     if who is not None:
-        if live is None:
-            return {"store": str(store), "running": True, "holder": who, "models": []}
-        drift = [
+        report: dict[str, Any] = {"store": str(store), "running": True, "holder": who}
+        report.update(live if live is not None else {"models": []})
+        report["drift"] = [
             f"model {m['model_id']} drifted this run: reported as "
             + ", ".join(m["reported_models"])
-            for m in live.get("models", [])
+            for m in report.get("models", [])
             if len(m.get("reported_models", ())) > 1
         ]
-        return {"store": str(store), "running": True, "holder": who, **live, "drift": drift}
+        stored = _stored_progress(store)
+        if stored is not None:  # the committed snapshot, as after a run
+            report.update({k: v for k, v in stored.items() if k not in report})
+        return report
     if not store.exists():
         raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
-    con = open_store(store, read_only=True)
+    stored = _stored_progress(store)
+    assert stored is not None
+    fatal = {
+        m["model_id"]: m.get("fatal") for m in (live or {}).get("models", []) if m.get("fatal")
+    }
+    for m in stored["models"]:
+        m["fatal"] = fatal.get(m["model_id"])
+    return {"store": str(store), "running": False, **stored, "last_status": live}
+
+
+def _stored_progress(store: Path) -> dict[str, Any] | None:
+    """Progress per cell and per model, the last run and what the provider reported, in one
+    snapshot through the store's read entry point (served by the run while one holds the
+    store); None while a run holds the store but serves no reads yet."""
     try:
-        rows = con.execute(
-            "SELECT experiment, model_id, language, planned, done, failed FROM progress"
-        ).fetchall()
-        last = con.execute(
-            "SELECT run_id, started_at FROM runs ORDER BY started_at DESC LIMIT 1"
-        ).fetchall()
-        attempts = {
-            m: (int(r), int(e))
-            for m, r, e in con.execute(
-                "SELECT model_id, count(*) FILTER (WHERE outcome = 'retry'), "
-                "count(*) FILTER (WHERE outcome IN ('retry', 'gave_up')) FROM attempts GROUP BY 1"
+        with open_reader(store) as reader:
+            rows = reader.execute(
+                "SELECT experiment, model_id, language, planned, done, failed FROM progress"
             ).fetchall()
-        }
-        costs = dict(
-            con.execute(
-                "SELECT model_id, coalesce(sum(cost_usd), 0) FROM responses GROUP BY 1"
-            ).fetchall()
-        )
-        reported = model_drift(con)
-    finally:
-        con.close()
+            last = reader.execute(
+                "SELECT run_id, started_at FROM runs ORDER BY started_at DESC LIMIT 1"
+            ).fetchone()
+            attempts = {
+                m: (int(r), int(e))
+                for m, r, e in reader.execute(
+                    "SELECT model_id, count(*) FILTER (WHERE outcome = 'retry'), "
+                    "count(*) FILTER (WHERE outcome IN ('retry', 'gave_up')) "
+                    "FROM attempts GROUP BY 1"
+                ).fetchall()
+            }
+            costs = dict(
+                reader.execute(
+                    "SELECT model_id, coalesce(sum(cost_usd), 0) FROM responses GROUP BY 1"
+                ).fetchall()
+            )
+            # model_drift only calls execute().fetchall(), which the reader provides.
+            reported = model_drift(cast("duckdb.DuckDBPyConnection", reader))
+    except StoreError:
+        if holder(store) is None:
+            raise
+        return None
     by = [
         {"experiment": e, "model_id": m, "language": lang, "planned": p, "done": d, "failed": f}
         for e, m, lang, p, d, f in rows
@@ -76,9 +99,6 @@ def status_report(store: Path) -> dict[str, Any]:
         m["total"] += r["planned"]
         m["done"] += r["done"]
         m["failed"] += r["failed"]
-    fatal = {
-        m["model_id"]: m.get("fatal") for m in (live or {}).get("models", []) if m.get("fatal")
-    }
     for model_id, m in models.items():
         retries, errors = attempts.get(model_id, (0, 0))
         m.update(
@@ -87,19 +107,15 @@ def status_report(store: Path) -> dict[str, Any]:
             cost_usd=round(float(costs.get(model_id, 0.0)), 6),
             requests_per_s=None,
             eta_s=None,
-            fatal=fatal.get(model_id),
         )
     return {
-        "store": str(store),
-        "running": False,
-        "last_run_id": last[0][0] if last else None,
-        "last_run_started_at": last[0][1].isoformat() if last else None,
+        "last_run_id": last[0] if last else None,
+        "last_run_started_at": last[1].isoformat() if last else None,
         "planned": sum(r["planned"] for r in by),
         "done": sum(r["done"] for r in by),
         "failed": sum(r["failed"] for r in by),
         "models": list(models.values()),
         "by": by,
-        "last_status": live,
         "drift": [d.line() for d in reported if d.drifted],
         "reported_models": [d.to_json() for d in reported],
     }

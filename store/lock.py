@@ -10,9 +10,14 @@ import contextlib
 import fcntl
 import os
 import sys
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO
+
+#: How long `acquire` waits out an unnamed holder: readers probing with `holder` hold the lock
+#: shared for an instant, and must not make a starting run fail as busy.
+PROBE_WAIT_S = 0.5
 
 
 class StoreBusyError(Exception):
@@ -24,13 +29,20 @@ def lock_path(store: Path) -> Path:
 
 
 def holder(store: Path) -> str | None:
-    """Who holds the store's lock, or None if nobody does."""
+    """Who holds the store's lock, or None if nobody does.
+
+    Only reads: the lock file is opened read-only (flock needs no write access), so a store on
+    a read-only mount, where no run can hold it, is readable. A lock file that cannot be opened
+    at all (no permission) is taken as not held; the store's own open then decides.
+    """
     path = lock_path(store)
-    if not path.exists():
+    try:
+        fh = path.open("r")
+    except OSError:
         return None
-    with path.open("a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with fh:
+        try:  # shared: readers probing at once do not take the store from each other
+            fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             fh.seek(0)
             return fh.read().strip() or "another process"
@@ -49,13 +61,20 @@ class StoreLock:
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fh = self.path.open("a+")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            who = fh.read().strip() or "another process"
-            fh.close()
-            raise StoreBusyError(f"store {self.store} is busy: held by {who}") from None
+        deadline = time.monotonic() + PROBE_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                fh.seek(0)
+                who = fh.read().strip()
+                # No name: a reader probing (`holder`) for an instant, not a holder; wait it out.
+                if who or time.monotonic() > deadline:
+                    fh.close()
+                    who = who or "another process"
+                    raise StoreBusyError(f"store {self.store} is busy: held by {who}") from None
+                time.sleep(0.01)
         fh.seek(0)
         fh.truncate()
         command = " ".join(Path(a).name if i == 0 else a for i, a in enumerate(sys.argv))

@@ -182,7 +182,7 @@ def test_second_run_on_same_store_exits_2_naming_holder(tmp_path, simulator):
         report = json.loads(status.stdout)
         assert report["running"] is True and report["models"][0]["total"] == 500
         sql = ibias("sql", "--store", str(store), "SELECT 1")
-        assert sql.returncode == 2 and "busy" in sql.stderr and str(proc.pid) in sql.stderr
+        assert sql.returncode == 0, sql.stderr  # served live by the running process
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
