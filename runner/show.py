@@ -22,6 +22,8 @@ from typing import Any, cast
 import duckdb
 import orjson
 
+from ibias.store.db import StoreError
+
 _KEY = re.compile(r"\A[0-9a-f]{1,64}\Z")
 
 
@@ -152,8 +154,9 @@ def _keys(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[str]:
     _check_read(query)
     try:
         keys = [r[0] for r in con.execute(query, params).fetchall()]
-    except duckdb.Error as exc:
-        raise ShowError(f"--where failed: {_first_line(str(exc))}") from None
+    except (duckdb.Error, StoreError) as exc:  # StoreError: the reader's one-line refusal
+        message = _first_line(str(exc)).removeprefix("query failed: ")
+        raise ShowError(f"--where failed: {message}") from None
     if not keys:
         asked = ", ".join(
             f"{name} {value!r}"
