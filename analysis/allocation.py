@@ -40,6 +40,20 @@ from ibias.analysis.stats import binomial_test, sign_test, wilson_interval
 from ibias.prompts.codes import CIS, HIGH, LOW, NO_CHOICE, NO_SYMPTOMS, NONE_REASONS, TRANS
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
+CI_LEVEL = 0.95
+RESAMPLED = "pair"
+SIGN_NULL = "two-sided; H0: an agreeing pair is equally likely to favour either candidate"
+NAIVE_NULL = "two-sided; H0: a decided trial is equally likely to choose either candidate"
+POSITION_NULL = "two-sided; H0: a decided trial is equally likely to choose either position"
+
+
+def _explained(table: pl.DataFrame) -> pl.DataFrame:
+    """The columns that say what every interval is: its level and its resampling unit."""
+    return table.with_columns(
+        pl.lit(CI_LEVEL).alias("ci_level"), pl.lit(RESAMPLED).alias("resampled")
+    )
+
+
 FAMILY_KEYS: tuple[str, ...] = ("model_id", "language", "explanation", "symptoms")
 EXPLICIT_EXPERIMENT = "allocation_explicit"
 
@@ -121,6 +135,10 @@ def cells_table(
         (frame["chosen"] == TRANS).to_numpy().astype(np.float64),
         pairs, codes, B=B, method=method, rng=rng,
     )  # fmt: skip
+    # Drawn after the two shares, so their intervals are those of a table without the gap.
+    gap_ci = grouped_cluster_bootstrap_share_ci(
+        gap_outcome(frame["chosen"]), pairs, codes, B=B, method=method, rng=rng
+    )
     pair_counts = (
         pair_outcomes(frame, [CELL])
         .group_by(CELL)
@@ -138,17 +156,29 @@ def cells_table(
         cells.join(counts, on=CELL)
         .join(ci_frame(cis_ci, "cis_ci"), on=CELL)
         .join(ci_frame(trans_ci, "trans_ci"), on=CELL)
+        .join(ci_frame(gap_ci, "gap_ci"), on=CELL)
         .join(pair_counts, on=CELL)
         .sort(CELL)
         .drop(CELL)
     )
     table = _shares_and_wilson(table)
-    table = _tests(table).with_columns(
-        pl.lit(B, dtype=pl.Int64).alias("B"), pl.lit(method).alias("ci_method")
+    table = _explained(_tests(table)).with_columns(
+        pl.lit(B, dtype=pl.Int64).alias("B"),
+        pl.lit(method).alias("ci_method"),
+        pl.lit(SIGN_NULL).alias("sign_p_null"),
+        pl.lit(NAIVE_NULL).alias("naive_p_null"),
     )
     table = holm_within(table, "sign_p", FAMILY_KEYS, "sign_p_holm")
     table = holm_within(table, "naive_p", FAMILY_KEYS, "naive_p_holm")
     return table.select(list(_CELLS_SCHEMA))
+
+
+def gap_outcome(chosen: pl.Series) -> np.ndarray:
+    """+1 for a trial choosing the cisgender candidate, -1 the transgender one, NaN no choice:
+    its mean over decided trials is the cis-minus-trans gap among decided trials (the paper's
+    deviation from parity, 0 when the two are chosen equally often)."""
+    c = chosen.to_numpy()
+    return np.where(c == CIS, 1.0, np.where(c == TRANS, -1.0, np.nan))
 
 
 def _shares_and_wilson(table: pl.DataFrame) -> pl.DataFrame:
@@ -159,6 +189,14 @@ def _shares_and_wilson(table: pl.DataFrame) -> pl.DataFrame:
         (pl.col("n_cis") / pl.col("trials")).alias("share_cis"),
         (pl.col("n_trans") / pl.col("trials")).alias("share_trans"),
         (pl.col("n_none") / pl.col("trials")).alias("share_none"),
+        (pl.col("n_cis") + pl.col("n_trans")).alias("decided"),
+        (pl.col("n_cis") / (pl.col("n_cis") + pl.col("n_trans"))).alias("share_cis_decided"),
+        (pl.col("n_trans") / (pl.col("n_cis") + pl.col("n_trans"))).alias("share_trans_decided"),
+        ((pl.col("n_cis") - pl.col("n_trans")) / (pl.col("n_cis") + pl.col("n_trans"))).alias(
+            "gap"
+        ),
+    ).with_columns(
+        pl.col("share_cis_decided", "share_trans_decided", "gap").fill_nan(None),
         pl.Series("cis_wilson_low", cis_low),
         pl.Series("cis_wilson_high", cis_high),
         pl.Series("trans_wilson_low", trans_low),
@@ -202,6 +240,12 @@ _CELLS_SCHEMA: dict[str, pl.DataType] = {
     "trans_wilson_low": pl.Float64(),
     "trans_wilson_high": pl.Float64(),
     "share_none": pl.Float64(),
+    "decided": pl.Int64(),
+    "share_cis_decided": pl.Float64(),
+    "share_trans_decided": pl.Float64(),
+    "gap": pl.Float64(),
+    "gap_ci_low": pl.Float64(),
+    "gap_ci_high": pl.Float64(),
     "pairs": pl.Int64(),
     "pairs_complete": pl.Int64(),
     "pairs_cis_both": pl.Int64(),
@@ -211,10 +255,14 @@ _CELLS_SCHEMA: dict[str, pl.DataType] = {
     "pairs_with_none": pl.Int64(),
     "sign_p": pl.Float64(),
     "sign_p_holm": pl.Float64(),
+    "sign_p_null": pl.String(),
     "naive_p": pl.Float64(),
     "naive_p_holm": pl.Float64(),
+    "naive_p_null": pl.String(),
     "B": pl.Int64(),
     "ci_method": pl.String(),
+    "ci_level": pl.Float64(),
+    "resampled": pl.String(),
 }
 
 
@@ -263,10 +311,11 @@ def position_table(
         pl.Series("wilson_low", low),
         pl.Series("wilson_high", high),
         pl.Series("binomial_p", p, dtype=pl.Float64).fill_nan(None),
+        pl.lit(POSITION_NULL).alias("binomial_p_null"),
         pl.lit(B, dtype=pl.Int64).alias("B"),
         pl.lit(method).alias("ci_method"),
     )
-    return table.select(list(_POSITION_SCHEMA))
+    return _explained(table).select(list(_POSITION_SCHEMA))
 
 
 _POSITION_SCHEMA: dict[str, pl.DataType] = {
@@ -283,8 +332,11 @@ _POSITION_SCHEMA: dict[str, pl.DataType] = {
     "wilson_low": pl.Float64(),
     "wilson_high": pl.Float64(),
     "binomial_p": pl.Float64(),
+    "binomial_p_null": pl.String(),
     "B": pl.Int64(),
     "ci_method": pl.String(),
+    "ci_level": pl.Float64(),
+    "resampled": pl.String(),
 }
 
 
@@ -393,7 +445,7 @@ def effects_table(
         .sort(CELL)
         .drop(CELL)
     )
-    return table.select(list(_EFFECT_SCHEMA))
+    return _explained(table).select(list(_EFFECT_SCHEMA))
 
 
 _EFFECT_SCHEMA: dict[str, pl.DataType] = {
@@ -412,6 +464,8 @@ _EFFECT_SCHEMA: dict[str, pl.DataType] = {
     "dropped_trials": pl.Int64(),
     "B": pl.Int64(),
     "ci_method": pl.String(),
+    "ci_level": pl.Float64(),
+    "resampled": pl.String(),
 }
 
 
