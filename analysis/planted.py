@@ -227,9 +227,8 @@ def allocation_table(
     ).iter_rows():
         persona = by_id[model].persona
         urgency = symptoms if symptoms in (HIGH, LOW) else None
-        kwargs = {"explanation": bool(explanation), "urgency": urgency}
-        share = expected_cis_share(persona, service, **kwargs)  # type: ignore[arg-type]
-        answered = expected_cis_share(persona, service, among_answered=True, **kwargs)  # type: ignore[arg-type]
+        answered = _answered_share(by_id[model], service, bool(explanation), urgency)
+        share = (1.0 - persona.refusal_rate) * answered
         population.append((base_preference(persona, service), share, 2.0 * answered - 1.0))
     table = table.with_columns(
         pl.Series("planted_q", [p[0] for p in population], dtype=pl.Float64),
@@ -265,8 +264,7 @@ def effects_table(
     for model, service, effect, stratum in rows.select(
         "model_id", "service", "effect", "stratum"
     ).iter_rows():
-        persona = by_id[model].persona
-        diff, planted_any = _population_effect(persona, service, effect, stratum)
+        diff, planted_any = _population_effect(by_id[model], service, effect, stratum)
         population.append(diff)
         null.append(not planted_any)
     table = rows.select(
@@ -313,16 +311,33 @@ def _conditional_effects(probabilities: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_ANSWERED: dict[tuple[str, int, str, bool, str | None], float] = {}
+
+
+def _answered_share(
+    model: SimulatedModel, service: str, explanation: bool, urgency: str | None
+) -> float:
+    """`expected_cis_share(..., among_answered=True)`, memoised per model profile and condition:
+    the quadrature takes milliseconds and the tables ask for the same value many times (both
+    languages, every stratum of an effect). Keyed by the profile's identity, which lives as
+    long as the `SimulatedModel`s of one analysis; cleared by `planted_tables`."""
+    key = (model.model_id, id(model.persona), service, explanation, urgency)
+    if key not in _ANSWERED:
+        _ANSWERED[key] = expected_cis_share(
+            model.persona, service, explanation=explanation, urgency=urgency, among_answered=True
+        )
+    return _ANSWERED[key]
+
+
 def _population_effect(
-    persona: Persona, service: str, effect: str, stratum: str
+    model: SimulatedModel, service: str, effect: str, stratum: str
 ) -> tuple[float, bool]:
     """(planted change in the trans share over the population, whether any term is planted)."""
+    persona = model.persona
 
     def trans(explanation: bool, urgency: str | None) -> float:
         answered = 1.0 - persona.refusal_rate
-        return answered - expected_cis_share(
-            persona, service, explanation=explanation, urgency=urgency
-        )
+        return answered * (1.0 - _answered_share(model, service, explanation, urgency))
 
     def planted(explanation: bool, urgency: str | None) -> float:
         return condition_effect(persona, service, explanation, urgency)
@@ -411,6 +426,7 @@ def planted_tables(
     models): planted_word_association, planted_allocation, planted_effects, planted_coverage."""
     if not models:
         return {}
+    _ANSWERED.clear()
     out: dict[str, pl.DataFrame] = {}
     overall = tables.get("word_association_overall")
     if overall is not None:
