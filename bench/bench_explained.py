@@ -6,8 +6,9 @@ sign-flip test, trial-key ordering before resampling, the planted values of simu
 (reading each pair's people from the store) and the implicit-versus-decision association. This
 script times both analyses of the same paper-sized store in one interleaved run:
 
-- the baseline is the repository at `--baseline` (default 56ab842, main before issue 15),
-  exported with `git archive` into a temporary folder and imported from there (PYTHONPATH);
+- the baseline is the repository at `--baseline` (default 56ab842, main before issue 15) and
+  the new analysis the one at `--new` (default HEAD), each exported with `git archive` into a
+  temporary folder and imported from there (PYTHONPATH);
 - each repetition analyses a fresh copy of the store whose parsed_* rows were deleted, so
   parsing every response is included, as in `bench.bench_analyze`; the order of the two
   alternates between repetitions;
@@ -53,11 +54,12 @@ print(json.dumps({"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
 """
 
 
-def export(commit: str, folder: Path) -> Path:
-    """The tree of `commit` under `folder`/base (git archive: no worktree, no git metadata)."""
-    target = folder / "base"
+def export(commit: str, folder: Path, name: str) -> Path:
+    """The tree of `commit` under `folder`/`name` (git archive: no worktree, no git metadata),
+    so that editing the working tree during a run changes nothing measured."""
+    target = folder / name
     target.mkdir()
-    archive = folder / "base.tar"
+    archive = folder / f"{name}.tar"
     subprocess.run(
         ["git", "archive", "--format=tar", "-o", str(archive), commit], cwd=ROOT, check=True
     )
@@ -80,14 +82,16 @@ def analyse(tree: Path, store: Path, out: Path) -> dict[str, object]:
     return figures
 
 
-def run(store: Path, repeats: int = 3, baseline: str = BASELINE) -> dict[str, list[float]]:
+def run(
+    store: Path, repeats: int = 3, baseline: str = BASELINE, new: str = "HEAD"
+) -> dict[str, list[float]]:
     """Wall and CPU seconds of every analysis, per variant (baseline, new)."""
     times: dict[str, list[float]] = {
         k: [] for k in ("base_wall", "base_cpu", "new_wall", "new_cpu")
     }
     with tempfile.TemporaryDirectory(prefix="ibias-bench-explained-") as tmp:
         folder = Path(tmp)
-        trees = {"base": export(baseline, folder), "new": ROOT}
+        trees = {"base": export(baseline, folder, "base"), "new": export(new, folder, "new")}
         for i in range(repeats):
             order = ("base", "new") if i % 2 == 0 else ("new", "base")
             for variant in order:
@@ -106,8 +110,9 @@ def main() -> None:
     parser.add_argument("--store", type=Path, required=True, help="a demo-sized store")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", default=BASELINE, help="the commit to compare with")
+    parser.add_argument("--new", default="HEAD", help="the commit to measure")
     args = parser.parse_args()
-    times = run(args.store, args.repeats, args.baseline)
+    times = run(args.store, args.repeats, args.baseline, args.new)
     med = {k: statistics.median(v) for k, v in times.items()}
     for kind in ("cpu", "wall"):
         ratio = med[f"new_{kind}"] / med[f"base_{kind}"]
