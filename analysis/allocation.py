@@ -17,6 +17,11 @@ test the paper's authors ran; it treats the two orders as independent and is kep
 sign test so readers can compare. Holm's correction runs across the services of one model x
 language x explanation x symptoms, for each test separately.
 
+Among decided trials (the paper's denominator) each cell also gives the shares choosing each
+candidate and their difference, the cis-minus-trans `gap` (the paper's deviation from parity),
+with a pair-bootstrap interval of the +1 / -1 outcome over decided trials. Every row says what
+its intervals and p-values are (`ci_level`, `ci_method`, `resampled`, `*_null`).
+
 Effects of conditions on the transgender share (explanation yes - no; symptoms high - none and
 low - none) are paired differences over the same pairs, from `grouped_paired_difference_ci`:
 within each level of the other condition, and pooled over it (stratum "all").

@@ -145,6 +145,8 @@ def trial_probabilities(
     identities of the cisgender and transgender candidates (`load.PEOPLE_SQL`)."""
     by_id = {m.model_id: m for m in models}
     rows = decisions.filter(pl.col("model_id").is_in(list(by_id)))
+    if "trial_key" in rows.columns:
+        rows = rows.sort("trial_key")
     if rows.is_empty() or people.is_empty():
         return rows.with_columns(
             pl.lit(None, dtype=pl.Float64).alias("p_cis"),

@@ -7,9 +7,13 @@ that received no words) are counted, never scored as 0: `trials` = `scored` + `n
 Intervals resample *trials*: each trial draws its own words, template and label order, so
 trials are independent given the model and cell. The two tests against 0 answer the same
 question with different assumptions: the t-test relies on the mean being close to normal (about
-50 bounded scores per cell), the sign-flip test only on symmetry under the null. Holm's
-correction runs across the categories of one model x language (the family a reader scans when
-asking "which categories are biased for this model?").
+50 bounded scores per cell), the sign-flip test only on symmetry under the null (exact up to
+20 nonzero scores, else Monte Carlo, whose floor is flagged). Holm's correction runs across the
+categories of one model x language (the family a reader scans when asking "which categories are
+biased for this model?"), for each test. Rows are put in trial-key order before anything is
+drawn, so intervals and Monte Carlo p-values are a function of the trials, not of the order the
+store returned them in. Every row says what its interval and p-values are (`ci_level`,
+`ci_method`, `resampled`, `*_null`).
 
 Two scores per cell (`scores_table`). The *per-trial mean* (`mean_bias`, what the figures and
 the tests use) averages the scores of the scored trials: every trial weighs the same, and a

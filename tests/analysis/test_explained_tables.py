@@ -10,6 +10,7 @@ intervals against the same store read in another row order.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from pathlib import Path
@@ -181,19 +182,15 @@ def test_a_monte_carlo_p_at_its_floor_is_flagged() -> None:
 
 
 def _shuffled(data: StoreData, seed: int) -> StoreData:
-    views = {
-        name: frame.sample(fraction=1.0, shuffle=True, seed=seed)
-        for name, frame in data.views.items()
-    }
-    return StoreData(
-        views=views,
+    """The same store data with every view's (and the pairs' people's) rows in another order."""
+    return dataclasses.replace(
+        data,
+        views={
+            name: frame.sample(fraction=1.0, shuffle=True, seed=seed)
+            for name, frame in data.views.items()
+        },
         explicit=data.explicit.sample(fraction=1.0, shuffle=True, seed=seed),
-        progress=data.progress,
-        runs=data.runs,
-        responses=data.responses,
-        n_parsed_now=data.n_parsed_now,
-        store=data.store,
-        extras=data.extras,
+        people=data.people.sample(fraction=1.0, shuffle=True, seed=seed),
     )
 
 
@@ -206,8 +203,12 @@ def test_intervals_do_not_depend_on_the_row_order_of_the_views(sim_store: Path) 
     for seed in (1, 2):
         again = compute_tables(_shuffled(data, seed), models, B=300, method="percentile", seed=7)
         assert first.keys() == again.keys()
+        assert "planted_allocation" in first and "implicit_vs_decision_summary" in first
         for name, frame in first.items():
-            assert_frame_equal(frame, again[name], check_exact=True)
+            # Planted values are means of fixed probabilities, not resampled: only the order
+            # of a floating-point sum can move them, in the last bits.
+            exact = not name.startswith("planted_")
+            assert_frame_equal(frame, again[name], check_exact=exact, rel_tol=1e-12, abs_tol=1e-15)
 
 
 def test_word_association_intervals_follow_the_data_not_the_row_order() -> None:
