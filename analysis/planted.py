@@ -515,7 +515,7 @@ def section(tables: Mapping[str, pl.DataFrame]) -> str:
             rows = table(
                 sub,
                 [
-                    col("language", "language", text=True),
+                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
                     col("service", "service", lambda v: esc(labels.service(str(v))), True),
                     col("explanation", "explanation", lambda v: esc(labels.explanation(v)), True),
                     col("symptoms", "symptoms", lambda v: esc(labels.symptoms(str(v))), True),
@@ -557,7 +557,7 @@ def section(tables: Mapping[str, pl.DataFrame]) -> str:
                 planted_only,
                 [
                     col("model", "model_id", text=True),
-                    col("language", "language", text=True),
+                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
                     col("service", "service", lambda v: esc(labels.service(str(v))), True),
                     col("effect", "label", text=True),
                     col("stratum", "stratum", lambda v: esc(labels.label("strata", str(v))), True),
