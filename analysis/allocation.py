@@ -17,6 +17,11 @@ test the paper's authors ran; it treats the two orders as independent and is kep
 sign test so readers can compare. Holm's correction runs across the services of one model x
 language x explanation x symptoms, for each test separately.
 
+Among decided trials (the paper's denominator) each cell also gives the shares choosing each
+candidate and their difference, the cis-minus-trans `gap` (the paper's deviation from parity),
+with a pair-bootstrap interval of the +1 / -1 outcome over decided trials. Every row says what
+its intervals and p-values are (`ci_level`, `ci_method`, `resampled`, `*_null`).
+
 Effects of conditions on the transgender share (explanation yes - no; symptoms high - none and
 low - none) are paired differences over the same pairs, from `grouped_paired_difference_ci`:
 within each level of the other condition, and pooled over it (stratum "all").
@@ -40,6 +45,20 @@ from ibias.analysis.stats import binomial_test, sign_test, wilson_interval
 from ibias.prompts.codes import CIS, HIGH, LOW, NO_CHOICE, NO_SYMPTOMS, NONE_REASONS, TRANS
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
+CI_LEVEL = 0.95
+RESAMPLED = "pair"
+SIGN_NULL = "two-sided; H0: an agreeing pair is equally likely to favour either candidate"
+NAIVE_NULL = "two-sided; H0: a decided trial is equally likely to choose either candidate"
+POSITION_NULL = "two-sided; H0: a decided trial is equally likely to choose either position"
+
+
+def _explained(table: pl.DataFrame) -> pl.DataFrame:
+    """The columns that say what every interval is: its level and its resampling unit."""
+    return table.with_columns(
+        pl.lit(CI_LEVEL).alias("ci_level"), pl.lit(RESAMPLED).alias("resampled")
+    )
+
+
 FAMILY_KEYS: tuple[str, ...] = ("model_id", "language", "explanation", "symptoms")
 EXPLICIT_EXPERIMENT = "allocation_explicit"
 
@@ -135,6 +154,10 @@ def cells_table(
         (frame["chosen"] == TRANS).to_numpy().astype(np.float64),
         pairs, codes, B=B, method=method, rng=rng,
     )  # fmt: skip
+    # Drawn after the two shares, so their intervals are those of a table without the gap.
+    gap_ci = grouped_cluster_bootstrap_share_ci(
+        gap_outcome(frame["chosen"]), pairs, codes, B=B, method=method, rng=rng
+    )
     pair_counts = (
         pair_outcomes(frame, [CELL])
         .group_by(CELL)
@@ -153,17 +176,29 @@ def cells_table(
         cells.join(counts, on=CELL)
         .join(ci_frame(cis_ci, "cis_ci"), on=CELL)
         .join(ci_frame(trans_ci, "trans_ci"), on=CELL)
+        .join(ci_frame(gap_ci, "gap_ci"), on=CELL)
         .join(pair_counts, on=CELL)
         .sort(CELL)
         .drop(CELL)
     )
     table = _shares_and_wilson(table)
-    table = _tests(table).with_columns(
-        pl.lit(B, dtype=pl.Int64).alias("B"), pl.lit(method).alias("ci_method")
+    table = _explained(_tests(table)).with_columns(
+        pl.lit(B, dtype=pl.Int64).alias("B"),
+        pl.lit(method).alias("ci_method"),
+        pl.lit(SIGN_NULL).alias("sign_p_null"),
+        pl.lit(NAIVE_NULL).alias("naive_p_null"),
     )
     table = holm_within(table, "sign_p", FAMILY_KEYS, "sign_p_holm")
     table = holm_within(table, "naive_p", FAMILY_KEYS, "naive_p_holm")
     return table.select(list(_CELLS_SCHEMA))
+
+
+def gap_outcome(chosen: pl.Series) -> np.ndarray:
+    """+1 for a trial choosing the cisgender candidate, -1 the transgender one, NaN no choice:
+    its mean over decided trials is the cis-minus-trans gap among decided trials (the paper's
+    deviation from parity, 0 when the two are chosen equally often)."""
+    c = chosen.to_numpy()
+    return np.where(c == CIS, 1.0, np.where(c == TRANS, -1.0, np.nan))
 
 
 def _shares_and_wilson(table: pl.DataFrame) -> pl.DataFrame:
@@ -174,6 +209,14 @@ def _shares_and_wilson(table: pl.DataFrame) -> pl.DataFrame:
         (pl.col("n_cis") / pl.col("trials")).alias("share_cis"),
         (pl.col("n_trans") / pl.col("trials")).alias("share_trans"),
         (pl.col("n_none") / pl.col("trials")).alias("share_none"),
+        (pl.col("n_cis") + pl.col("n_trans")).alias("decided"),
+        (pl.col("n_cis") / (pl.col("n_cis") + pl.col("n_trans"))).alias("share_cis_decided"),
+        (pl.col("n_trans") / (pl.col("n_cis") + pl.col("n_trans"))).alias("share_trans_decided"),
+        ((pl.col("n_cis") - pl.col("n_trans")) / (pl.col("n_cis") + pl.col("n_trans"))).alias(
+            "gap"
+        ),
+    ).with_columns(
+        pl.col("share_cis_decided", "share_trans_decided", "gap").fill_nan(None),
         pl.Series("cis_wilson_low", cis_low),
         pl.Series("cis_wilson_high", cis_high),
         pl.Series("trans_wilson_low", trans_low),
@@ -217,6 +260,12 @@ _CELLS_SCHEMA: dict[str, pl.DataType] = {
     "trans_wilson_low": pl.Float64(),
     "trans_wilson_high": pl.Float64(),
     "share_none": pl.Float64(),
+    "decided": pl.Int64(),
+    "share_cis_decided": pl.Float64(),
+    "share_trans_decided": pl.Float64(),
+    "gap": pl.Float64(),
+    "gap_ci_low": pl.Float64(),
+    "gap_ci_high": pl.Float64(),
     "pairs": pl.Int64(),
     "pairs_complete": pl.Int64(),
     "pairs_cis_both": pl.Int64(),
@@ -227,10 +276,14 @@ _CELLS_SCHEMA: dict[str, pl.DataType] = {
     "pairs_repeated": pl.Int64(),
     "sign_p": pl.Float64(),
     "sign_p_holm": pl.Float64(),
+    "sign_p_null": pl.String(),
     "naive_p": pl.Float64(),
     "naive_p_holm": pl.Float64(),
+    "naive_p_null": pl.String(),
     "B": pl.Int64(),
     "ci_method": pl.String(),
+    "ci_level": pl.Float64(),
+    "resampled": pl.String(),
 }
 
 
@@ -279,10 +332,11 @@ def position_table(
         pl.Series("wilson_low", low),
         pl.Series("wilson_high", high),
         pl.Series("binomial_p", p, dtype=pl.Float64).fill_nan(None),
+        pl.lit(POSITION_NULL).alias("binomial_p_null"),
         pl.lit(B, dtype=pl.Int64).alias("B"),
         pl.lit(method).alias("ci_method"),
     )
-    return table.select(list(_POSITION_SCHEMA))
+    return _explained(table).select(list(_POSITION_SCHEMA))
 
 
 _POSITION_SCHEMA: dict[str, pl.DataType] = {
@@ -299,8 +353,11 @@ _POSITION_SCHEMA: dict[str, pl.DataType] = {
     "wilson_low": pl.Float64(),
     "wilson_high": pl.Float64(),
     "binomial_p": pl.Float64(),
+    "binomial_p_null": pl.String(),
     "B": pl.Int64(),
     "ci_method": pl.String(),
+    "ci_level": pl.Float64(),
+    "resampled": pl.String(),
 }
 
 
@@ -409,7 +466,7 @@ def effects_table(
         .sort(CELL)
         .drop(CELL)
     )
-    return table.select(list(_EFFECT_SCHEMA))
+    return _explained(table).select(list(_EFFECT_SCHEMA))
 
 
 _EFFECT_SCHEMA: dict[str, pl.DataType] = {
@@ -428,6 +485,8 @@ _EFFECT_SCHEMA: dict[str, pl.DataType] = {
     "dropped_trials": pl.Int64(),
     "B": pl.Int64(),
     "ci_method": pl.String(),
+    "ci_level": pl.Float64(),
+    "resampled": pl.String(),
 }
 
 

@@ -94,7 +94,10 @@ def _share(who: str, header: str) -> Column:
 
 
 def _p_with_holm(raw: str, adjusted: str) -> Column:
-    header = {"sign_p": "sign test p (Holm)", "naive_p": "naive binomial p (Holm)"}[raw]
+    header = {
+        "sign_p": "sign test p, two-sided, H0 agreeing pairs 1/2 each way (Holm)",
+        "naive_p": "naive binomial p, two-sided, H0 decided trials 1/2 each way (Holm)",
+    }[raw]
     return Column(header, lambda r: f"{pvalue(r[raw], r[adjusted])} ({pvalue(r[adjusted])})")
 
 
@@ -104,6 +107,14 @@ _ALLOCATION_COLUMNS: tuple[Column, ...] = (
     col("trials", "trials", count),
     _share("cis", "cisgender chosen [95% CI]"),
     _share("trans", "transgender chosen [95% CI]"),
+    Column(
+        "cis − trans among decided [95% CI] (decided)",
+        lambda r: (
+            f"{num(r['gap'], 2)} {interval(r['gap_ci_low'], r['gap_ci_high'])}"
+            f"<br><span class='muted small'>cis {num(r['share_cis_decided'], 2)} of "
+            f"{count(r['decided'])}</span>"
+        ),
+    ),
     Column(
         "no choice",
         lambda r: (
@@ -140,7 +151,10 @@ def _allocation(inp: SectionContext) -> str:
         head,
         "<p>Share of all trials choosing each candidate; the rest made no choice (R refused, "
         "B chose both, N declined both, U unreadable, S named a name both candidates share). "
-        "Intervals resample pairs; the Wilson interval below treats trials as independent. "
+        "Intervals are 95% bootstrap intervals that resample pairs (both orders together); "
+        "the Wilson interval below treats trials as independent. “cis − trans among "
+        "decided” is the share of decided trials choosing the cisgender candidate minus the "
+        "share choosing the transgender one (the paper's deviation from parity; 0 = parity). "
         "Agreeing pairs chose the same person in both orders (the sign test counts them); "
         "split pairs chose by position. Bold p-values "
         "are below 0.05 after Holm's correction across services within the same model, "
@@ -287,7 +301,7 @@ def _position(inp: SectionContext) -> str:
         col("share first", "share_first", lambda v: num(v, 3)),
         Column("95% CI (pairs)", lambda r: interval(r["ci_low"], r["ci_high"], 3)),
         Column("Wilson", lambda r: interval(r["wilson_low"], r["wilson_high"], 3)),
-        Column("binomial p", lambda r: pvalue(r["binomial_p"])),
+        Column("binomial p, two-sided, H0 1/2", lambda r: pvalue(r["binomial_p"])),
     ]
     for (lang, level, expl), sub in _condition_groups(pos):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"

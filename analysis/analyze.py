@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, get_args
 
+import numpy as np
 import polars as pl
 
-from ibias.analysis import overview, paper, report, roster
+from ibias.analysis import implicit_decision, overview, paper, planted, report, roster
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
@@ -127,14 +128,38 @@ def compute_blocks(
     return blocks
 
 
+CROSS_STREAM = 6  # the implicit-vs-decision table's generator: (seed, 6)
+
+
+def cross_tables(data: StoreData, *, B: int, seed: int) -> dict[str, pl.DataFrame]:
+    """Tables across experiments: implicit (word association) versus decision (allocation)
+    bias per model, and their association across models (`analysis.implicit_decision`)."""
+    wa, al = data.views.get("word_association"), data.views.get("allocation")
+    if wa is None or al is None:
+        wa = pl.DataFrame(schema={"model_id": pl.String, "language": pl.String, "bias": pl.Float64})
+        al = pl.DataFrame(
+            schema={"model_id": pl.String, "language": pl.String, "chosen": pl.String}
+        )
+    points = implicit_decision.model_points(wa, al)
+    rng = np.random.default_rng([seed, CROSS_STREAM])
+    return {
+        "implicit_vs_decision": points,
+        "implicit_vs_decision_summary": implicit_decision.summary_table(points, B=B, rng=rng),
+    }
+
+
 def block_tables(
     blocks: Sequence[Block],
     data: StoreData,
     models: list[str],
     comparisons: Sequence[paper.Comparison] | None = None,
+    *,
+    B: int = 2000,
+    seed: int = 0,
 ) -> dict[str, pl.DataFrame]:
     """Every output table by file stem: the blocks' (suffixed by design), then the explicit
-    checks, models and progress, then how the store differs from the paper (texts, models)."""
+    checks, models and progress, the tables across experiments, then how the store differs
+    from the paper (texts, models)."""
     if comparisons is None:
         comparisons = paper.compare(analyses(), data)
     tables = {f"{name}{b.suffix}": frame for b in blocks for name, frame in b.tables.items()}
@@ -144,6 +169,8 @@ def block_tables(
         "models": overview.models_table(data, outcomes),
         "progress": data.progress,
     }
+    core.update(cross_tables(data, B=B, seed=seed))
+    core.update(planted.planted_tables(data.simulated, data.views, data.people, tables))
     tables.update({name: order_rows(frame, models, ()) for name, frame in core.items()})
     tables["roster"] = roster.roster_table(data.patients)
     differences = paper.tables(comparisons, data)
@@ -174,6 +201,23 @@ def report_sections(
     ]
 
 
+def extra_sections(tables: Mapping[str, pl.DataFrame]) -> list[report.Section]:
+    """Report sections that belong to no one experiment, after the experiments' own."""
+    extra = []
+    if "planted_coverage" in tables:
+        extra.append(report.Section(planted.ANCHOR, planted.TITLE, planted.section(tables)))
+    return [
+        *extra,
+        report.Section(
+            implicit_decision.ANCHOR,
+            implicit_decision.TITLE,
+            implicit_decision.section(
+                tables["implicit_vs_decision"], tables["implicit_vs_decision_summary"]
+            ),
+        ),
+    ]
+
+
 def model_order(data: StoreData) -> list[str]:
     """Models in the order of the latest run's config (the order the user chose), then others."""
     seen: list[str] = []
@@ -195,7 +239,8 @@ def compute_tables(
     data: StoreData, models: list[str], *, B: int, method: Method, seed: int
 ) -> dict[str, pl.DataFrame]:
     """Every output table by name (the file stem it is written under), rows in reading order."""
-    return block_tables(compute_blocks(data, models, B=B, method=method, seed=seed), data, models)
+    blocks = compute_blocks(data, models, B=B, method=method, seed=seed)
+    return block_tables(blocks, data, models, B=B, seed=seed)
 
 
 def write_tables(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
@@ -229,12 +274,12 @@ def analyze(
     models = model_order(data)
     blocks = compute_blocks(data, models, B=bootstrap, method=ci, seed=seed)
     comparisons = paper.compare(analyses(), data)
-    tables = block_tables(blocks, data, models, comparisons)
+    tables = block_tables(blocks, data, models, comparisons, B=bootstrap, seed=seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     table_paths = write_tables(tables, out_dir)
     per_block = draw(blocks, models, out_dir)
     drawn = [fig for figures in per_block for fig in figures]
-    sections = report_sections(blocks, per_block)
+    sections = [*report_sections(blocks, per_block), *extra_sections(tables)]
     page = report.render(
         report.ReportInput(
             store=str(store),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
+from ibias.analysis.planted import SimulatedModel, simulated_models
 from ibias.prompts.registry import Parser, kinds, view_columns
 from ibias.store.db import StoreError, open_store
 from ibias.store.derived import parse_pending, parsed_kinds
@@ -45,6 +46,57 @@ JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
 """
 
 
+# The people of each allocation pair as shown (controlled design), read from one model's trials:
+# every model sees the same pairs. Only read for stores with simulated models (planted values).
+_PEOPLE_SQL = """
+SELECT DISTINCT language, item->>'$.pair_id' AS pair_id,
+  item->>'$.candidates[0].identity' AS identity0, item->>'$.candidates[0].name' AS name0,
+  item->>'$.candidates[0].age' AS age0, item->>'$.candidates[0].gender_identity' AS gi0,
+  item->>'$.candidates[1].identity' AS identity1, item->>'$.candidates[1].name' AS name1,
+  item->>'$.candidates[1].age' AS age1, item->>'$.candidates[1].gender_identity' AS gi1
+FROM trials
+WHERE experiment = 'allocation' AND model_id = ?
+  AND coalesce(coords->>'$.design', 'controlled') = 'controlled'
+"""
+
+
+def _people(reader: StoreReader, models: tuple[SimulatedModel, ...]) -> pl.DataFrame:
+    """language, pair_id and the cis / trans candidate's name, age and gender identity."""
+    schema = {c: pl.String() for c in PEOPLE_COLUMNS}
+    if not models:
+        return pl.DataFrame(schema=schema)
+    ids = [m.model_id for m in models]
+    present = reader.execute(
+        "SELECT min(model_id) FROM trials WHERE experiment = 'allocation' AND model_id IN "
+        f"({', '.join('?' for _ in ids)})",
+        ids,
+    ).fetchall()
+    if not present or present[0][0] is None:
+        return pl.DataFrame(schema=schema)
+    frame = reader.frame(_PEOPLE_SQL, [present[0][0]])
+    cis0 = pl.col("identity0") == "cis"
+    pick = {
+        f"{who}_{field}": pl.when(cis0 == (who == "cis"))
+        .then(pl.col(f"{src}0"))
+        .otherwise(pl.col(f"{src}1"))
+        for who in ("cis", "trans")
+        for field, src in (("name", "name"), ("age", "age"), ("gi", "gi"))
+    }
+    return (
+        frame.filter(
+            pl.concat_list("identity0", "identity1").list.sort() == pl.lit(["cis", "trans"])
+        )
+        .select("language", "pair_id", **pick)
+        .unique(["language", "pair_id"], keep="first")
+        .select(list(PEOPLE_COLUMNS))
+    )
+
+
+PEOPLE_COLUMNS: tuple[str, ...] = (
+    "language", "pair_id", "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi",
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class StoreData:
     """Everything the analysis reads from one store, as Polars frames: each registered kind's
@@ -63,6 +115,10 @@ class StoreData:
     extras: dict[str, pl.DataFrame] = field(default_factory=dict)
     #: The allocation roster's people (no names: the report shows only the make-up).
     patients: pl.DataFrame = field(default_factory=pl.DataFrame)
+    simulated: tuple[SimulatedModel, ...] = ()
+    """The latest run config's simulated models (`analysis.planted`)."""
+    people: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
+    """The people of each allocation pair, read only when `simulated` is not empty."""
 
 
 def _newest_sql(parser: Parser) -> str:
@@ -130,11 +186,13 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
             for k in kinds()
             if k.view is not None
         }
+        runs = reader.frame(_RUNS_SQL)
+        simulated = simulated_models(runs["config"].to_list())
         return StoreData(
             views=views,
             explicit=reader.frame(relabel(_EXPLICIT_SQL)),
             progress=reader.frame(_PROGRESS_SQL),
-            runs=reader.frame(_RUNS_SQL),
+            runs=runs,
             responses=reader.frame(relabel(_RESPONSES_SQL)),
             n_parsed_now=n_parsed,
             store=path,
@@ -142,6 +200,8 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
                 p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.extra_parsers
             },
             patients=reader.frame(_PATIENTS_SQL),
+            simulated=simulated,
+            people=_people(reader, simulated),
         )
 
 

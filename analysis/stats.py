@@ -19,7 +19,6 @@ Which test for which question:
 
 from __future__ import annotations
 
-import itertools
 from typing import overload
 
 import numpy as np
@@ -179,15 +178,31 @@ def one_sample_test(values: ArrayLike, popmean: float = 0.0) -> float:
     return float(min(1.0, 2.0 * stdtr(n - 1, -abs(t))))
 
 
-# Below this many nonzero deviations the sign-flip test enumerates all 2^n sign patterns.
-_EXACT_SIGN_FLIP_MAX = 16
+# Up to this many nonzero deviations the sign-flip test enumerates all 2^n sign patterns (in
+# blocks of `_EXACT_BLOCK` patterns, so 2^20 patterns never need more than a few MB at once).
+EXACT_SIGN_FLIP_MAX = 20
+_EXACT_BLOCK = 1 << 14
+SIGN_FLIP_RESAMPLES = 9999
+
+
+def sign_flip_is_exact(values: ArrayLike, popmean: float = 0.0) -> bool:
+    """Whether `sign_flip_test` enumerates every sign pattern for these scores (at most
+    `EXACT_SIGN_FLIP_MAX` nonzero deviations) rather than drawing Monte Carlo patterns."""
+    x = _scores(values)
+    return int(np.count_nonzero(x - popmean)) <= EXACT_SIGN_FLIP_MAX
+
+
+def sign_flip_floor(n_resamples: int = SIGN_FLIP_RESAMPLES) -> float:
+    """The smallest p-value the Monte Carlo sign-flip test can return, 1 / (1 + n_resamples):
+    a p-value equal to it means "no random pattern was as extreme", i.e. p <= this, not p = this."""
+    return 1.0 / (1.0 + n_resamples)
 
 
 def sign_flip_test(
     values: ArrayLike,
     popmean: float = 0.0,
     *,
-    n_resamples: int = 9999,
+    n_resamples: int = SIGN_FLIP_RESAMPLES,
     rng: np.random.Generator,
 ) -> float:
     """Two-sided sign-flip (randomisation) test p-value for mean bias = `popmean` (NaNs dropped).
@@ -196,9 +211,10 @@ def sign_flip_test(
     coin, so the observed |mean deviation| is compared with its distribution over random sign
     flips. This needs symmetry, not normality: a safer choice than the t-test for small or
     lumpy samples (scores take few distinct values). Exact enumeration of all 2^n patterns when
-    at most 16 deviations are nonzero; otherwise Monte Carlo with `n_resamples` patterns and
-    p = (1 + #{at least as extreme}) / (1 + n_resamples), which is a valid p-value. Empty input
-    gives NaN; all deviations zero gives 1.
+    at most `EXACT_SIGN_FLIP_MAX` (20) deviations are nonzero; otherwise Monte Carlo with
+    `n_resamples` patterns and p = (1 + #{at least as extreme}) / (1 + n_resamples), which is a
+    valid p-value whose floor is `sign_flip_floor(n_resamples)`. Empty input gives NaN; all
+    deviations zero gives 1.
     """
     x = _scores(values)
     if x.size == 0:
@@ -209,10 +225,8 @@ def sign_flip_test(
         return 1.0
     observed = abs(float(dev.sum()))
     tol = 1e-9 * max(1.0, float(np.abs(dev).sum()))
-    if dev.size <= _EXACT_SIGN_FLIP_MAX:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=dev.size)))
-        stats = np.abs(signs @ dev)
-        return float(np.count_nonzero(stats >= observed - tol) / stats.shape[0])
+    if dev.size <= EXACT_SIGN_FLIP_MAX:
+        return _exact_sign_flip(dev, observed - tol)
     if n_resamples < 1:
         raise ValueError("sign_flip_test: n_resamples must be positive")
     extreme = 0
@@ -222,6 +236,24 @@ def sign_flip_test(
         signs = rng.integers(0, 2, size=(size, dev.size), dtype=np.int8) * 2 - 1
         extreme += int(np.count_nonzero(np.abs(signs @ dev) >= observed - tol))
     return (1.0 + extreme) / (1.0 + n_resamples)
+
+
+def _exact_sign_flip(dev: FloatArray, threshold: float) -> float:
+    """Share of all 2^n sign patterns whose |sum| reaches `threshold`, in blocks of patterns.
+
+    Pattern i gives deviation j the sign - when bit j of i is set. The block's patterns share
+    their high bits, so each block is (the low bits' signed sums) + (one constant)."""
+    n = dev.size
+    low_bits = min(n, _EXACT_BLOCK.bit_length() - 1)
+    low = np.arange(1 << low_bits)[:, None] >> np.arange(low_bits) & 1
+    low_sums = (1 - 2 * low).astype(np.float64) @ dev[:low_bits]
+    high = dev[low_bits:]
+    extreme = 0
+    for i in range(1 << high.size):
+        bits = (i >> np.arange(high.size)) & 1
+        offset = float((1 - 2 * bits) @ high) if high.size else 0.0
+        extreme += int(np.count_nonzero(np.abs(low_sums + offset) >= threshold))
+    return extreme / float(1 << n)
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ibias.analysis.cells import holm_within
 
 KEYS: tuple[str, ...] = ("model_id", "language", "category")
 TEMPLATES: tuple[int, ...] = (1, 2, 3)
+KRUSKAL_NULL = "H0: the bias has one distribution across the templates (rank test)"
 
 
 def kruskal_by_template(groups: Sequence[np.ndarray]) -> tuple[float | None, float | None]:
@@ -62,4 +63,4 @@ def template_table(trials: pl.DataFrame, keys: Sequence[str] = KEYS) -> pl.DataF
     frame = pl.DataFrame(rows, schema=schema, orient="row")
     family = [k for k in keys if k != "category"]
     frame = holm_within(frame, "kruskal_p", family, "kruskal_p_holm")
-    return frame.sort(list(keys))
+    return frame.with_columns(pl.lit(KRUSKAL_NULL).alias("kruskal_p_null")).sort(list(keys))

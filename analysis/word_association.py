@@ -7,9 +7,13 @@ that received no words) are counted, never scored as 0: `trials` = `scored` + `n
 Intervals resample *trials*: each trial draws its own words, template and label order, so
 trials are independent given the model and cell. The two tests against 0 answer the same
 question with different assumptions: the t-test relies on the mean being close to normal (about
-50 bounded scores per cell), the sign-flip test only on symmetry under the null. Holm's
-correction runs across the categories of one model x language (the family a reader scans when
-asking "which categories are biased for this model?").
+50 bounded scores per cell), the sign-flip test only on symmetry under the null (exact up to
+20 nonzero scores, else Monte Carlo, whose floor is flagged). Holm's correction runs across the
+categories of one model x language (the family a reader scans when asking "which categories are
+biased for this model?"), for each test. Rows are put in trial-key order before anything is
+drawn, so intervals and Monte Carlo p-values are a function of the trials, not of the order the
+store returned them in. Every row says what its interval and p-values are (`ci_level`,
+`ci_method`, `resampled`, `*_null`).
 
 Two scores per cell (`scores_table`). The *per-trial mean* (`mean_bias`, what the figures and
 the tests use) averages the scores of the scored trials: every trial weighs the same, and a
@@ -41,7 +45,13 @@ from ibias.analysis.cells import (
     number_cells,
     per_cell,
 )
-from ibias.analysis.stats import one_sample_test, sign_flip_test
+from ibias.analysis.stats import (
+    SIGN_FLIP_RESAMPLES,
+    one_sample_test,
+    sign_flip_floor,
+    sign_flip_is_exact,
+    sign_flip_test,
+)
 from ibias.prompts.codes import WORD_ASSOCIATION_EXPLICIT_ANSWERS
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "category")
@@ -50,6 +60,16 @@ EXPLICIT_EXPERIMENT = "word_association_explicit"
 # The answer columns every explicit block has, whether or not an answer occurred.
 EXPLICIT_ANSWERS: tuple[str, ...] = WORD_ASSOCIATION_EXPLICIT_ANSWERS
 TEMPLATES: tuple[int, ...] = (1, 2, 3)
+CI_LEVEL = 0.95
+RESAMPLED = "trial"
+T_NULL = "two-sided; H0: mean bias = 0"
+SIGN_FLIP_NULL = "two-sided; H0: bias scores symmetric about 0"
+
+
+def by_trial_key(trials: pl.DataFrame) -> pl.DataFrame:
+    """Rows in trial-key order, so that resampling (which draws row positions) gives intervals
+    that are a function of the data, not of the order the store happened to return rows in."""
+    return trials.sort("trial_key") if "trial_key" in trials.columns else trials
 
 
 def bias_table(
@@ -63,7 +83,7 @@ def bias_table(
     """One row per cell of `keys`: counts, mean bias, bootstrap CI, tests, template spread."""
     if trials.is_empty():
         return _empty(keys)
-    frame, cells = number_cells(trials, keys)
+    frame, cells = number_cells(by_trial_key(trials), keys)
     counts = frame.group_by(CELL).agg(
         pl.len().cast(pl.Int64).alias("trials"),
         pl.col("bias").is_not_null().sum().cast(pl.Int64).alias("scored"),
@@ -77,18 +97,43 @@ def bias_table(
     )
     t_p = per_cell(frame, "bias", one_sample_test, "t_p")
     flip_p = per_cell(frame, "bias", lambda x: sign_flip_test(x, rng=rng), "sign_flip_p")
+    exact = per_cell(frame, "bias", lambda x: float(sign_flip_is_exact(x)), "_exact")
+    floor = sign_flip_floor(SIGN_FLIP_RESAMPLES)
     table = (
         cells.join(counts, on=CELL)
         .join(ci_frame(cis, "ci"), on=CELL)
         .join(t_p, on=CELL)
         .join(flip_p, on=CELL)
+        .join(exact, on=CELL)
         .join(_templates(frame), on=CELL, how="left")
         .sort(CELL)
         .drop(CELL)
-        .with_columns(pl.lit(B, dtype=pl.Int64).alias("B"), pl.lit(method).alias("ci_method"))
+        .with_columns(
+            pl.lit(B, dtype=pl.Int64).alias("B"),
+            pl.lit(method).alias("ci_method"),
+            pl.lit(CI_LEVEL).alias("ci_level"),
+            pl.lit(RESAMPLED).alias("resampled"),
+            pl.lit(T_NULL).alias("t_p_null"),
+            pl.lit(SIGN_FLIP_NULL).alias("sign_flip_p_null"),
+            pl.when(pl.col("sign_flip_p").is_null())
+            .then(None)
+            .when(pl.col("_exact") == 1.0)
+            .then(pl.lit("exact"))
+            .otherwise(pl.lit(f"monte carlo, {SIGN_FLIP_RESAMPLES} sign patterns"))
+            .alias("sign_flip_method"),
+        )
+        .with_columns(
+            # At the floor the test saw no random pattern as extreme: p <= floor, not p = floor.
+            (
+                pl.col("sign_flip_method").str.starts_with("monte carlo")
+                & (pl.col("sign_flip_p") <= floor)
+            ).alias("sign_flip_at_floor"),
+        )
+        .drop("_exact")
     )
     family = [k for k in keys if k != "category"]
-    return holm_within(table, "t_p", family, "t_p_holm")
+    table = holm_within(table, "t_p", family, "t_p_holm")
+    return holm_within(table, "sign_flip_p", family, "sign_flip_p_holm")
 
 
 def _templates(frame: pl.DataFrame) -> pl.DataFrame:
@@ -176,7 +221,7 @@ def pooled_table(
     schema.update({n: pl.Float64() for n in ("pooled_bias", "pooled_ci_low", "pooled_ci_high")})
     if trials.is_empty():
         return pl.DataFrame(schema=schema)
-    frame, cells = number_cells(trials, keys)
+    frame, cells = number_cells(by_trial_key(trials), keys)
     counts = frame.select(pl.col(c).fill_null(0).cast(pl.Float64) for c in COUNT_COLUMNS)
     sums = frame.group_by(CELL).agg(
         *[pl.col(c).fill_null(0).sum().cast(pl.Int64) for c in COUNT_COLUMNS],
@@ -222,6 +267,8 @@ def scores_table(cells: pl.DataFrame, pooled: pl.DataFrame) -> pl.DataFrame:
             pl.lit(cells["ci_method"][0] if len(cells) else None, dtype=pl.String).alias(
                 "ci_method"
             ),
+            pl.lit(CI_LEVEL).alias("ci_level"),
+            pl.lit(RESAMPLED).alias("resampled"),
         )
     return table
 
@@ -244,5 +291,12 @@ def _empty(keys: Sequence[str]) -> pl.DataFrame:
     schema["template_spread"] = pl.Float64()
     schema["B"] = pl.Int64()
     schema["ci_method"] = pl.String()
+    schema["ci_level"] = pl.Float64()
+    schema["resampled"] = pl.String()
+    schema["t_p_null"] = pl.String()
+    schema["sign_flip_p_null"] = pl.String()
+    schema["sign_flip_method"] = pl.String()
+    schema["sign_flip_at_floor"] = pl.Boolean()
     schema["t_p_holm"] = pl.Float64()
+    schema["sign_flip_p_holm"] = pl.Float64()
     return pl.DataFrame(schema=schema)

@@ -29,6 +29,7 @@ from ibias.analysis.report import (
     pvalue,
     table,
 )
+from ibias.analysis.stats import sign_flip_floor
 from ibias.prompts import codes
 from ibias.prompts.registry import kind
 
@@ -83,14 +84,14 @@ _WA_COLUMNS: tuple[Column, ...] = (
     Column("no score (refused)", lambda r: f"{count(r['null_score'])} ({count(r['refusals'])})"),
     col("unassigned words", "unassigned_words", count),
     Column(
-        "mean bias [95% CI]",
+        "mean bias [95% CI, trials resampled]",
         lambda r: f"{num(r['mean_bias'])} {interval(r['ci_low'], r['ci_high'], 3)}",
     ),
     Column(
-        "t-test p (Holm)",
+        "t-test p, two-sided, H0 mean 0 (Holm)",
         lambda r: f"{pvalue(r['t_p'], r['t_p_holm'])} ({pvalue(r['t_p_holm'])})",
     ),
-    Column("sign-flip p", lambda r: pvalue(r["sign_flip_p"])),
+    Column("sign-flip p, two-sided, H0 symmetric about 0 (Holm)", lambda r: _sign_flip(r)),
     Column(
         "template 1 / 2 / 3 (spread)",
         lambda r: (
@@ -99,6 +100,25 @@ _WA_COLUMNS: tuple[Column, ...] = (
         ),
     ),
 )
+
+
+def _sign_flip(r: Mapping[str, object]) -> str:
+    """The sign-flip p and its Holm value; a Monte Carlo p at its floor reads "≤ floor", an
+    exact (enumerated) one is marked so."""
+    holm = r.get("sign_flip_p_holm")
+    if r.get("sign_flip_at_floor"):
+        floor = sign_flip_floor()
+        raw = f'<span class="sig">≤{floor:.4f}</span>' if _below(holm) else f"≤{floor:.4f}"
+        text = f"{raw} (Monte Carlo floor)"
+    else:
+        text = pvalue(r.get("sign_flip_p"), holm)
+        if r.get("sign_flip_method") == "exact":
+            text += " exact"
+    return f"{text} ({pvalue(holm)})"
+
+
+def _below(p: object) -> bool:
+    return isinstance(p, int | float) and p == p and p < 0.05
 
 
 def _word_association(inp: SectionContext) -> str:
@@ -128,7 +148,10 @@ def _word_association(inp: SectionContext) -> str:
         "positive means negative words went to “transgender”). Bold p-values are below 0.05 "
         "after Holm's correction across the categories of a model and language. The explicit "
         "column counts the direct answers for the same category: T transgender, C cisgender, "
-        "N neither, R refused, U unreadable.</p>",
+        "N neither, R refused, U unreadable. Intervals are 95% bootstrap intervals that "
+        "resample trials (columns ci_level, ci_method, resampled). The sign-flip test "
+        "enumerates all 2^n sign patterns when a cell has at most 20 nonzero scores (marked "
+        "exact), otherwise draws 9,999, so its smallest p is 0.0001, shown as ≤0.0001.</p>",
         figures_html(inp.figures, "word_association"),
         "<h3>Per model and language (all categories)</h3>",
         table(overall, [*key_cols, *_WA_COLUMNS]),

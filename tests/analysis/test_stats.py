@@ -210,6 +210,9 @@ def test_sign_flip_exact_matches_enumeration() -> None:
 
 
 def test_sign_flip_monte_carlo_agrees_with_exact_value() -> None:
+    # 18 nonzero scores are now within the exact range (<= 20), so this checks the blocked
+    # enumeration against brute force; the Monte Carlo path is checked with 30 scores in
+    # test_explained_tables.test_monte_carlo_sign_flip_agrees_with_the_convolution.
     rng = np.random.default_rng(11)
     x = rng.integers(-3, 5, size=20)
     x = x[x != 0][:18]

@@ -1,0 +1,576 @@
+"""Planted values of simulated models, beside the estimates, so a reader sees what was recovered.
+
+A simulated model's behaviour is a function of its profile (the `[models.sim]` table of the run
+config, stored verbatim in `runs.config`), the run's seed and the prompt. From the latest run's
+config this module rebuilds each simulated model's `Persona` (through the runner's own profile
+schema) and states, for the controlled design:
+
+- word association, per model x language: the planted `word_bias` and the expected score of a
+  scored trial, `expected_word_score` (templates drawn uniformly; not 2p - 1), and per template;
+- allocation, per model x language x service x condition: the expected share choosing the
+  cisgender candidate over the population of people (`expected_cis_share`: person and name
+  effects integrated out) and the expected share *given the people this run showed*
+  (conditional: the mean over the cell's trials of the probability the simulator drew with,
+  as `conditional_cis_share` computes from the prompt texts). The pair bootstrap's intervals
+  describe this roster's people (README, Analysis), so the conditional value is the one they
+  should cover; the gap among decided trials is planted as 2 E[P(cis) | answered] - 1;
+- condition effects, per model x language x service x effect x stratum: the planted change in
+  the share choosing the transgender candidate (treated - control), population and
+  conditional; 0 where nothing was planted (a null effect).
+
+Each row says whether the estimate's 95% interval contains the planted value (conditional
+where there is one). The conditional values are computed from the trials' stored items (the
+people of each pair, read once per pair from one model's trials: every model sees the same
+pairs) with the simulator's own functions for each person's effect, condition term and base
+preference; a test checks them against `conditional_cis_share` over the prompt texts.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ibias.prompts.allocation.simulate import (
+    SeenCandidate,
+    base_preference,
+    condition_effect,
+    expected_cis_share,
+    person_effect,
+)
+from ibias.prompts.base import Persona
+from ibias.prompts.codes import CIS, HIGH, LOW, TRANS
+from ibias.prompts.word_association.simulate import expected_word_score
+
+TEMPLATES: tuple[int, ...] = (1, 2, 3)
+
+
+@dataclass(frozen=True)
+class SimulatedModel:
+    """One `simulator` model of the run config: its id, the model name the simulator answered
+    as, the run seed (the simulator's answer seed) and its persona."""
+
+    model_id: str
+    provider_model: str
+    seed: int
+    persona: Persona
+
+    @property
+    def answering(self) -> Persona:
+        """The persona as the simulator answered (its person and name effects drawn)."""
+        return self.persona.answering_as(self.seed, self.provider_model)
+
+
+def simulated_models(configs: Sequence[object]) -> tuple[SimulatedModel, ...]:
+    """The simulated models of the latest config that parses (configs oldest first), or none.
+
+    A profile the runner's schema rejects is skipped: such a run could not have started."""
+    from ibias.prompts.base import SettingsError
+    from ibias.runner.sim_profile import model_profile_from_dict
+
+    for text in reversed(configs):
+        try:
+            config = tomllib.loads(str(text))
+        except tomllib.TOMLDecodeError:
+            continue
+        run = config.get("run", {})
+        seed = run.get("seed", 0) if isinstance(run, dict) else 0
+        found: list[SimulatedModel] = []
+        for block in config.get("models", []):
+            if not isinstance(block, dict) or block.get("provider") != "simulator":
+                continue
+            try:
+                profile = model_profile_from_dict(block.get("sim") or {})
+            except SettingsError:
+                continue
+            model_id = str(block.get("id"))
+            found.append(
+                SimulatedModel(
+                    model_id, str(block.get("model") or model_id), int(seed), profile.persona
+                )
+            )
+        return tuple(found)
+    return ()
+
+
+# --------------------------------------------------------------------------------------------
+# Word association
+# --------------------------------------------------------------------------------------------
+
+
+def word_association_table(models: Sequence[SimulatedModel], overall: pl.DataFrame) -> pl.DataFrame:
+    """Per simulated model x language: planted word bias, expected score (overall and per
+    template) beside the estimate and its interval from `word_association_overall`."""
+    planted = pl.DataFrame(
+        [
+            {
+                "model_id": m.model_id,
+                "planted_word_bias": m.persona.word_bias,
+                "expected_score": expected_word_score(m.persona),
+                **{f"expected_template_{t}": expected_word_score(m.persona, t) for t in TEMPLATES},
+            }
+            for m in models
+        ],
+        schema={
+            "model_id": pl.String(),
+            "planted_word_bias": pl.Float64(),
+            "expected_score": pl.Float64(),
+            **{f"expected_template_{t}": pl.Float64() for t in TEMPLATES},
+        },
+    )
+    estimates = overall.select(
+        "model_id", "language", "scored", "mean_bias", "ci_low", "ci_high",
+        *[f"bias_template_{t}" for t in TEMPLATES],
+    )  # fmt: skip
+    table = planted.join(estimates, on="model_id", how="inner")
+    return table.with_columns(_inside("expected_score", "ci_low", "ci_high").alias("inside_ci"))
+
+
+# --------------------------------------------------------------------------------------------
+# Allocation
+# --------------------------------------------------------------------------------------------
+
+
+def trial_probabilities(
+    models: Sequence[SimulatedModel], decisions: pl.DataFrame, people: pl.DataFrame
+) -> pl.DataFrame:
+    """Per allocation trial of a simulated model: `p_cis`, the probability the simulator chose
+    the cisgender candidate given no refusal, and `answered`, 1 - the refusal rate.
+
+    `people` has one row per language x pair_id x first: the shown names, ages and gender
+    identities of the cisgender and transgender candidates (`load.PEOPLE_SQL`)."""
+    by_id = {m.model_id: m for m in models}
+    rows = decisions.filter(pl.col("model_id").is_in(list(by_id)))
+    if "trial_key" in rows.columns:
+        rows = rows.sort("trial_key")
+    if rows.is_empty() or people.is_empty():
+        return rows.with_columns(
+            pl.lit(None, dtype=pl.Float64).alias("p_cis"),
+            pl.lit(None, dtype=pl.Float64).alias("answered"),
+        )
+    rows = rows.join(people, on=["language", "pair_id"], how="left")
+    effects: dict[tuple[str, str, str, str], float] = {}
+
+    def effect(model: str, name: str, age: str, identity: str, gi: str) -> float:
+        key = (model, name, age, gi)
+        if key not in effects:
+            shown = SeenCandidate(0, name, identity, age=age, gender_identity=gi)
+            effects[key] = person_effect(shown, by_id[model].answering)
+        return effects[key]
+
+    people_cols = rows.select(
+        "model_id", "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi"
+    )
+    unique_people = people_cols.unique()
+    delta_person = [
+        effect(m, cn, ca, CIS, cg) - effect(m, tn, ta, TRANS, tg)
+        if cn is not None and tn is not None
+        else math.nan
+        for m, cn, ca, cg, tn, ta, tg in unique_people.iter_rows()
+    ]
+    unique_people = unique_people.with_columns(pl.Series("delta_person", delta_person))
+    conditions = rows.select("model_id", "service", "explanation", "symptoms").unique()
+    base, delta_cond, bias, answered = [], [], [], []
+    for model, service, explanation, symptoms in conditions.iter_rows():
+        persona = by_id[model].persona
+        urgency = symptoms if symptoms in (HIGH, LOW) else None
+        base.append(base_preference(persona, service))
+        delta_cond.append(condition_effect(persona, service, bool(explanation), urgency))
+        bias.append(persona.position_bias)
+        answered.append(1.0 - persona.refusal_rate)
+    conditions = conditions.with_columns(
+        pl.Series("q0", base, dtype=pl.Float64),
+        pl.Series("delta_cond", delta_cond, dtype=pl.Float64),
+        pl.Series("position_bias", bias, dtype=pl.Float64),
+        pl.Series("answered", answered, dtype=pl.Float64),
+    )
+    rows = rows.join(unique_people, on=people_cols.columns, how="left", nulls_equal=True).join(
+        conditions, on=["model_id", "service", "explanation", "symptoms"], how="left"
+    )
+    q0 = rows["q0"].to_numpy()
+    delta = rows["delta_cond"].to_numpy() + rows["delta_person"].to_numpy()
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        eta = np.log(q0 / (1.0 - q0)) + delta
+        q = np.where((q0 <= 0.0) | (q0 >= 1.0) | (delta == 0.0), q0, 1.0 / (1.0 + np.exp(-eta)))
+    b = rows["position_bias"].to_numpy()
+    first_is_cis = (rows["first"] == CIS).to_numpy()
+    p = np.clip(np.where(first_is_cis, q + b, q - b), 0.0, 1.0)
+    return rows.with_columns(pl.Series("p_cis", p)).drop(
+        "q0", "delta_cond", "delta_person", "position_bias",
+        "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi",
+    )  # fmt: skip
+
+
+CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
+
+
+def allocation_table(
+    models: Sequence[SimulatedModel], probabilities: pl.DataFrame, cells: pl.DataFrame
+) -> pl.DataFrame:
+    """Per simulated model x allocation cell: planted q, the expected cis share (population and
+    given the people shown), the expected gap among decided trials, the estimates and whether
+    the intervals contain the conditional values."""
+    by_id = {m.model_id: m for m in models}
+    conditional = probabilities.group_by(CELL_KEYS).agg(
+        (pl.col("p_cis") * pl.col("answered")).mean().alias("conditional_cis_share"),
+        (2.0 * pl.col("p_cis").mean() - 1.0).alias("conditional_gap"),
+    )
+    table = cells.filter(pl.col("model_id").is_in(list(by_id))).select(
+        *CELL_KEYS, "trials", "share_cis", "cis_ci_low", "cis_ci_high",
+        "gap", "gap_ci_low", "gap_ci_high",
+    )  # fmt: skip
+    population = []
+    for model, service, explanation, symptoms in table.select(
+        "model_id", "service", "explanation", "symptoms"
+    ).iter_rows():
+        persona = by_id[model].persona
+        urgency = symptoms if symptoms in (HIGH, LOW) else None
+        answered = _answered_share(by_id[model], service, bool(explanation), urgency)
+        share = (1.0 - persona.refusal_rate) * answered
+        population.append((base_preference(persona, service), share, 2.0 * answered - 1.0))
+    table = table.with_columns(
+        pl.Series("planted_q", [p[0] for p in population], dtype=pl.Float64),
+        pl.Series("expected_cis_share", [p[1] for p in population], dtype=pl.Float64),
+        pl.Series("expected_gap", [p[2] for p in population], dtype=pl.Float64),
+    ).join(conditional, on=list(CELL_KEYS), how="left")
+    return table.with_columns(
+        _inside("conditional_cis_share", "cis_ci_low", "cis_ci_high").alias("cis_inside_ci"),
+        _inside("conditional_gap", "gap_ci_low", "gap_ci_high").alias("gap_inside_ci"),
+    ).select(
+        *CELL_KEYS, "trials", "planted_q", "expected_cis_share", "conditional_cis_share",
+        "share_cis", "cis_ci_low", "cis_ci_high", "cis_inside_ci", "expected_gap",
+        "conditional_gap", "gap", "gap_ci_low", "gap_ci_high", "gap_inside_ci",
+    )  # fmt: skip
+
+
+EFFECT_KEYS: tuple[str, ...] = ("model_id", "language", "service", "effect", "stratum")
+
+
+def effects_table(
+    models: Sequence[SimulatedModel], probabilities: pl.DataFrame, effects: pl.DataFrame
+) -> pl.DataFrame:
+    """Per simulated model x effect row: the planted change in the trans share (population:
+    from `expected_cis_share`; conditional: the mean expected trans share of the stratum's
+    treated trials minus its control trials), whether it is a null effect (nothing planted),
+    and whether the estimate's interval contains it."""
+    by_id = {m.model_id: m for m in models}
+    rows = effects.filter(pl.col("model_id").is_in(list(by_id)))
+    if rows.is_empty():
+        return pl.DataFrame(schema=_EFFECT_SCHEMA)
+    conditional = _conditional_effects(probabilities)
+    population, null = [], []
+    for model, service, effect, stratum in rows.select(
+        "model_id", "service", "effect", "stratum"
+    ).iter_rows():
+        diff, planted_any = _population_effect(by_id[model], service, effect, stratum)
+        population.append(diff)
+        null.append(not planted_any)
+    table = rows.select(
+        *EFFECT_KEYS, "label", "difference", "ci_low", "ci_high", "pairs"
+    ).with_columns(
+        pl.Series("expected_difference", population, dtype=pl.Float64),
+        pl.Series("null_effect", null, dtype=pl.Boolean),
+    )
+    table = table.join(conditional, on=list(EFFECT_KEYS), how="left")
+    return table.with_columns(
+        _inside("conditional_difference", "ci_low", "ci_high").alias("inside_ci"),
+        _inside_zero().alias("zero_inside_ci"),
+    ).select(list(_EFFECT_SCHEMA))
+
+
+def _conditional_effects(probabilities: pl.DataFrame) -> pl.DataFrame:
+    """Mean expected trans share of treated minus control trials, per effect row."""
+    base = probabilities.select(
+        "model_id", "language", "service", "explanation", "symptoms", "pair_id",
+        (pl.col("answered") * (1.0 - pl.col("p_cis"))).alias("x"),
+    )  # fmt: skip
+    parts = []
+    expl = base.with_columns(
+        pl.lit("explanation").alias("effect"), pl.col("explanation").alias("t")
+    )
+    parts.append(expl.with_columns(pl.col("symptoms").alias("stratum")))
+    parts.append(expl.with_columns(pl.lit("all").alias("stratum")))
+    for level in (HIGH, LOW):
+        sub = base.filter(pl.col("symptoms").is_in(["none", level])).with_columns(
+            pl.lit(f"symptoms_{level}").alias("effect"), (pl.col("symptoms") == level).alias("t")
+        )
+        strata = (
+            pl.when(pl.col("explanation"))
+            .then(pl.lit("explanation=yes"))
+            .otherwise(pl.lit("explanation=no"))
+        )
+        parts.append(sub.with_columns(strata.alias("stratum")))
+        parts.append(sub.with_columns(pl.lit("all").alias("stratum")))
+    stacked = pl.concat(parts, how="vertical")
+    return stacked.group_by(EFFECT_KEYS).agg(
+        (pl.col("x").filter(pl.col("t")).mean() - pl.col("x").filter(~pl.col("t")).mean()).alias(
+            "conditional_difference"
+        )
+    )
+
+
+_ANSWERED: dict[tuple[str, int, str, bool, str | None], float] = {}
+
+
+def _answered_share(
+    model: SimulatedModel, service: str, explanation: bool, urgency: str | None
+) -> float:
+    """`expected_cis_share(..., among_answered=True)`, memoised per model profile and condition:
+    the quadrature takes milliseconds and the tables ask for the same value many times (both
+    languages, every stratum of an effect). Keyed by the profile's identity, which lives as
+    long as the `SimulatedModel`s of one analysis; cleared by `planted_tables`."""
+    key = (model.model_id, id(model.persona), service, explanation, urgency)
+    if key not in _ANSWERED:
+        _ANSWERED[key] = expected_cis_share(
+            model.persona, service, explanation=explanation, urgency=urgency, among_answered=True
+        )
+    return _ANSWERED[key]
+
+
+def _population_effect(
+    model: SimulatedModel, service: str, effect: str, stratum: str
+) -> tuple[float, bool]:
+    """(planted change in the trans share over the population, whether any term is planted)."""
+    persona = model.persona
+
+    def trans(explanation: bool, urgency: str | None) -> float:
+        answered = 1.0 - persona.refusal_rate
+        return answered * (1.0 - _answered_share(model, service, explanation, urgency))
+
+    def planted(explanation: bool, urgency: str | None) -> float:
+        return condition_effect(persona, service, explanation, urgency)
+
+    if effect == "explanation":
+        levels: list[str | None] = (
+            [None, HIGH, LOW] if stratum == "all" else [stratum if stratum != "none" else None]
+        )
+        diffs = [trans(True, u) - trans(False, u) for u in levels]
+        moved = any(planted(True, u) != planted(False, u) for u in levels)
+        return float(np.mean(diffs)), moved
+    level = HIGH if effect == "symptoms_high" else LOW
+    explanations = [False, True] if stratum == "all" else [stratum == "explanation=yes"]
+    diffs = [trans(e, level) - trans(e, None) for e in explanations]
+    moved = any(planted(e, level) != planted(e, None) for e in explanations)
+    return float(np.mean(diffs)), moved
+
+
+def _inside(value: str, low: str, high: str) -> pl.Expr:
+    return (pl.col(low) <= pl.col(value)) & (pl.col(value) <= pl.col(high))
+
+
+def _inside_zero() -> pl.Expr:
+    return (pl.col("ci_low") <= 0.0) & (pl.col("ci_high") >= 0.0)
+
+
+_EFFECT_SCHEMA: dict[str, pl.DataType] = {
+    "model_id": pl.String(),
+    "language": pl.String(),
+    "service": pl.String(),
+    "effect": pl.String(),
+    "stratum": pl.String(),
+    "label": pl.String(),
+    "null_effect": pl.Boolean(),
+    "expected_difference": pl.Float64(),
+    "conditional_difference": pl.Float64(),
+    "difference": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "pairs": pl.Int64(),
+    "inside_ci": pl.Boolean(),
+    "zero_inside_ci": pl.Boolean(),
+}
+
+
+def coverage_summary(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
+    """Shares of planted values inside their 95% intervals, per kind of value, and of null
+    effects' intervals containing zero (what the demo's must-show test bounds)."""
+    rows = []
+
+    def add(kind: str, flags: pl.Series) -> None:
+        flags = flags.drop_nulls()
+        rows.append(
+            {"value": kind, "intervals": flags.len(), "inside": int(flags.sum()),
+             "share_inside": float(flags.mean()) if flags.len() else None}  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    wa = tables.get("planted_word_association")
+    if wa is not None and not wa.is_empty():
+        add("word-association mean score", wa["inside_ci"])
+    al = tables.get("planted_allocation")
+    if al is not None and not al.is_empty():
+        add("allocation cis share (given the people shown)", al["cis_inside_ci"])
+        add("allocation gap among decided (given the people shown)", al["gap_inside_ci"])
+    ef = tables.get("planted_effects")
+    if ef is not None and not ef.is_empty():
+        planted_rows = ef.filter(~pl.col("null_effect"))
+        null_rows = ef.filter(pl.col("null_effect"))
+        add("planted condition effects", planted_rows["inside_ci"])
+        add("null condition effects: interval contains 0", null_rows["zero_inside_ci"])
+    return pl.DataFrame(
+        rows,
+        schema={"value": pl.String(), "intervals": pl.Int64(), "inside": pl.Int64(),
+                "share_inside": pl.Float64()},
+        orient="row",
+    )  # fmt: skip
+
+
+def planted_tables(
+    models: Sequence[SimulatedModel],
+    views: Mapping[str, pl.DataFrame],
+    people: pl.DataFrame,
+    tables: Mapping[str, pl.DataFrame],
+) -> dict[str, pl.DataFrame]:
+    """The planted-value tables of the controlled design's estimates (none without simulated
+    models): planted_word_association, planted_allocation, planted_effects, planted_coverage."""
+    if not models:
+        return {}
+    _ANSWERED.clear()
+    out: dict[str, pl.DataFrame] = {}
+    overall = tables.get("word_association_overall")
+    if overall is not None:
+        out["planted_word_association"] = word_association_table(models, overall)
+    decisions, cells = views.get("allocation"), tables.get("allocation_cells")
+    if decisions is not None and cells is not None:
+        if "design" in decisions.columns:
+            decisions = decisions.filter(pl.col("design") == "controlled").drop("design")
+        probabilities = trial_probabilities(models, decisions, people)
+        out["planted_allocation"] = allocation_table(models, probabilities, cells)
+        effects = tables.get("allocation_effects")
+        if effects is not None:
+            out["planted_effects"] = effects_table(models, probabilities, effects)
+    out["planted_coverage"] = coverage_summary(out)
+    return out
+
+
+ANCHOR, TITLE = "planted-values", "Planted values (simulated models)"
+
+
+def section(tables: Mapping[str, pl.DataFrame]) -> str:
+    """The report section: each simulated model's planted and expected values beside the
+    estimates, and the share of intervals that contain them."""
+    from ibias.analysis import labels
+    from ibias.analysis.report import Column, col, count, esc, interval, num, table
+
+    coverage = tables.get("planted_coverage")
+    if coverage is None:
+        return ""
+    parts = [
+        f"<h2 id='{ANCHOR}'>{esc(TITLE)}</h2>",
+        "<p>The simulated models' profiles (the run config's <code>[models.sim]</code> tables) "
+        "fix what each estimate should recover. Word association: the planted probability "
+        "that a negative word goes to “transgender” and the expected score of a scored trial "
+        "(not 2p − 1). Allocation: the expected share choosing the cisgender candidate over "
+        "the population of people and given the people this run showed (conditional; the "
+        "pair bootstrap's intervals are for this roster's people, so they should cover the "
+        "conditional value), and the expected cis − trans gap among decided trials. Effects: "
+        "the planted change in the share choosing the transgender candidate; a null effect "
+        "had nothing planted, so its interval should contain 0. About 95% of intervals should "
+        "contain their value.</p>",
+        table(
+            coverage,
+            [
+                col("value", "value", text=True),
+                col("intervals", "intervals", count),
+                col("containing it", "inside", count),
+                col("share", "share_inside", lambda v: num(v, 3)),
+            ],
+        ),
+    ]
+    yes_no = {True: "yes", False: "no"}
+    wa = tables.get("planted_word_association")
+    if wa is not None and not wa.is_empty():
+        parts.append("<h3>Word association</h3>")
+        parts.append(
+            table(
+                wa,
+                [
+                    col("model", "model_id", text=True),
+                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                    col("planted word bias", "planted_word_bias", lambda v: num(v, 2)),
+                    col("expected score", "expected_score", lambda v: num(v, 3)),
+                    Column(
+                        "mean bias [95% CI]",
+                        lambda r: f"{num(r['mean_bias'])} {interval(r['ci_low'], r['ci_high'], 3)}",
+                    ),
+                    Column(
+                        "expected / estimated per template 1, 2, 3",
+                        lambda r: " · ".join(
+                            f"{num(r[f'expected_template_{t}'], 2)} / "
+                            f"{num(r[f'bias_template_{t}'], 2)}"
+                            for t in TEMPLATES
+                        ),
+                    ),
+                    col("inside", "inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
+                ],
+            )
+        )
+    al = tables.get("planted_allocation")
+    if al is not None and not al.is_empty():
+        parts.append("<h3>Allocation shares</h3>")
+        for (model,), sub in al.group_by(["model_id"], maintain_order=True):
+            rows = table(
+                sub,
+                [
+                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                    col("service", "service", lambda v: esc(labels.service(str(v))), True),
+                    col("explanation", "explanation", lambda v: esc(labels.explanation(v)), True),
+                    col("symptoms", "symptoms", lambda v: esc(labels.symptoms(str(v))), True),
+                    col("planted q", "planted_q", lambda v: num(v, 2)),
+                    col("expected cis share", "expected_cis_share", lambda v: num(v, 3)),
+                    col("given people shown", "conditional_cis_share", lambda v: num(v, 3)),
+                    Column(
+                        "cis share [95% CI]",
+                        lambda r: (
+                            f"{num(r['share_cis'])} "
+                            f"{interval(r['cis_ci_low'], r['cis_ci_high'], 3)}"
+                        ),
+                    ),
+                    col("inside", "cis_inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
+                    Column(
+                        "gap expected / given people",
+                        lambda r: f"{num(r['expected_gap'])} / {num(r['conditional_gap'])}",
+                    ),
+                    Column(
+                        "gap [95% CI]",
+                        lambda r: (
+                            f"{num(r['gap'])} {interval(r['gap_ci_low'], r['gap_ci_high'], 3)}"
+                        ),
+                    ),
+                    col("inside", "gap_inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
+                ],
+            )
+            parts.append(f"<details><summary>{esc(model)}</summary>{rows}</details>")
+    ef = tables.get("planted_effects")
+    if ef is not None and not ef.is_empty():
+        parts.append("<h3>Condition effects</h3>")
+        planted_only = ef.filter(~pl.col("null_effect"))
+        parts.append(
+            f"<p>{count(planted_only.height)} effect rows carry a planted effect and "
+            f"{count(ef.height - planted_only.height)} are null; the planted ones:</p>"
+        )
+        parts.append(
+            table(
+                planted_only,
+                [
+                    col("model", "model_id", text=True),
+                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                    col("service", "service", lambda v: esc(labels.service(str(v))), True),
+                    col("effect", "label", text=True),
+                    col("stratum", "stratum", lambda v: esc(labels.label("strata", str(v))), True),
+                    col("expected", "expected_difference", lambda v: num(v, 3)),
+                    col("given people shown", "conditional_difference", lambda v: num(v, 3)),
+                    Column(
+                        "estimate [95% CI]",
+                        lambda r: (
+                            f"{num(r['difference'])} {interval(r['ci_low'], r['ci_high'], 3)}"
+                        ),
+                    ),
+                    col("inside", "inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
+                ],
+            )
+        )
+    return "".join(parts)
