@@ -225,7 +225,7 @@ PROMPT_CHARS_SQL = (
 
 
 #: Rows of `trials` (by rowid) one query of `remaining` covers: the query sorts only the
-#: window's remaining trials, so a million-trial plan never sorts in one piece.
+#: window's remaining rowids, so a million-trial plan never sorts in one piece.
 WINDOW = 131_072
 
 
@@ -238,10 +238,16 @@ def remaining(
     window: int = WINDOW,
 ) -> Iterator[list[Pending]]:
     """The plan's trials for one model that have no response, in plan order (insertion
-    order: rowid), as lists of up to `batch`. The anti-join with `responses` is one query per
-    window of `window` rowids, restricted to the window's keys on both sides, so memory stays
-    bounded by the window rather than by the plan or by what is done. `con` should be a
-    cursor of its own, as the results stream while other connections write."""
+    order: rowid), as lists of up to `batch`. `con` should be a cursor of its own, as the
+    results stream while other connections write.
+
+    Why two queries: every model of a run streams its own result at once, and a sorted result
+    is held whole until it is read. The anti-join with `responses` (one query per window of
+    `window` rowids, restricted to the window's keys on both sides) therefore returns only the
+    rowids, 8 bytes a trial; the wide columns (item, messages, a few kB a trial) are read one
+    batch at a time. Memory stays bounded by a batch per model, not by the window times the
+    number of models (the demo's seven models over 131,072-row windows of wide rows exceeded
+    the run's 192 MB DuckDB cap)."""
     where, params = plan.membership()
     lo, hi = con.execute(
         f"SELECT min(t.rowid), max(t.rowid) FROM trials t WHERE t.model_id = ? AND {where}",
@@ -253,16 +259,26 @@ def remaining(
     decoded: dict[str, Any] = {}  # a model's trials share a few params texts: decode each once
     for start in range(int(lo), int(hi) + 1, window):
         end = start + window
-        result = con.execute(
-            "SELECT t.trial_key, t.experiment, t.language, t.item, t.messages, t.params, "
-            f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trials t "
-            f"WHERE t.rowid >= ? AND t.rowid < ? AND t.model_id = ? AND {where} "
-            "AND t.trial_key NOT IN (SELECT r.trial_key FROM responses r SEMI JOIN "
-            "(SELECT trial_key FROM trials WHERE rowid >= ? AND rowid < ?) w "
-            "ON r.trial_key = w.trial_key) ORDER BY t.rowid",
-            [start, end, model_id, *params, start, end],
-        )
-        while rows := result.fetchmany(batch):
+        rowids = [
+            r[0]
+            for r in con.execute(
+                "SELECT t.rowid FROM trials t "
+                f"WHERE t.rowid >= ? AND t.rowid < ? AND t.model_id = ? AND {where} "
+                "AND t.trial_key NOT IN (SELECT r.trial_key FROM responses r SEMI JOIN "
+                "(SELECT trial_key FROM trials WHERE rowid >= ? AND rowid < ?) w "
+                "ON r.trial_key = w.trial_key) ORDER BY t.rowid",
+                [start, end, model_id, *params, start, end],
+            ).fetchall()
+        ]
+        for i in range(0, len(rowids), batch):
+            chunk = rowids[i : i + batch]
+            rows = con.execute(
+                "SELECT t.trial_key, t.experiment, t.language, t.item, t.messages, t.params, "
+                f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trials t "
+                "WHERE t.rowid >= ? AND t.rowid <= ? AND list_contains(?, t.rowid) "
+                "ORDER BY t.rowid",
+                [chunk[0], chunk[-1], chunk],
+            ).fetchall()
             out = []
             for key, experiment, language, item, messages, p, chars in rows:
                 sampling = decoded.get(p)

@@ -1,0 +1,48 @@
+"""What is left of a plan streams for every model at once within the run's DuckDB memory cap.
+
+`ibias demo` (seven models, 142,240 trials with prompts of a few kB) once died with DuckDB's
+"Out of Memory Error" before its first request: each model's sorted window of wide rows was
+held whole while it streamed, and seven of them exceeded the run's cap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ibias.store.db import open_store
+from ibias.store.plans import StoredPlan, remaining
+
+MODELS = 7
+TRIALS_PER_MODEL = 20_000
+PROMPT_BYTES = 1_500  # the demo's shape: 7 x 20,000 x 1.5 kB = 210 MB, cap 192 MB
+
+
+def test_every_model_streams_at_once_under_a_tight_memory_cap(tmp_path: Path) -> None:
+    con = open_store(tmp_path / "s.duckdb", create=True)
+    try:
+        con.execute("SET memory_limit = '192MB'").fetchall()  # before planning, as a run does
+        # Model-major, as the planner writes them: each model's trials are contiguous rowids.
+        for start in range(0, MODELS * TRIALS_PER_MODEL, 5_000):  # one insert per planner batch
+            con.execute(
+                "INSERT INTO trials SELECT printf('k%08d', i), 'r1', 'word_association', "
+                f"printf('m%d', i // {TRIALS_PER_MODEL}), 'en', '{{}}', '{{}}', "
+                "json_array(json_object('role', 'user', 'content', "
+                f"repeat(chr(97 + (i % 26)::INTEGER), {PROMPT_BYTES}))), '{{}}', 0 "
+                f"FROM range({start}, {start + 5_000}) t(i)"
+            ).fetchall()
+        plan = StoredPlan(plan_hash="h", runs=("r1",), complete=True, reused=False)
+        streams = [remaining(con.cursor(), plan, f"m{m}") for m in range(MODELS)]
+        seen = [0] * MODELS
+        live = set(range(MODELS))
+        while live:  # round robin, as the scheduler's feeders pull them
+            for m in sorted(live):
+                batch = next(streams[m], None)
+                if batch is None:
+                    live.discard(m)
+                    continue
+                assert all(p.model_id == f"m{m}" for p in batch)
+                assert all(len(p.messages[0]["content"]) == PROMPT_BYTES for p in batch)
+                seen[m] += len(batch)
+        assert seen == [TRIALS_PER_MODEL] * MODELS
+    finally:
+        con.close()
