@@ -2,8 +2,8 @@
 
 Interleaved pairs of `ibias run` at zero simulated latency against one `ibias simulate`
 process: one run alone, one with a reader that opens a live session and issues one aggregate
-query over the `replies` view (every answered trial, with its parse) every second while the run writes. The
-ratio is the run's wall time alone over its wall time with the reader; the run's CPU (user +
+query over the `replies` view (every answered trial, with its parse) every second while the run
+writes. The ratio is the run's wall time alone over its wall time with the reader; the run's CPU (user +
 system of its whole process tree, from wait4) includes every query it served, since the run
 executes them. Run with `python -m bench.bench_live [requests] [pairs]`.
 """
@@ -27,7 +27,7 @@ from ibias.store.reader import open_reader
 from tests.helpers import start_simulator
 from tests.helpers import stop_simulator as stop
 
-#: What a researcher watching a sweep asks: per model, answers so far, their length and finish reasons.
+#: What a researcher watching a sweep asks: per model, answers so far, length, finish reasons.
 AGGREGATE = """
 SELECT model_id, experiment, count(*) AS replies, sum(length(reply)) AS reply_chars,
        count(*) FILTER (WHERE finish_reason = 'stop') AS stopped
