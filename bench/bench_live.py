@@ -2,10 +2,10 @@
 
 Interleaved pairs of `ibias run` at zero simulated latency against one `ibias simulate`
 process: one run alone, one with a reader that opens a live session and issues one aggregate
-query over the `replies` view (every answered trial, with its parse) every second while the run
-writes. The ratio is the run's wall time alone over its wall time with the reader; the run's CPU (user +
-system of its whole process tree, from wait4) includes every query it served, since the run
-executes them. Run with `python -m bench.bench_live [requests] [pairs]`.
+query over the `replies` view (every answered trial, with its parse) every second while the
+run writes. The ratio is the run's wall time alone over its wall time with the reader; the
+run's CPU (user + system of its whole process tree, from wait4) includes every query it
+served, since the run executes them. Run with `python -m bench.bench_live [requests] [pairs]`.
 """
 
 from __future__ import annotations
