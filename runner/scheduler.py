@@ -30,7 +30,7 @@ import anyio.to_thread
 
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
+from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
@@ -47,6 +47,9 @@ class ModelRuntime:
     limiter: EndpointLimiter
     stats: ModelStats
     learnt_limits: bool = False
+    #: The provider reports where its limits stand (remaining, reset) on its replies: read
+    #: every reply then, so a used-up window holds requests before it earns a 429.
+    reads_limits: bool = False
     #: When a successful reply's headers are next read for limits (loop time, see _process).
     next_limits_check: float = 0.0
     #: The last trial params seen and their Sampling (a model's trials share one params).
@@ -152,6 +155,7 @@ class Scheduler:
         writer: Writer,
         backoff: Backoff,
         max_cost: float | None = None,
+        spent_before: float = 0.0,
         grace_s: float = 10.0,
         on_fatal: Callable[[str], None] = lambda line: None,
         rng: random.Random | None = None,
@@ -161,6 +165,9 @@ class Scheduler:
         self.writer = writer
         self.backoff = backoff
         self.max_cost = max_cost
+        #: What the store had already spent on this plan's trials before this run (earlier
+        #: runs, other providers): `--max-cost` caps the sum.
+        self.spent_before = spent_before
         self.grace_s = grace_s
         self.on_fatal = on_fatal
         self.rng = rng or random.Random()
@@ -199,7 +206,17 @@ class Scheduler:
 
     @property
     def spent(self) -> float:
-        return sum(rt.stats.cost_usd for rt in self.runtimes)
+        """Everything spent on this plan: before this run and in it."""
+        return self.spent_before + sum(rt.stats.cost_usd for rt in self.runtimes)
+
+    def _over_budget(self) -> bool:
+        """True (and the run stops) when what is spent plus what the requests in flight are
+        estimated to cost reaches the cap: a request starts only while it fits, so the cap
+        is crossed by no more than the requests in flight cost beyond their estimates."""
+        if self.max_cost is None or self.spent + self._reserved_cost < self.max_cost:
+            return False
+        self.request_stop(f"budget of ${self.max_cost:.2f} reached")
+        return True
 
     # ------------------------------------------------------------------ running
 
@@ -294,11 +311,10 @@ class Scheduler:
             attempt += 1
             if self._stopping or rt.stats.fatal:
                 return
-            if self.max_cost is not None and self.spent + self._reserved_cost >= self.max_cost:
-                self.request_stop(f"budget of ${self.max_cost:.2f} reached")
+            if self._over_budget():
                 return
             permit = await rt.limiter.acquire(est)  # a stop cancels this wait (worker scope)
-            if self._stopping or rt.stats.fatal:
+            if self._stopping or rt.stats.fatal or self._over_budget():
                 rt.limiter.release(permit, 0)
                 return
             started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
@@ -327,22 +343,25 @@ class Scheduler:
                 used = None
                 if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                     used = reply.prompt_tokens + reply.completion_tokens
-                rt.limiter.release(permit, used)
-                if not rt.learnt_limits:
-                    # Successful replies are read for announced limits at most once a second:
-                    # a provider that announces them does so on every reply, and reading every
-                    # reply's headers is per-request work the loop can skip. Errors (a 429
-                    # first of all) are always read.
+                rt.limiter.release(permit, used, outcome="ok")
+                if rt.reads_limits:
+                    self._read_limits(rt, reply.headers, est)
+                else:
+                    # Until a reply says where its limits stand, successful replies are read
+                    # at most once a second: reading every reply's headers is per-request work
+                    # the loop can skip. Errors (a 429 first of all) are always read.
                     now = time.monotonic()
                     if now >= rt.next_limits_check:
                         rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
-                        self._learn_limits(rt, reply.headers)
+                        self._read_limits(rt, reply.headers, est)
                 self._record_reply(rt, trial, attempt, started, latency_ms, reply)
                 return
             assert error is not None
-            rt.limiter.release(permit, None)
-            self._learn_limits(rt, error.headers)
             cls = error.classification
+            rt.limiter.release(
+                permit, None, outcome="rate_limited" if cls.is_rate_limit else "other"
+            )
+            self._read_limits(rt, error.headers, est)
             if cls.verdict is Verdict.FATAL:
                 self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "fatal")
                 self._fatal(rt, cls)
@@ -363,13 +382,36 @@ class Scheduler:
 
     # ------------------------------------------------------------------ recording
 
+    def _read_limits(self, rt: ModelRuntime, headers: Mapping[str, str], est: int) -> None:
+        """Adopt the rates a reply announces (see `_adopt_limits`) and, when one of its
+        windows is used up, hold the endpoint until it can take the next request (estimated
+        at `est` tokens) rather than send it into a 429. A model whose config sets both rpm
+        and tpm is paced by those alone and never asks."""
+        if rt.config.rpm is not None and rt.config.tpm is not None:
+            return
+        limits = rt.provider.limits_from_headers(headers)
+        if limits is None:
+            return
+        self._adopt_limits(rt, limits)
+        if limits.windows:
+            rt.reads_limits = True
+            rt.limiter.pause(limits.hold_s(est))
+
     def _learn_limits(self, rt: ModelRuntime, headers: Mapping[str, str]) -> None:
         """With no rpm/tpm configured, adopt the limits the provider announces (asked of the
         provider, which knows its own headers), once."""
         if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
             return
         limits = rt.provider.limits_from_headers(headers)
-        if limits is None or limits.empty:
+        if limits is not None:
+            self._adopt_limits(rt, limits)
+
+    def _adopt_limits(self, rt: ModelRuntime, limits: Limits) -> None:
+        """With no rpm/tpm configured, pace by the per-minute rates the provider announces,
+        once (which also ends adaptive concurrency: the limiter then knows a rate)."""
+        if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
+            return
+        if limits.empty:
             return
         rt.learnt_limits = True
         rt.limiter.set_limits(
