@@ -16,7 +16,10 @@ what we control, so their number is what adapts:
   second, growing every tenth of a second would probe the provider's limit ten times a second;
 * **multiplicative decrease** - a 429 halves the limit (never below `minimum`), once per burst:
   the requests already in flight when it halved were sent at the old limit, so their 429s are
-  the same burst and are not held against the new one. A request carries the `epoch` it was
+  the same burst and are not held against the new one. When fewer requests than that came back
+  clean since the limit last changed, it drops further, to that number (but to no less than an
+  eighth): 20 in flight of which 1 got through says the provider takes about 1, and halving
+  five times to get there would cost a burst of 429s at each step. A request carries the `epoch` it was
   admitted under (the number of halvings so far) to tell them apart; no clock is needed.
 
 Pure logic with the time passed in (`now`, any monotonic seconds), so tests drive it with a
@@ -41,7 +44,7 @@ class AdaptiveConcurrency:
         *,
         initial: int = 10,
         minimum: int = 1,
-        grow_interval_s: float = 10.0,
+        grow_interval_s: float = 15.0,
     ) -> None:
         if not 1 <= minimum <= maximum:
             raise ValueError("need 1 <= minimum <= maximum")
@@ -60,10 +63,10 @@ class AdaptiveConcurrency:
 
     def on_success(self, epoch: int, now: float) -> int | None:
         """A request admitted under `epoch` was answered without a 429."""
-        if epoch != self.epoch or self.limit >= self.maximum:
+        if epoch != self.epoch:
             return None  # a straggler from before the last halving says nothing of the new limit
         self._clean += 1
-        if self._clean < self.limit:
+        if self._clean < self.limit or self.limit >= self.maximum:
             return None
         if self.slow_start:
             return self._set(min(self.maximum, self.limit * 2), now)
@@ -77,7 +80,9 @@ class AdaptiveConcurrency:
             return None  # same burst as a halving already made
         self.slow_start = False
         self.epoch += 1
-        return self._set(max(self.minimum, self.limit // 2), now)
+        halved = self.limit // 2
+        taken = max(self._clean, self.limit // 8)
+        return self._set(max(self.minimum, min(halved, taken)), now)
 
     def _set(self, limit: int, now: float) -> int | None:
         """Start counting clean answers afresh from `now` (also when the limit stays, e.g. a
