@@ -19,8 +19,8 @@ what we control, so their number is what adapts:
   the same burst and are not held against the new one. When fewer requests than that came back
   clean since the limit last changed, it drops further, to that number (but to no less than an
   eighth): 20 in flight of which 1 got through says the provider takes about 1, and halving
-  five times to get there would cost a burst of 429s at each step. A request carries the `epoch` it was
-  admitted under (the number of halvings so far) to tell them apart; no clock is needed.
+  four times to get there would cost a burst of 429s at each step. A request carries the
+  `epoch` it was admitted under (the number of halvings so far) to tell bursts apart.
 
 Pure logic with the time passed in (`now`, any monotonic seconds), so tests drive it with a
 fake clock. The endpoint limiter (runner/limits.py) owns one and applies its limit to its

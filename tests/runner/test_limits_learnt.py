@@ -230,7 +230,7 @@ async def test_hidden_limits_are_enforced_but_announced_nowhere(protocol: str):
     assert [s for s, _, _ in seen["shown"]] == [200, 429]
     assert [s for s, _, _ in seen["hidden"]] == [200, 429]
     assert stats.rate_limited == 2  # both models enforce their limit
-    for status, headers, body in seen["hidden"]:
+    for _status, headers, body in seen["hidden"]:
         lower = {k.lower(): v for k, v in headers.items()}
         assert not [k for k in lower if "ratelimit" in k], lower
         assert providers[protocol](lower) is None
