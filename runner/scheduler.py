@@ -111,6 +111,8 @@ class _Worker:
 
 
 LIMITS_CHECK_INTERVAL_S = 1.0
+#: USD: sums of float costs drift by far less than this; a request that fits exactly fits.
+BUDGET_EPSILON = 1e-9
 
 
 class Trial(Protocol):
@@ -179,6 +181,8 @@ class Scheduler:
         self._workers: set[_Worker] = set()
         self._in_flight = 0
         self._reserved_cost = 0.0
+        #: Set when a request in flight settles (for workers waiting for budget room).
+        self._settled: anyio.Event | None = None
 
     # ------------------------------------------------------------------ control
 
@@ -209,13 +213,36 @@ class Scheduler:
         """Everything spent on this plan: before this run and in it."""
         return self.spent_before + sum(rt.stats.cost_usd for rt in self.runtimes)
 
-    def _over_budget(self) -> bool:
-        """True (and the run stops) when what is spent plus what the requests in flight are
-        estimated to cost reaches the cap: a request starts only while it fits, so the cap
-        is crossed by no more than the requests in flight cost beyond their estimates."""
-        if self.max_cost is None or self.spent + self._reserved_cost < self.max_cost:
-            return False
-        self.request_stop(f"budget of ${self.max_cost:.2f} reached")
+    def _fits(self, est_cost: float) -> bool:
+        """Whether a request estimated at `est_cost` fits under the cap beside what is spent
+        and what the requests in flight are estimated to cost. Estimates count the whole
+        completion budget, so a request that fits cannot cross the cap unless its prompt is
+        longer than estimated."""
+        return self.max_cost is None or (
+            self.spent + self._reserved_cost + est_cost <= self.max_cost + BUDGET_EPSILON
+        )
+
+    async def _wait_for_budget(self, est_cost: float) -> bool:
+        """Wait until the request fits; False (and the run stops) when it cannot.
+
+        While requests are in flight their estimates are reserved; they usually cost less,
+        so wait for them to settle rather than stop early. With nothing in flight and still
+        no room, the budget is spent: stop. A run so stopped leaves less room than a request
+        needs, so a resume at the same cap stops before its first request.
+        """
+        while not self._fits(est_cost):
+            if self._stopping:
+                return False
+            if self._in_flight == 0:
+                assert self.max_cost is not None
+                self.request_stop(
+                    f"budget of ${self.max_cost:.2f} reached (${self.spent:.2f} spent on this "
+                    f"config's trials; the next request could cost up to ${est_cost:.2f})"
+                )
+                return False
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
         return True
 
     # ------------------------------------------------------------------ running
@@ -311,12 +338,16 @@ class Scheduler:
             attempt += 1
             if self._stopping or rt.stats.fatal:
                 return
-            if self._over_budget():
-                return
-            permit = await rt.limiter.acquire(est)  # a stop cancels this wait (worker scope)
-            if self._stopping or rt.stats.fatal or self._over_budget():
+            while True:
+                if not self._fits(est_cost) and not await self._wait_for_budget(est_cost):
+                    return
+                permit = await rt.limiter.acquire(est)  # a stop cancels this wait (worker scope)
+                if self._stopping or rt.stats.fatal:
+                    rt.limiter.release(permit, 0)
+                    return
+                if self._fits(est_cost):  # others may have started while this one waited
+                    break
                 rt.limiter.release(permit, 0)
-                return
             started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
             t0 = time.perf_counter()
             self._in_flight += 1
@@ -338,6 +369,9 @@ class Scheduler:
                 worker.in_request = False
                 self._in_flight -= 1
                 self._reserved_cost -= est_cost
+                if self._settled is not None:  # waiters wake after this attempt is recorded
+                    self._settled.set()
+                    self._settled = None
             latency_ms = (time.perf_counter() - t0) * 1000
             if reply is not None:
                 used = None
