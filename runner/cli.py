@@ -135,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--tpm", type=_positive_int)
     sim.add_argument("--latency-ms", type=_non_negative_float, default=0.0)
     sim.add_argument("--fault-rate", type=_probability, default=0.0)
+    sim.add_argument(
+        "--hide-limits", action="store_true", help="enforce --rpm/--tpm but announce them nowhere"
+    )
     sim.add_argument("--profile")
 
     analyze = sub.add_parser("analyze", help="tables, figures and report.html from a store")
@@ -343,6 +346,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             tpm=args.tpm,
             latency_ms=args.latency_ms,
             fault_rate=args.fault_rate,
+            hide_limits=args.hide_limits,
         )
 
     def ready(url: str) -> None:

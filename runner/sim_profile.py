@@ -199,10 +199,14 @@ class SimProfile:
         tpm: int | None = None,
         latency_ms: float = 0.0,
         fault_rate: float = 0.0,
+        hide_limits: bool = False,
     ) -> SimProfile:
-        """The profile `ibias simulate --seed --rpm --tpm --latency-ms --fault-rate` describes:
-        every model alike, unbiased, fixed latency, `fault_rate` spread over the kinds."""
+        """The profile `ibias simulate --seed --rpm --tpm --latency-ms --fault-rate
+        --hide-limits` describes: every model alike, unbiased, fixed latency, `fault_rate`
+        spread over the kinds."""
         default: dict[str, Any] = {"latency_ms": float(latency_ms), "fault_rate": fault_rate}
+        if hide_limits:
+            default["hide_limits"] = True
         default.update({k: v for k, v in (("rpm", rpm), ("tpm", tpm)) if v is not None})
         return cls.from_dict({"seed": seed, "default": default})
 

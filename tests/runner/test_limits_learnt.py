@@ -196,9 +196,11 @@ def _body(protocol: str, model: str) -> dict[str, Any]:
     return {"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 
 
-def test_hide_limits_is_a_profile_key():
+def test_hide_limits_is_a_profile_key_and_a_simulate_flag():
     assert model_profile_from_dict({"rpm": 60, "hide_limits": True}).hide_limits
     assert not model_profile_from_dict({"rpm": 60}).hide_limits
+    assert SimProfile.from_args(rpm=60, hide_limits=True).default.hide_limits
+    assert not SimProfile.from_args(rpm=60).default.hide_limits
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic", "gemini"])
