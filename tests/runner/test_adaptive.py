@@ -4,11 +4,18 @@ it to its slots under virtual loop time."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 
+import anyio
 import pytest
 
 from ibias.runner.adaptive import AdaptiveConcurrency
+from ibias.runner.config import load_config
 from ibias.runner.limits import EndpointLimiter
+from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
+from ibias.runner.retries import Backoff, Classification, Verdict
+from ibias.runner.run import RunOptions, execute
+from tests.helpers import model_block, write_config
 from tests.runner.test_limits import run_virtual
 
 
@@ -184,3 +191,69 @@ def test_no_adapting_when_a_rate_is_configured_or_not_asked():
         return paced.adaptive is None, plain.adaptive is None
 
     assert run_virtual(main) == (True, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# A whole run against a provider that publishes nothing
+
+
+class Crowded(Provider):
+    """Answers while at most `capacity` requests are in flight, else a 429 with no limit named
+    (a provider that publishes nothing)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.in_flight = 0
+        self.peak = 0
+        self.rate_limited = 0
+
+    async def complete(self, messages: Sequence[Mapping[str, str]], sampling: Sampling) -> Reply:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.in_flight > self.capacity:
+                self.rate_limited += 1
+                raise ProviderError(
+                    Classification(
+                        Verdict.RETRY,
+                        "http_429",
+                        "HTTP 429",
+                        delay_hint_s=0.001,
+                        is_rate_limit=True,
+                    ),
+                    status=429,
+                )
+            await anyio.sleep(0.002)
+            return Reply(
+                content="ok",
+                finish_reason="stop",
+                refusal=None,
+                prompt_tokens=5,
+                completion_tokens=1,
+                provider_model="crowded",
+                system_fingerprint=None,
+                raw={},
+            )
+        finally:
+            self.in_flight -= 1
+
+
+async def test_a_run_without_known_limits_adapts_its_concurrency_to_the_429s(tmp_path):
+    provider = Crowded(capacity=2)
+    block = model_block("m", provider="simulator", max_concurrency=32)
+    config = load_config(write_config(tmp_path, [block], n_prompts=300))
+    result = await execute(
+        config,
+        RunOptions(
+            store=tmp_path / "store.duckdb",
+            quiet=True,
+            backoff=Backoff(base_s=0.001, cap_s=0.01, max_attempts=20),
+        ),
+        provider_factory=lambda m, k, c: provider,
+    )
+    assert result.exit_code == 0, result.lines
+    # With the cap fixed at 32 the same run earns about 300 429s (one per trial: each pause
+    # ends in a new crowd). Adapting, the first burst halves the cap (here to 1, as nothing
+    # had come back clean yet) and it stays within what the provider takes.
+    assert provider.rate_limited <= 16
+    assert provider.peak <= 10
