@@ -236,5 +236,7 @@ class Provider(ABC):
         return retries.classify_exception(exc)
 
     def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
-        """The rate limits these response headers announce, or None. Default: none."""
+        """The rate limits these response headers announce, and where each window stands
+        (`Limits.windows`), or None. Default: none. Once a reply reports windows, the
+        scheduler asks after every reply, so this must stay cheap."""
         return None
