@@ -181,7 +181,7 @@ def test_an_announced_rate_ends_adapting_and_restores_the_cap():
         lim.set_limits(rpm=600, tpm=None)
         return before, lim.concurrency, lim.adaptive is None
 
-    assert run_virtual(main) == (10, 32, True)
+    assert run_virtual(main) == (32, 32, True)
 
 
 def test_no_adapting_when_a_rate_is_configured_or_not_asked():
