@@ -314,6 +314,11 @@ def _simulate_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="probability of a simulated fault per request, over all fault kinds (default: 0)",
     )
     sim.add_argument(
+        "--hide-limits",
+        action="store_true",
+        help="enforce --rpm/--tpm but announce them nowhere (default: announced in headers)",
+    )
+    sim.add_argument(
         "--profile",
         metavar="FILE",
         help="a TOML simulator profile; replaces the options above (default: none)",
@@ -687,6 +692,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             tpm=args.tpm,
             latency_ms=args.latency_ms,
             fault_rate=args.fault_rate,
+            hide_limits=args.hide_limits,
         )
 
     def ready(url: str) -> None:

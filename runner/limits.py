@@ -19,7 +19,12 @@ API. What aiolimiter cannot express is wrapped around it:
 * **changing rates mid-run** (learnt from ``x-ratelimit-limit-*`` headers) - the limiters are
   replaced; the task waiting on an old one is woken and moves to the new one, and the new bucket
   starts with what the last admission would still occupy, so a change is not a free burst;
-* **one shared pause** - a 429 pauses the whole endpoint; pauses only ever extend.
+* **one shared pause** - a 429 pauses the whole endpoint; pauses only ever extend;
+* **adaptive concurrency** - with no rate known (none configured, none announced yet), the
+  number of requests in flight follows an AIMD controller (runner/adaptive.py) fed by each
+  request's outcome (`release(..., outcome=...)`); the first announced rate ends it and the cap
+  goes back to ``max_concurrency``. A lowered cap is reached as requests finish: a slot freed
+  while the cap is exceeded is retired instead of handed on.
 
 All requests pass the rate stage one at a time in FIFO order (an ``asyncio.Lock``): this keeps
 aiolimiter's smallest-amount-first wake-up order from starving large requests, and means at
@@ -39,19 +44,26 @@ from typing import Literal, NamedTuple
 
 from aiolimiter import AsyncLimiter
 
-__all__ = ["EndpointLimiter", "Permit"]
+from ibias.runner.adaptive import AdaptiveConcurrency
+
+__all__ = ["EndpointLimiter", "Outcome", "Permit"]
 
 _Which = Literal["rpm", "tpm"]
+#: How a request went, as far as adapting concurrency cares: answered, refused with a 429, or
+#: anything else (an error that says nothing about the provider's limits).
+Outcome = Literal["ok", "rate_limited", "other"]
 
 
 class Permit(NamedTuple):
     """Proof that a request may start; hand it back to :meth:`EndpointLimiter.release`.
 
-    ``serial`` makes every permit distinct, so a double release is detected.
+    ``serial`` makes every permit distinct, so a double release is detected; ``epoch`` is the
+    adaptive controller's epoch at admission (see runner/adaptive.py).
     """
 
     est_tokens: int
     serial: int = -1
+    epoch: int = 0
 
 
 class EndpointLimiter:
@@ -61,6 +73,8 @@ class EndpointLimiter:
     ``burst_s`` is how many seconds of request budget may go back to back (default 0: a bucket
     of exactly one request, i.e. perfectly even spacing). ``token_burst_s`` is the depth of the
     token bucket in seconds of TPM; it must hold a typical request, hence the default of 1 s.
+    ``adaptive`` (True, or a configured :class:`AdaptiveConcurrency`) adapts the concurrency
+    cap to the 429s while no rate is known; it has no effect when ``rpm`` or ``tpm`` is given.
     """
 
     def __init__(
@@ -71,6 +85,7 @@ class EndpointLimiter:
         max_concurrency: int,
         burst_s: float = 0.0,
         token_burst_s: float = 1.0,
+        adaptive: bool | AdaptiveConcurrency = False,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -79,11 +94,16 @@ class EndpointLimiter:
         if not (token_burst_s > 0 and math.isfinite(token_burst_s)):
             raise ValueError("token_burst_s must be a finite number > 0")
         self._max_concurrency = max_concurrency
+        self._adaptive: AdaptiveConcurrency | None = None
+        if adaptive is not False and rpm is None and tpm is None:
+            self._adaptive = AdaptiveConcurrency(max_concurrency) if adaptive is True else adaptive
+        self._concurrency = max_concurrency if self._adaptive is None else self._adaptive.limit
         self._burst_s = burst_s
         self._token_burst_s = token_burst_s
         # Concurrency slots: a counter, and a FIFO of waiters to which a freed slot is handed
         # directly (no barging). The uncontended acquire is one comparison, no coroutine.
-        self._free_slots = max_concurrency
+        # Negative while a lowered cap is still exceeded by the requests in flight.
+        self._free_slots = self._concurrency
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._gate = asyncio.Lock()
         self._in_flight = 0
@@ -149,6 +169,8 @@ class EndpointLimiter:
         """
         if rpm == self._rpm and tpm == self._tpm:
             return
+        if rpm is not None or tpm is not None:
+            self._stop_adapting()
         self._install(rpm, tpm)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -164,6 +186,47 @@ class EndpointLimiter:
     @property
     def max_concurrency(self) -> int:
         return self._max_concurrency
+
+    @property
+    def concurrency(self) -> int:
+        """The cap on requests in flight now (below `max_concurrency` while adapting)."""
+        return self._concurrency
+
+    @property
+    def adaptive(self) -> AdaptiveConcurrency | None:
+        """The controller adapting the cap, or None (a rate is known, or none was asked)."""
+        return self._adaptive
+
+    # ------------------------------------------------------------------ concurrency
+
+    def _set_concurrency(self, n: int) -> None:
+        """Move the cap to `n`: more slots are handed to waiters at once; fewer are retired
+        as requests in flight finish (see `_release_slot`)."""
+        delta, self._concurrency = n - self._concurrency, n
+        if delta < 0:
+            self._free_slots += delta
+        for _ in range(delta):
+            self._release_slot()
+
+    def _stop_adapting(self) -> None:
+        if self._adaptive is not None:
+            self._adaptive = None
+            self._set_concurrency(self._max_concurrency)
+
+    def _adapt(self, permit: Permit, outcome: Outcome) -> None:
+        adaptive = self._adaptive
+        if adaptive is None or outcome == "other":
+            return
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        now = loop.time()
+        if outcome == "ok":
+            changed = adaptive.on_success(permit.epoch, now)
+        else:
+            changed = adaptive.on_rate_limited(permit.epoch, now)
+        if changed is not None:
+            self._set_concurrency(changed)
 
     @property
     def in_flight(self) -> int:
@@ -333,6 +396,9 @@ class EndpointLimiter:
             raise
 
     def _release_slot(self) -> None:
+        if self._free_slots < 0:
+            self._free_slots += 1  # retired: the cap was lowered while this slot was held
+            return
         while self._slot_waiters:
             waiter = self._slot_waiters.popleft()
             if not waiter.done():
@@ -344,18 +410,23 @@ class EndpointLimiter:
         serial = next(self._serials)
         self._outstanding.add(serial)
         self._in_flight += 1
-        return Permit(est_tokens=est_tokens, serial=serial)
+        epoch = 0 if self._adaptive is None else self._adaptive.epoch
+        return Permit(est_tokens=est_tokens, serial=serial, epoch=epoch)
 
-    def release(self, permit: Permit, actual_tokens: int | None) -> None:
+    def release(
+        self, permit: Permit, actual_tokens: int | None, *, outcome: Outcome = "other"
+    ) -> None:
         """Free the permit's slot and correct the token ledger with the reported usage.
 
         ``actual_tokens=None`` (no usage reported, e.g. a failed attempt) keeps the estimate as
-        charged. Releasing a permit twice, or one from another limiter, raises ``ValueError``.
+        charged. ``outcome`` feeds adaptive concurrency ("ok": answered; "rate_limited": a 429).
+        Releasing a permit twice, or one from another limiter, raises ``ValueError``.
         """
         if permit.serial not in self._outstanding:
             raise ValueError("permit was not issued by this limiter or was already released")
         self._outstanding.remove(permit.serial)
         self._in_flight -= 1
+        self._adapt(permit, outcome)  # first: a halved cap retires this very slot
         self._release_slot()
         if actual_tokens is not None and self._tpm is not None:
             self._owed += actual_tokens - permit.est_tokens

@@ -407,15 +407,33 @@ async def _execute_locked(
                     before.prompt_tokens_before = used.prompt_tokens
                     before.completion_tokens_before = used.completion_tokens
                     before.cost_usd_before = used.cost_usd
+        spent = 0.0
+        if options.max_cost is not None:
+            spent = await anyio.to_thread.run_sync(spent_on_plan, con, plan)
         clock.lap("totals")
         if all(s.done_before >= s.total for s in stats.values()):
             # Nothing left: no provider, writer or simulator to start.
             status("finished", stats)
             result = _result(None, list(stats.values()))
+        elif options.max_cost is not None and spent >= options.max_cost:
+            # The cap is already used up by earlier runs: stop before any request.
+            status("finished", stats)
+            result = _budget_used_up(options.max_cost, spent, list(stats.values()))
         else:
             status("running", stats)
             result = await _schedule(
-                config, options, keys, say, con, run_id, started_at, stats, plan, factory, stop
+                config,
+                options,
+                keys,
+                say,
+                con,
+                run_id,
+                started_at,
+                stats,
+                plan,
+                factory,
+                stop,
+                spent,
             )
         clock.lap("schedule")
         return replace(result, timings=clock.timings(planned=planned))
@@ -483,6 +501,7 @@ async def _schedule(
     plan: StoredPlan,
     factory: ProviderFactory,
     stop: Stop,
+    spent_before: float = 0.0,
 ) -> RunResult:
     # Started only if a `simulator` provider asks for its URL (never with injected providers).
     sim = LoopbackSimulator.for_models(config.run.seed, config.models)
@@ -500,7 +519,10 @@ async def _schedule(
                     config=cfg,
                     provider=provider,
                     limiter=EndpointLimiter(
-                        rpm=m.rpm, tpm=m.tpm, max_concurrency=cfg.max_concurrency
+                        rpm=m.rpm,
+                        tpm=m.tpm,
+                        max_concurrency=cfg.max_concurrency,
+                        adaptive=True,  # while no rate is configured or announced
                     ),
                     stats=stats[m.id],
                 )
@@ -512,6 +534,7 @@ async def _schedule(
             writer=writer,
             backoff=options.backoff,
             max_cost=options.max_cost,
+            spent_before=spent_before,
             grace_s=stop.grace_s,
             on_fatal=say,
         )
@@ -569,6 +592,28 @@ def _failed_status(
         s.done = writer.stored_by_model.get(model_id, 0)
     error = None if writer.failure is None else str(writer.failure)
     try_write_status(path, snapshot(run_id, "failed", started_at, stats.values(), error=error))
+
+
+def spent_on_plan(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> float:
+    """USD the store has spent on this plan's trials: every stored response to one of them,
+    whichever run, provider or model config produced it (what `--max-cost` caps)."""
+    where, params = plan.membership()
+    row = con.execute(
+        "SELECT coalesce(sum(r.cost_usd), 0) FROM responses r WHERE r.trial_key IN "
+        f"(SELECT t.trial_key FROM trials t WHERE {where})",
+        params,
+    ).fetchone()
+    return float(row[0]) if row else 0.0
+
+
+def _budget_used_up(max_cost: float, spent: float, stats: list[ModelStats]) -> RunResult:
+    """Exit 1 without a request: earlier runs of this config already spent the cap."""
+    lines = list(_result(None, stats).lines)
+    lines.append(
+        f"stopped: budget of ${max_cost:.2f} reached (${spent:.2f} already spent on this "
+        "config's trials); raise --max-cost to go on"
+    )
+    return RunResult(EXIT_FAILED, tuple(lines))
 
 
 def _with_concurrency(m: ModelConfig, concurrency: int) -> ModelConfig:

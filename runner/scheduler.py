@@ -30,8 +30,8 @@ import anyio.to_thread
 
 from ibias.runner.breaker import UNREACHABLE_KINDS, Breaker, wait_turn
 from ibias.runner.config import ModelConfig
-from ibias.runner.limits import EndpointLimiter
-from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
+from ibias.runner.limits import EndpointLimiter, Permit
+from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
@@ -48,6 +48,9 @@ class ModelRuntime:
     limiter: EndpointLimiter
     stats: ModelStats
     learnt_limits: bool = False
+    #: The provider reports where its limits stand (remaining, reset) on its replies: read
+    #: every reply then, so a used-up window holds requests before it earns a 429.
+    reads_limits: bool = False
     #: When a successful reply's headers are next read for limits (loop time, see _process).
     next_limits_check: float = 0.0
     #: The last trial params seen and their Sampling (a model's trials share one params).
@@ -116,6 +119,8 @@ class _Worker:
 
 
 LIMITS_CHECK_INTERVAL_S = 1.0
+#: USD: sums of float costs drift by far less than this; a request that fits exactly fits.
+BUDGET_EPSILON = 1e-9
 
 
 class Trial(Protocol):
@@ -160,6 +165,7 @@ class Scheduler:
         writer: Writer,
         backoff: Backoff,
         max_cost: float | None = None,
+        spent_before: float = 0.0,
         grace_s: float = 10.0,
         on_fatal: Callable[[str], None] = lambda line: None,
         rng: random.Random | None = None,
@@ -169,6 +175,9 @@ class Scheduler:
         self.writer = writer
         self.backoff = backoff
         self.max_cost = max_cost
+        #: What the store had already spent on this plan's trials before this run (earlier
+        #: runs, other providers): `--max-cost` caps the sum.
+        self.spent_before = spent_before
         self.grace_s = grace_s
         self.on_fatal = on_fatal
         self.rng = rng or random.Random()
@@ -180,6 +189,8 @@ class Scheduler:
         self._workers: set[_Worker] = set()
         self._in_flight = 0
         self._reserved_cost = 0.0
+        #: Set when a request in flight settles (for workers waiting for budget room).
+        self._settled: anyio.Event | None = None
 
     # ------------------------------------------------------------------ control
 
@@ -207,7 +218,40 @@ class Scheduler:
 
     @property
     def spent(self) -> float:
-        return sum(rt.stats.cost_usd for rt in self.runtimes)
+        """Everything spent on this plan: before this run and in it."""
+        return self.spent_before + sum(rt.stats.cost_usd for rt in self.runtimes)
+
+    def _fits(self, est_cost: float) -> bool:
+        """Whether a request estimated at `est_cost` fits under the cap beside what is spent
+        and what the requests in flight are estimated to cost. Estimates count the whole
+        completion budget, so a request that fits cannot cross the cap unless its prompt is
+        longer than estimated."""
+        return self.max_cost is None or (
+            self.spent + self._reserved_cost + est_cost <= self.max_cost + BUDGET_EPSILON
+        )
+
+    async def _wait_for_budget(self, est_cost: float) -> bool:
+        """Wait until the request fits; False (and the run stops) when it cannot.
+
+        While requests are in flight their estimates are reserved; they usually cost less,
+        so wait for them to settle rather than stop early. With nothing in flight and still
+        no room, the budget is spent: stop. A run so stopped leaves less room than a request
+        needs, so a resume at the same cap stops before its first request.
+        """
+        while not self._fits(est_cost):
+            if self._stopping:
+                return False
+            if self._in_flight == 0:
+                assert self.max_cost is not None
+                self.request_stop(
+                    f"budget of ${self.max_cost:.2f} reached (${self.spent:.2f} spent on this "
+                    f"config's trials; the next request could cost up to ${est_cost:.2f})"
+                )
+                return False
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
+        return True
 
     # ------------------------------------------------------------------ running
 
@@ -311,9 +355,6 @@ class Scheduler:
         while True:
             if self._stopping or rt.stats.fatal:
                 return
-            if self.max_cost is not None and self.spent + self._reserved_cost >= self.max_cost:
-                self.request_stop(f"budget of ${self.max_cost:.2f} reached")
-                return
             probe = False
             if not breaker.closed:  # the endpoint is down: wait for a turn to probe it
                 admission = await wait_turn(breaker)  # a stop cancels this wait
@@ -321,14 +362,25 @@ class Scheduler:
                     self._endpoint_dead(rt)
                     return
                 probe = admission.probe
+            permit: Permit | None = None
             try:
-                permit = await rt.limiter.acquire(est)  # a stop cancels this wait
+                while True:
+                    if not self._fits(est_cost) and not await self._wait_for_budget(est_cost):
+                        break
+                    permit = await rt.limiter.acquire(est)  # a stop cancels this wait
+                    if self._stopping or rt.stats.fatal:
+                        rt.limiter.release(permit, 0)
+                        permit = None
+                        break
+                    if self._fits(est_cost):  # others may have started while this one waited
+                        break
+                    rt.limiter.release(permit, 0)
+                    permit = None
             except BaseException:
                 if probe:
                     breaker.abandon()
                 raise
-            if self._stopping or rt.stats.fatal:
-                rt.limiter.release(permit, 0)
+            if permit is None:  # stopped, or the budget is spent
                 if probe:
                     breaker.abandon()
                 return
@@ -357,28 +409,34 @@ class Scheduler:
                 worker.in_request = False
                 self._in_flight -= 1
                 self._reserved_cost -= est_cost
+                if self._settled is not None:  # waiters wake after this attempt is recorded
+                    self._settled.set()
+                    self._settled = None
             latency_ms = (time.perf_counter() - t0) * 1000
             if reply is not None:
                 breaker.reached(time.monotonic(), probe=probe)
                 used = None
                 if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                     used = reply.prompt_tokens + reply.completion_tokens
-                rt.limiter.release(permit, used)
-                if not rt.learnt_limits:
-                    # Successful replies are read for announced limits at most once a second:
-                    # a provider that announces them does so on every reply, and reading every
-                    # reply's headers is per-request work the loop can skip. Errors (a 429
-                    # first of all) are always read.
+                rt.limiter.release(permit, used, outcome="ok")
+                if rt.reads_limits:
+                    self._read_limits(rt, reply.headers, est)
+                else:
+                    # Until a reply says where its limits stand, successful replies are read
+                    # at most once a second: reading every reply's headers is per-request work
+                    # the loop can skip. Errors (a 429 first of all) are always read.
                     now = time.monotonic()
                     if now >= rt.next_limits_check:
                         rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
-                        self._learn_limits(rt, reply.headers)
+                        self._read_limits(rt, reply.headers, est)
                 self._record_reply(rt, trial, attempt, started, latency_ms, reply)
                 return
             assert error is not None
-            rt.limiter.release(permit, None)
-            self._learn_limits(rt, error.headers)
             cls = error.classification
+            rt.limiter.release(
+                permit, None, outcome="rate_limited" if cls.is_rate_limit else "other"
+            )
+            self._read_limits(rt, error.headers, est)
             if cls.kind in UNREACHABLE_KINDS:
                 cause = f"{cls.kind}: {cls.message}"
                 outage = breaker.unreachable(time.monotonic(), sent, cause, probe=probe)
@@ -420,13 +478,36 @@ class Scheduler:
 
     # ------------------------------------------------------------------ recording
 
+    def _read_limits(self, rt: ModelRuntime, headers: Mapping[str, str], est: int) -> None:
+        """Adopt the rates a reply announces (see `_adopt_limits`) and, when one of its
+        windows is used up, hold the endpoint until it can take the next request (estimated
+        at `est` tokens) rather than send it into a 429. A model whose config sets both rpm
+        and tpm is paced by those alone and never asks."""
+        if rt.config.rpm is not None and rt.config.tpm is not None:
+            return
+        limits = rt.provider.limits_from_headers(headers)
+        if limits is None:
+            return
+        self._adopt_limits(rt, limits)
+        if limits.windows:
+            rt.reads_limits = True
+            rt.limiter.pause(limits.hold_s(est))
+
     def _learn_limits(self, rt: ModelRuntime, headers: Mapping[str, str]) -> None:
         """With no rpm/tpm configured, adopt the limits the provider announces (asked of the
         provider, which knows its own headers), once."""
         if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
             return
         limits = rt.provider.limits_from_headers(headers)
-        if limits is None or limits.empty:
+        if limits is not None:
+            self._adopt_limits(rt, limits)
+
+    def _adopt_limits(self, rt: ModelRuntime, limits: Limits) -> None:
+        """With no rpm/tpm configured, pace by the per-minute rates the provider announces,
+        once (which also ends adaptive concurrency: the limiter then knows a rate)."""
+        if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
+            return
+        if limits.empty:
             return
         rt.learnt_limits = True
         rt.limiter.set_limits(

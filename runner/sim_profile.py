@@ -19,6 +19,7 @@ TOML layout::
     allocation_cis = {emergency_care = 0.7}
     rpm = 3000
     tpm = 1000000
+    hide_limits = false               # true: enforce rpm/tpm but announce them nowhere
     # structure (logit scale; all 0 by default; see prompts.base.Persona)
     person_sd = 1.0                   # a random effect per candidate as shown
     name_sd = 0.5                     # a random effect per name as shown
@@ -88,6 +89,7 @@ class SimModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_
     fault_rate: Probability | UnsetType = UNSET
     rpm: Rate | UnsetType = UNSET
     tpm: Rate | UnsetType = UNSET
+    hide_limits: bool | UnsetType = UNSET
     fatal_status: FatalStatus | UnsetType = UNSET
     insufficient_quota: bool | UnsetType = UNSET
     hang_s: Annotated[float, Meta(gt=0, le=3600, description="seconds")] | UnsetType = UNSET
@@ -129,6 +131,9 @@ class ModelProfile:
     faults: Mapping[str, float] = field(default_factory=_empty_faults)
     rpm: int | None = None
     tpm: int | None = None
+    #: Enforce rpm/tpm but announce them nowhere: no rate-limit headers, and 429s that name
+    #: no limit (Gemini: no quota). What a client must cope with by adapting on its own.
+    hide_limits: bool = False
     fatal_status: int | None = None
     insufficient_quota: bool = False
     hang_s: float = 120.0
@@ -199,10 +204,14 @@ class SimProfile:
         tpm: int | None = None,
         latency_ms: float = 0.0,
         fault_rate: float = 0.0,
+        hide_limits: bool = False,
     ) -> SimProfile:
-        """The profile `ibias simulate --seed --rpm --tpm --latency-ms --fault-rate` describes:
-        every model alike, unbiased, fixed latency, `fault_rate` spread over the kinds."""
+        """The profile `ibias simulate --seed --rpm --tpm --latency-ms --fault-rate
+        --hide-limits` describes: every model alike, unbiased, fixed latency, `fault_rate`
+        spread over the kinds."""
         default: dict[str, Any] = {"latency_ms": float(latency_ms), "fault_rate": fault_rate}
+        if hide_limits:
+            default["hide_limits"] = True
         default.update({k: v for k, v in (("rpm", rpm), ("tpm", tpm)) if v is not None})
         return cls.from_dict({"seed": seed, "default": default})
 
@@ -307,6 +316,7 @@ def _profile(t: SimModelTable) -> ModelProfile:
         faults=faults,
         rpm=get(t.rpm, None),
         tpm=get(t.tpm, None),
+        hide_limits=get(t.hide_limits, False),
         fatal_status=get(t.fatal_status, None),
         insufficient_quota=get(t.insufficient_quota, False),
         hang_s=get(t.hang_s, 120.0),

@@ -28,7 +28,9 @@ A profile's keys read the same in every protocol, worded as each provider words 
 * RPM/TPM enforcement: OpenAI's `x-ratelimit-*` and `retry-after(-ms)`; Anthropic's
   `anthropic-ratelimit-{requests,tokens}-*` and `retry-after`; Gemini announces nothing in
   headers and answers RESOURCE_EXHAUSTED naming the per-minute quota, its value and a
-  `RetryInfo.retryDelay`.
+  `RetryInfo.retryDelay`. `hide_limits` enforces the same limits but announces them nowhere:
+  no rate-limit headers in any protocol, and its 429s are worded as a burst's (naming no limit;
+  Gemini's names no quota).
 * faults: the 503 fault is Anthropic's 529 `overloaded_error` and Gemini's 503 UNAVAILABLE; a
   429 burst is Gemini's bare RESOURCE_EXHAUSTED (no quota, no delay).
 * a `content_filter` answer is Anthropic's `stop_reason: refusal` and, per prompt, Gemini's
@@ -1485,17 +1487,22 @@ class Simulator:
             wait = tb.shortfall(tokens)
             if wait > 0:
                 refused = ("tokens", tb, wait, tokens)
+        hidden = state.profile.hide_limits
         if refused is None:
             if rb is not None:
                 rb.level -= 1
             if tb is not None:
                 tb.level -= tokens
-            d.limit_headers(state, headers)
+            if not hidden:
+                d.limit_headers(state, headers)
             return None
         kind, bucket, wait, requested = refused
         self._rate_limited_by[kind] += 1
-        d.limit_headers(state, headers)
-        body = d.rate_limited(state, kind, bucket, wait, requested, headers)
+        if hidden:
+            body = d.burst(state, wait, headers)  # a 429 that names no limit
+        else:
+            d.limit_headers(state, headers)
+            body = d.rate_limited(state, kind, bucket, wait, requested, headers)
         return web.Response(status=429, body=body, content_type=_JSON, headers=headers)
 
     def _fault_429(

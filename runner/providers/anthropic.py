@@ -28,7 +28,8 @@ The dialect, as this class speaks it:
   is used up).
 * limits: `anthropic-ratelimit-requests-limit` is the RPM; `anthropic-ratelimit-tokens-limit`
   (input plus output tokens per minute, the most restrictive limit in effect) the TPM, else the
-  sum of the `-input-tokens-limit` and `-output-tokens-limit` headers.
+  sum of the `-input-tokens-limit` and `-output-tokens-limit` headers (also kept apart); each
+  `-remaining` with its `-reset` time is a `Window`, so a used-up one holds new requests.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Self
 
 import orjson
@@ -43,11 +45,13 @@ import orjson
 from ibias.prompts.base import Message
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
+    MINUTE_S,
     Limits,
     ProviderContext,
     ProviderError,
     Reply,
     Sampling,
+    Window,
 )
 from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.registry import provider
@@ -126,22 +130,69 @@ def classify_anthropic(
     return classify_http(status, headers, body, now)
 
 
-def anthropic_limits(headers: Mapping[str, str]) -> Limits | None:
-    """RPM and TPM from the `anthropic-ratelimit-*-limit` headers, or None if there are none."""
+_ANTHROPIC_WINDOWS = (
+    ("requests", "requests"),
+    ("tokens", "tokens"),
+    ("input-tokens", "input_tokens"),
+    ("output-tokens", "output_tokens"),
+)
+
+
+def anthropic_limits(headers: Mapping[str, str], now: float | None = None) -> Limits | None:
+    """The `anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,
+    reset}` headers (all per minute; resets are RFC 3339 times, read against `now`, the
+    wall-clock epoch, default `time.time()`), or None if there are none.
+
+    RPM is the requests limit; TPM the tokens limit (the most restrictive in effect), else the
+    sum of the input and output token limits, which are also kept apart.
+    """
     lower = {str(k).lower(): str(v) for k, v in headers.items()}
 
     def number(name: str) -> int | None:
         return _positive_int(lower.get(f"anthropic-ratelimit-{name}-limit"))
 
+    windows: list[Window] = []
+    for name, what in _ANTHROPIC_WINDOWS:
+        remaining = _count(lower.get(f"anthropic-ratelimit-{name}-remaining"))
+        if remaining is None:
+            continue
+        if now is None:
+            now = time.time()
+        reset = _seconds_until(lower.get(f"anthropic-ratelimit-{name}-reset"), now)
+        windows.append(Window(what, remaining, reset, number(name), MINUTE_S))
     rpm = number("requests")
     tpm = number("tokens")
-    if tpm is None:
-        parts = [number("input-tokens"), number("output-tokens")]
-        if all(p is not None for p in parts):
-            tpm = sum(p for p in parts if p is not None)
-    if rpm is None and tpm is None:
+    input_tpm, output_tpm = number("input-tokens"), number("output-tokens")
+    if tpm is None and input_tpm is not None and output_tpm is not None:
+        tpm = input_tpm + output_tpm
+    if rpm is None and tpm is None and input_tpm is None and output_tpm is None and not windows:
         return None
-    return Limits(rpm=rpm, tpm=tpm)
+    return Limits(
+        rpm=rpm, tpm=tpm, input_tpm=input_tpm, output_tpm=output_tpm, windows=tuple(windows)
+    )
+
+
+def _count(value: str | None) -> int | None:
+    """A remaining count (0 included), or None when absent or unreadable."""
+    if value is None:
+        return None
+    try:
+        return max(int(value.strip()), 0)
+    except ValueError:
+        return None
+
+
+def _seconds_until(value: str | None, now: float) -> float | None:
+    """Seconds from `now` to an RFC 3339 time (never negative), or None."""
+    if value is None:
+        return None
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now)
 
 
 def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:

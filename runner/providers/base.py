@@ -31,6 +31,7 @@ __all__ = [
     "Reply",
     "Sampling",
     "SimulatorEndpoint",
+    "Window",
 ]
 
 
@@ -71,21 +72,70 @@ class ProviderError(Exception):
         self.headers: Mapping[str, str] = headers or {}
 
 
+#: Seconds in the windows a provider announces its limits over.
+MINUTE_S = 60.0
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True)
+class Window:
+    """Where one announced allowance stands after a response: what is left of it, and when.
+
+    `what` is "requests" or a kind of tokens ("tokens", "input_tokens", "output_tokens");
+    `limit` and `period_s` are the allowance (e.g. 600 over 60 s) when the provider says so;
+    `reset_s` is how long until it is whole again, as the provider counts it. Kept per window
+    because a provider can run out of one (output tokens) while the others still have room.
+    """
+
+    what: str
+    remaining: int
+    reset_s: float | None = None
+    limit: int | None = None
+    period_s: float = MINUTE_S
+
+    def hold_s(self, est_tokens: int) -> float:
+        """How long to hold new requests so the next one does not earn a 429: zero while
+        something is left; when nothing is, the time this window takes to give back what one
+        request needs (one request, or `est_tokens` tokens) at its announced pace, never more
+        than its reset time. Waiting for the whole reset would be too cautious: OpenAI's
+        reset is the time until the window is *full* again, not until it admits one more."""
+        if self.remaining > 0:
+            return 0.0
+        reset = self.reset_s
+        if self.limit is None or self.limit <= 0:
+            return max(0.0, reset) if reset is not None else 0.0
+        units = 1 if self.what == "requests" else max(1, est_tokens)
+        refill = self.period_s * min(units, self.limit) / self.limit
+        return max(0.0, refill if reset is None else min(refill, reset))
+
+
 @dataclass(frozen=True)
 class Limits:
     """Rate limits a provider announced, in the terms the endpoint limiter uses.
 
-    `None` means "not announced" (a provider may announce only one of the two). Providers
-    spell these differently (OpenAI's `x-ratelimit-limit-requests`, Anthropic's
-    `anthropic-ratelimit-requests-limit`, ...); each provider class turns its own headers into
-    this one value so the scheduler never reads a provider's headers itself.
+    `None` means "not announced". Per minute: requests (`rpm`), tokens in and out together
+    (`tpm`, what the endpoint limiter paces), and input and output tokens apart where the
+    provider limits them apart (`input_tpm`, `output_tpm`, Anthropic). Per day: requests
+    (`rpd`) and tokens (`tpd`), which are never paced evenly (a day's allowance may be spent
+    in an hour) but whose exhaustion holds requests like any other window. `windows` is where
+    each allowance stood after the response that announced them (see `Window`).
+
+    Providers spell these differently (OpenAI's `x-ratelimit-limit-requests`, Anthropic's
+    `anthropic-ratelimit-requests-limit`, Groq's per-day request limit under OpenAI's name,
+    ...); each provider class turns its own headers into this one value so the scheduler
+    never reads a provider's headers itself.
     """
 
     rpm: int | None = None
     tpm: int | None = None
+    input_tpm: int | None = None
+    output_tpm: int | None = None
+    rpd: int | None = None
+    tpd: int | None = None
+    windows: tuple[Window, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("rpm", "tpm"):
+        for name in ("rpm", "tpm", "input_tpm", "output_tpm", "rpd", "tpd"):
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
@@ -94,7 +144,13 @@ class Limits:
 
     @property
     def empty(self) -> bool:
+        """Nothing to pace by: no per-minute request or token rate announced."""
         return self.rpm is None and self.tpm is None
+
+    def hold_s(self, est_tokens: int) -> float:
+        """How long to hold new requests before the next one (estimated at `est_tokens`
+        tokens) would find a window used up; 0 when every window has room."""
+        return max((w.hold_s(est_tokens) for w in self.windows), default=0.0)
 
 
 _SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "seed"})
@@ -190,5 +246,7 @@ class Provider(ABC):
         return retries.classify_exception(exc)
 
     def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
-        """The rate limits these response headers announce, or None. Default: none."""
+        """The rate limits these response headers announce, and where each window stands
+        (`Limits.windows`), or None. Default: none. Once a reply reports windows, the
+        scheduler asks after every reply, so this must stay cheap."""
         return None

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import orjson
 
 from ibias.prompts.base import Message
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
+    DAY_S,
+    MINUTE_S,
     Limits,
     ProviderContext,
     ProviderError,
     Reply,
     Sampling,
+    Window,
 )
 from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.params import ParamRule, rule_for, wire_params
@@ -31,6 +36,7 @@ from ibias.runner.retries import (
     Verdict,
     classify_exception,
     classify_http,
+    parse_duration,
     redact,
 )
 
@@ -59,15 +65,61 @@ def openai_sampling(sampling: Sampling) -> dict[str, Any]:
     return fields
 
 
-def openai_limits(headers: Mapping[str, str]) -> Limits | None:
-    """`x-ratelimit-limit-requests` / `-tokens` (per minute, as OpenAI, Groq and the simulator
-    send them); None when neither is there or readable."""
+#: The window of `x-ratelimit-limit-requests` and `-tokens`, per host, where it is not the
+#: minute OpenAI means. Groq sends its requests-per-day limit (RPD) under OpenAI's name, with
+#: `-remaining-requests` and `-reset-requests` about that day too; its tokens are per minute.
+#: Decided per host, from the provider's documentation, not guessed from the numbers.
+REQUEST_TOKEN_WINDOWS: Mapping[str, tuple[float, float]] = MappingProxyType(
+    {"api.groq.com": (DAY_S, MINUTE_S)}
+)
+
+
+def openai_limits(headers: Mapping[str, str], host: str | None = None) -> Limits | None:
+    """The limits OpenAI-style headers announce: `x-ratelimit-limit-requests` / `-tokens`,
+    and where each stands (`x-ratelimit-remaining-*`, `x-ratelimit-reset-*` as Go-style
+    durations such as `6m0s`, `1s`, `20ms`). Per minute, as OpenAI and the simulator send
+    them, unless `host` is listed in `REQUEST_TOKEN_WINDOWS` (Groq: requests per day). None
+    when no limit and no remaining count is there or readable."""
     lower = {str(k).lower(): str(v) for k, v in headers.items()}
-    rpm = _positive_int(lower.get("x-ratelimit-limit-requests"))
-    tpm = _positive_int(lower.get("x-ratelimit-limit-tokens"))
-    if rpm is None and tpm is None:
+    periods = REQUEST_TOKEN_WINDOWS.get((host or "").lower(), (MINUTE_S, MINUTE_S))
+    limits: dict[str, int | None] = {}
+    windows: list[Window] = []
+    for what, period in zip(("requests", "tokens"), periods, strict=True):
+        limit = _positive_int(lower.get(f"x-ratelimit-limit-{what}"))
+        limits[what] = limit
+        remaining = _count(lower.get(f"x-ratelimit-remaining-{what}"))
+        if remaining is not None:
+            reset = lower.get(f"x-ratelimit-reset-{what}")
+            windows.append(
+                Window(
+                    what,
+                    remaining,
+                    None if reset is None else parse_duration(reset),
+                    limit,
+                    period,
+                )
+            )
+    if limits["requests"] is None and limits["tokens"] is None and not windows:
         return None
-    return Limits(rpm=rpm, tpm=tpm)
+    per_day = periods[0] == DAY_S
+    return Limits(
+        rpm=None if per_day else limits["requests"],
+        tpm=limits["tokens"] if periods[1] == MINUTE_S else None,
+        rpd=limits["requests"] if per_day else None,
+        tpd=limits["tokens"] if periods[1] == DAY_S else None,
+        windows=tuple(windows),
+    )
+
+
+def _count(value: str | None) -> int | None:
+    """A remaining count (0 included); a fractional or unreadable one is None."""
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        return None
+    return max(number, 0)
 
 
 def _positive_int(value: str | None) -> int | None:
@@ -155,7 +207,8 @@ class OpenAIProvider(HTTPProvider):
         return classify_exception(exc)
 
     def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
-        return openai_limits(headers)
+        """`openai_limits`, read with this endpoint's host (see `REQUEST_TOKEN_WINDOWS`)."""
+        return openai_limits(headers, urlsplit(self.url).hostname)
 
 
 def embedded_error(status: int, headers: Mapping[str, str], body: bytes) -> Classification | None:

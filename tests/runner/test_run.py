@@ -129,6 +129,7 @@ async def test_budget_stops_the_run_with_exit_1(tmp_path):
             price_input=100000.0,
             price_output=100000.0,
             max_concurrency=2,
+            max_tokens=64,  # a request starts only if its whole completion budget fits the cap
         )
         cfg = write_config(tmp_path, [block], n_prompts=200)
         result = await execute(

@@ -112,7 +112,7 @@ async def test_success_with_tokens_model_and_limits(sim: tuple[Simulator, str]) 
     assert reply.provider_model == "lim-sim-2026-01" and reply.system_fingerprint is None
     assert reply.status == 200 and reply.headers["request-id"].startswith("req_")
     p = AnthropicProvider(model="lim", api_key=KEY, timeout_s=1, max_connections=1)
-    assert p.limits_from_headers(reply.headers) == Limits(rpm=60, tpm=100_000)
+    assert rates(p.limits_from_headers(reply.headers)) == (60, 100_000)
     assert simulator.served_count("lim", messages) == 1
 
 
@@ -148,7 +148,7 @@ async def test_429_is_retried_after_retry_after_with_limits(sim: tuple[Simulator
     assert (cls.verdict, cls.kind, cls.is_rate_limit) == (Verdict.RETRY, "http_429", True)
     assert error.status == 429 and cls.delay_hint_s is not None and cls.delay_hint_s >= 1.0
     assert "rate limit of 60 requests per minute" in cls.message
-    assert anthropic_limits(error.headers) == Limits(rpm=60, tpm=100_000)
+    assert rates(anthropic_limits(error.headers)) == (60, 100_000)
 
 
 @pytest.mark.parametrize(
@@ -346,7 +346,10 @@ async def test_cache_tokens_count_as_prompt_tokens(server: str) -> None:
 
 async def test_limits_from_split_token_headers(server: str) -> None:
     reply = await ask(server, "split-limits", chat("x"))
-    assert anthropic_limits(reply.headers) == Limits(rpm=None, tpm=96_000)
+    limits = anthropic_limits(reply.headers)
+    assert rates(limits) == (None, 96_000)
+    assert limits is not None and limits.input_tpm is not None and limits.output_tpm is not None
+    assert limits.input_tpm + limits.output_tpm == 96_000
 
 
 @pytest.mark.parametrize(
@@ -388,7 +391,8 @@ async def test_error_bodies_of_the_messages_api(
             Limits(50, 48_000),
         ),
         ({"Anthropic-RateLimit-Requests-Limit": "4000"}, Limits(rpm=4000)),
-        ({"anthropic-ratelimit-input-tokens-limit": "30000"}, None),  # half of the pair
+        # half of the pair: kept, but nothing to pace by
+        ({"anthropic-ratelimit-input-tokens-limit": "30000"}, Limits(input_tpm=30_000)),
         ({"anthropic-ratelimit-requests-limit": "soon"}, None),
         ({"x-ratelimit-limit-requests": "500"}, None),  # OpenAI's header is not Anthropic's
         ({}, None),
@@ -396,6 +400,11 @@ async def test_error_bodies_of_the_messages_api(
 )
 def test_anthropic_limits(headers: dict[str, str], limits: Limits | None) -> None:
     assert anthropic_limits(headers) == limits
+
+
+def rates(limits: Limits | None) -> tuple[int | None, int | None] | None:
+    """The per-minute rates the limiter paces by (the windows are tested in test_limits_*)."""
+    return None if limits is None else (limits.rpm, limits.tpm)
 
 
 def test_classification_table() -> None:

@@ -1,0 +1,161 @@
+"""Limits learnt while running (issue 14). Not a test: it measures and prints, asserting nothing.
+
+The simulator enforces 600 RPM at 100 ms latency; ibias runs against it, in each protocol
+(openai, anthropic, gemini, each through its own provider), with no rpm/tpm in the config, for
+`seconds` per case, then is stopped. Two cases per protocol:
+
+* `hidden` - the simulator announces its limit nowhere (no headers, 429s naming no limit): the
+  run can only adapt its concurrency (runner/adaptive.py). Goal: achieved rate at least 0.85 of
+  the limit, at most 2% of the answers 429.
+* `headers` - the limit is announced only in the simulator's answers (headers; Gemini: the
+  quota its first 429 names): the run learns and paces by it. Goal: at least 0.95 of the limit,
+  and no 429 after the first 60 s.
+
+Run with `python -m bench.bench_limits [--seconds 180] [case ...]` (cases like `openai-hidden`;
+default all six). The simulator runs in the same process on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from ibias.runner.config import load_config
+from ibias.runner.run import RunOptions, execute
+from ibias.runner.sim_profile import ModelProfile, SimProfile
+from ibias.runner.simulator import Simulator
+from ibias.runner.stop import Stop
+from tests.helpers import model_block, write_config
+
+RPM = 600
+LATENCY_MS = 100.0
+PROTOCOLS = ("openai", "anthropic", "gemini")
+MODES = ("hidden", "headers")
+#: The client's cap: far above the 1 request in flight that 600 RPM at 100 ms needs.
+CONCURRENCY = 32
+WARMUP_S = 60.0
+
+
+def _base_url(sim: Simulator, protocol: str) -> str:
+    root = sim.base_url.removesuffix("/v1")
+    return root + ("/v1beta" if protocol == "gemini" else "/v1")
+
+
+async def run_case(protocol: str, mode: str, seconds: float) -> dict[str, Any]:
+    profile = SimProfile(
+        seed=1,
+        default=ModelProfile(latency_ms=LATENCY_MS, rpm=RPM, hide_limits=mode == "hidden"),
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        async with Simulator(profile) as sim:
+            block = model_block(
+                "bench",
+                provider=protocol,
+                base_url=_base_url(sim, protocol),
+                model="bench",
+                api_key_env="IBIAS_BENCH_KEY",
+                max_concurrency=CONCURRENCY,
+                timeout_s=30,
+                max_tokens=64,
+            )
+            n = int(RPM / 60 * seconds * 1.5) + 200
+            config = load_config(write_config(folder, [block], n_prompts=n))
+            store = folder / "store.duckdb"
+            stop = Stop()
+
+            async def stop_later() -> None:
+                await asyncio.sleep(seconds)
+                stop.request("bench time is up")
+
+            # Planning happens before the clock: the window starts at the first request.
+            timer: asyncio.Task[None] | None = None
+
+            async def watch() -> None:
+                nonlocal timer
+                while sim.stats().requests == 0:
+                    await asyncio.sleep(0.005)
+                timer = asyncio.ensure_future(stop_later())
+
+            watcher = asyncio.ensure_future(watch())
+            result = await execute(
+                config,
+                RunOptions(store=store, quiet=True),
+                environ={"IBIAS_BENCH_KEY": "bench-key"},
+                stop=stop,
+            )
+            watcher.cancel()
+            if timer is not None:
+                timer.cancel()
+            stats = sim.stats()
+        return {"exit": result.exit_code, **_measure(store, seconds, stats.rate_limited)}
+
+
+def _measure(store: Path, seconds: float, enforced_429: int) -> dict[str, Any]:
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        (first,) = con.execute("SELECT min(started_at) FROM attempts").fetchone() or (None,)
+        assert isinstance(first, datetime)
+        first = first.astimezone(UTC)
+        rows = con.execute(
+            "SELECT started_at, latency_ms, http_status, outcome FROM attempts"
+        ).fetchall()
+    finally:
+        con.close()
+    end = first + timedelta(seconds=seconds)
+    warm = first + timedelta(seconds=WARMUP_S)
+    answers = [r for r in rows if r[0].astimezone(UTC) < end]
+    ok = [r for r in answers if r[3] == "ok"]
+    limited = [r for r in answers if r[2] == 429]
+    late_429 = [r for r in limited if r[0].astimezone(UTC) >= warm]
+    ok_after = [r for r in ok if r[0].astimezone(UTC) >= warm]
+    limit_per_s = RPM / 60.0
+    return {
+        "answers": len(answers),
+        "ok": len(ok),
+        "rate_over_limit": round(len(ok) / seconds / limit_per_s, 3),
+        "rate_over_limit_after_60s": round(
+            len(ok_after) / max(seconds - WARMUP_S, 1e-9) / limit_per_s, 3
+        )
+        if seconds > WARMUP_S
+        else None,
+        "share_429": round(len(limited) / max(len(answers), 1), 4),
+        "n_429": len(limited),
+        "n_429_after_60s": len(late_429),
+        "simulator_enforced_429": enforced_429,
+        "n_429_per_10s": _per_10s(first, [r[0].astimezone(UTC) for r in limited], seconds),
+    }
+
+
+def _per_10s(first: datetime, times: list[datetime], seconds: float) -> list[int]:
+    """How many of `times` fall in each 10 s of the window: when the 429s came."""
+    counts = [0] * max(1, int(-(-seconds // 10)))
+    for t in times:
+        counts[min(len(counts) - 1, int((t - first).total_seconds() // 10))] += 1
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=180.0)
+    parser.add_argument("cases", nargs="*")
+    args = parser.parse_args()
+    cases = args.cases or [f"{p}-{m}" for m in MODES for p in PROTOCOLS]
+    for case in cases:
+        protocol, mode = case.split("-", 1)
+        started = time.perf_counter()
+        out = asyncio.run(run_case(protocol, mode, args.seconds))
+        out["wall_s"] = round(time.perf_counter() - started, 1)
+        print(json.dumps({"case": case, "seconds": args.seconds, **out}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
