@@ -62,8 +62,18 @@ def _insert(con: duckdb.DuckDBPyConnection, p: Parser, rows: list[dict[str, Any]
     return len(rows)
 
 
-def _row(p: Parser, trial_key: str, item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
-    parsed = dict(p.parse(item, content))
+def _row(
+    p: Parser,
+    trial_key: str,
+    item: Mapping[str, Any],
+    content: str | None,
+    logprobs: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    if p.parse_logprobs is not None:
+        assert logprobs is not None
+        parsed = dict(p.parse_logprobs(item, content, logprobs))
+    else:
+        parsed = dict(p.parse(item, content))
     parsed["trial_key"] = trial_key
     parsed["parser_version"] = p.version
     return parsed
@@ -77,8 +87,10 @@ def parse_landed(con: duckdb.DuckDBPyConnection, landed: Sequence[Landed]) -> No
         k = registry.get(item.experiment)
         if k is not None:
             for parser in k.parsers:
+                if parser.reads_logprobs and item.logprobs is None:
+                    continue  # the model did not ask for logprobs: no row
                 by_exp.setdefault(parser.table, []).append(
-                    _row(parser, item.trial_key, item.item, item.content)
+                    _row(parser, item.trial_key, item.item, item.content, item.logprobs)
                 )
     tables = {p.table: p for k in registry.values() for p in k.parsers}
     for table, rows in by_exp.items():
@@ -100,20 +112,30 @@ def _parse_pending(
     con: duckdb.DuckDBPyConnection, kind: TrialKind, p: Parser, batch_size: int
 ) -> int:
     total = 0
+    # A parser of token logprobs reads only the replies that have them (and reads them).
+    extra, only = (
+        (", r.logprobs::VARCHAR AS logprobs", "AND r.logprobs IS NOT NULL ")
+        if p.reads_logprobs
+        else ("", "")
+    )
     reader = con.sql(
-        f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content FROM responses r "
+        f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content{extra} FROM responses r "
         f"JOIN (SELECT DISTINCT ON (trial_key) trial_key, item FROM trials "
         f"WHERE experiment = ?) t ON t.trial_key = r.trial_key "
         f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
-        f"AND d.parser_version = ?)",
+        f"AND d.parser_version = ?) {only}",
         params=[kind.name, p.version],
     ).to_arrow_reader(batch_size)
-    pending: list[tuple[str, str, str | None]] = []
+    pending: list[tuple[str, str, str | None, str | None]] = []
     for rb in reader:
         data = rb.to_pydict()
-        pending.extend(zip(data["trial_key"], data["item"], data["content"], strict=True))
+        tokens = data["logprobs"] if p.reads_logprobs else [None] * rb.num_rows
+        pending.extend(zip(data["trial_key"], data["item"], data["content"], tokens, strict=True))
     for start in range(0, len(pending), batch_size):
         chunk = pending[start : start + batch_size]
-        rows = [_row(p, key, orjson.loads(item), text) for key, item, text in chunk]
+        rows = [
+            _row(p, key, orjson.loads(item), text, None if lp is None else orjson.loads(lp))
+            for key, item, text, lp in chunk
+        ]
         total += _insert(con, p, rows)
     return total
