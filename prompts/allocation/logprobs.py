@@ -12,9 +12,14 @@ of each candidate at the first token where the two candidates' names differ:
 2. Where the two names part: names are compared as the parser compares them (lowercase,
    accents removed, runs of white space as one space), each followed by the closing tag when
    the reply has an opening one, so "Ana" against "Ana María" parts where one closes and the
-   other goes on. Names may share a first name ("María José" / "María Luisa"): the position is
-   past what they share. Identical names are undecidable (`same_name`); so is a name that is the
-   start of the other when there is no tag to close it (`prefix_name`).
+   other goes on. Inside a tag a name may be written in full or, when the first names differ,
+   by its first name alone; without a tag, as the reply was found (full names, or first
+   names). Names may share a first name ("María José" / "María Luisa"): the position is past
+   what they share.
+   Identical names are undecidable (`same_name`); so is a name whose words start the other's
+   when there is no tag to close it (`prefix_name`: "Ana" / "Ana María"). A name ending in a
+   letter is written out only when the next character is not a letter or digit ("Daniel" is
+   not read inside "Danielle").
 3. The reply's tokens are walked from the start of the name; the text they add before the
    parting point must be what the names share there (else `off_name`: the reply was not
    writing either name, e.g. "Patient 2"). At the token that covers the parting point, each
@@ -93,24 +98,39 @@ def _tag_pattern(tag: str) -> re.Pattern[str]:
     return re.compile(rf"<\s*{re.escape(tag)}\s*>", re.I)
 
 
-def _name_start(text: str, tag: str, names: Sequence[str]) -> tuple[int, bool] | None:
-    """(offset in `text` where the name starts, whether it follows the answer tag), or None.
+def _name_start(text: str, tag: str, names: Sequence[str]) -> tuple[int, list[list[str]]] | None:
+    """(offset in `text` where the name starts, per candidate the texts that write its name
+    from there on), or None.
 
-    Without a tag: the first whole-word mention of either full name, else of either first
-    name when the two differ (replies that answer with a first name alone)."""
+    After the answer tag a candidate's name is its full name, or its first name when the two
+    first names differ, followed by the closing tag. Without a tag: the first whole-word
+    mention of either full name (the names are the full names), else of either first name when
+    the two differ (replies that answer with a first name alone; the names are those words)."""
+    firsts = [n.split(" ")[0] for n in names]
+    differ = firsts[0] != firsts[1]
     found = _tag_pattern(tag).search(text)
     if found is not None:
         start = found.end()
         while start < len(text) and text[start].isspace():
             start += 1
-        return start, True
+        close = _frag(f"</{tag}>")
+        return start, [
+            [n + close, f + close] if differ else [n + close]
+            for n, f in zip(names, firsts, strict=True)
+        ]
     folded, offsets = normalise_with_map(text)
-    firsts = [n.split(" ")[0] for n in names]
-    for phrases in (names, firsts if firsts[0] != firsts[1] else []):
+    for phrases in (names, firsts if differ else []):
         hits = [m.start() for n in phrases if n and (m := phrase_pattern(n).search(folded))]
         if hits:
-            return offsets[min(hits)], False
+            return offsets[min(hits)], [[n] for n in phrases]
     return None
+
+
+def _common(a: str, b: str) -> int:
+    k = 0
+    while k < min(len(a), len(b)) and a[k] == b[k]:
+        k += 1
+    return k
 
 
 def _token_text(token: Mapping[str, Any]) -> str:
@@ -142,8 +162,16 @@ def _alternatives(token: Mapping[str, Any]) -> list[tuple[str, float]]:
     return list(out.items())
 
 
-def _fits(added: str, rest: str) -> bool:
-    return rest.startswith(added) or added.startswith(rest)
+def _fits(added: str, rest: str, end: str) -> bool:
+    """Whether text `added` at the parting point goes on to write `end` (a name as written,
+    whose part from there on is `rest`): it is a start of `rest`, or writes all of `rest` and
+    then leaves the name's last word (a name ending in a letter is not "Daniel" inside
+    "Danielle")."""
+    if rest.startswith(added):
+        return True
+    if not added.startswith(rest):
+        return False
+    return not (end[-1:].isalnum() and added[len(rest)].isalnum())
 
 
 def choice_logprobs(
@@ -164,14 +192,15 @@ def choice_logprobs(
     start = _name_start(text, tag, names)
     if start is None:
         return ChoiceLogprobs(None, None, None, None, NO_NAME)
-    offset, tagged = start
-    ends = [n + (_frag(f"</{tag}>") if tagged else "") for n in names]
-    if not tagged and (ends[0].startswith(ends[1]) or ends[1].startswith(ends[0])):
-        return ChoiceLogprobs(None, None, None, None, PREFIX_NAME)
-    parting = 0
-    while parting < min(map(len, ends)) and ends[0][parting] == ends[1][parting]:
-        parting += 1
-    shared = ends[0][:parting]
+    offset, ends = start
+    for a in ends[0]:
+        for b in ends[1]:
+            short, long = sorted((a, b), key=len)
+            if long.startswith(short) and not long[len(short)].isalnum():
+                # "Ana" and "Ana María" with nothing to close them: a space goes on to either
+                return ChoiceLogprobs(None, None, None, None, PREFIX_NAME)
+    parting = min(_common(a, b) for a in ends[0] for b in ends[1])
+    shared = ends[0][0][:parting]
 
     done = ""
     position = 0
@@ -198,12 +227,11 @@ def _at_parting(
     index: int,
     lead: str,
     done: str,
-    ends: Sequence[str],
+    ends: Sequence[Sequence[str]],
     identities: Sequence[str],
 ) -> ChoiceLogprobs:
     """Sum the alternatives at the parting token per candidate (module docstring, 3-4)."""
     fixed = _frag(lead).rstrip()
-    rests = [e[len(done) :] for e in ends]
     mass = {CIS: 0.0, TRANS: 0.0}
     for alternative, p in _alternatives(token):
         spelt = _frag(alternative)
@@ -214,7 +242,7 @@ def _at_parting(
             added = added.lstrip()
         if not added:
             continue
-        fits = [_fits(added, rest) for rest in rests]
+        fits = [any(_fits(added, e[len(done) :], e) for e in mine) for mine in ends]
         if fits[0] != fits[1]:
             mass[identities[0] if fits[0] else identities[1]] += p
     total = mass[CIS] + mass[TRANS]

@@ -494,7 +494,7 @@ def respond(
 
 
 #: The probability the two names hold together at the token where they part; the rest goes to
-#: markdown (`**`, an alternative that names nobody), so `mass` below 1 is exercised too.
+#: a letter that goes on to neither name, so `mass` below 1 is exercised too.
 CHOICE_MASS = 0.96
 _PIECE = re.compile(r"\s+\S{1,4}|\S{1,4}|\s+")
 
@@ -502,6 +502,22 @@ _PIECE = re.compile(r"\s+\S{1,4}|\S{1,4}|\s+")
 def _forms(name: str) -> tuple[str, ...]:
     """How `_word_choice` may write a name: as shown, upper case, or title case unaccented."""
     return (name, name.upper(), normalise(name).title())
+
+
+def _piece(text: str, k: int, name_end: int) -> str:
+    """The token of `text` at `k`: up to four characters with leading space, ending where the
+    name does when it starts inside it (tokenizers split "Ana</" as "Ana" and "</")."""
+    found = _PIECE.match(text, k)
+    assert found is not None
+    end = min(found.end(), name_end) if k < name_end else found.end()
+    return text[k:end]
+
+
+def _neither(*tokens: str) -> str:
+    """A letter that starts none of `tokens` (a letter, not a mark: a mark after a name's last
+    letter would end that name)."""
+    starts = {normalise(t)[:1] for t in tokens}
+    return next(c for c in "qzxj" if c not in starts)
 
 
 def _parting(written: str, instead: str) -> tuple[int, str] | None:
@@ -551,13 +567,12 @@ def choice_token(messages: Sequence[Message], persona: Persona, reply: str) -> C
     if parted is None:
         return None  # the names cannot part: nothing to choose between at any token
     k, instead = parted
-    token = _PIECE.match(written, k)
-    other_token = _PIECE.match(instead, k)
-    assert token is not None and other_token is not None
+    token = _piece(written, k, len(shown))
+    other_token = _piece(instead, k, len(instead) - len(after))
     alternatives = [
-        (token.group(), CHOICE_MASS * p),
-        (other_token.group(), CHOICE_MASS * (1.0 - p)),
-        ("**", 1.0 - CHOICE_MASS),
+        (token, CHOICE_MASS * p),
+        (other_token, CHOICE_MASS * (1.0 - p)),
+        (_neither(token, other_token), 1.0 - CHOICE_MASS),
     ]
     kept = tuple(sorted(((t, q) for t, q in alternatives if q > 0.0), key=lambda a: -a[1]))
-    return ChoiceToken(at + k, at + token.end(), kept)
+    return ChoiceToken(at + k, at + k + len(token), kept)

@@ -226,7 +226,8 @@ def logprobs_refusal(status: int, body: bytes) -> Classification | None:
     classification telling what to change; None for any other answer.
 
     OpenAI names the parameter (`{"error": {"param": "logprobs", "type":
-    "invalid_request_error", ...}}`); other compatible servers only say it in the message. Such
+    "invalid_request_error", ...}}`); other compatible servers only say it in the message (vLLM
+    sends the error object at the top level, `{"object": "error", "message": ...}`). Such
     an error is fatal anyway (a 400 does not go away), but its message must say that the
     model's opt-in is what the endpoint refuses, so the user knows the one key to change.
     """
@@ -239,6 +240,8 @@ def logprobs_refusal(status: int, body: bytes) -> Classification | None:
     if isinstance(data, list):
         data = next((d for d in data if isinstance(d, dict) and "error" in d), None)
     err = data.get("error") if isinstance(data, dict) else None
+    if err is None and isinstance(data, dict):
+        err = data  # vLLM: {"object": "error", "message": ..., "param": ...} at the top
     if isinstance(err, dict):
         param = err.get("param")
         message = err.get("message")
