@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from typing import Any
@@ -221,8 +222,9 @@ def test_the_simulators_alternatives_read_back_as_the_probability_drawn(
     choice = choice_token(messages, persona, reply)
     assert choice is not None
     head = reply[: choice.start]
-    cuts = sorted({0, len(head), *random.Random(split).sample(range(len(head) + 1), 1)})
-    tokens = [_tok(head[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    inner = random.Random(split).sample(range(len(head) + 1), min(split, len(head) + 1))
+    cuts = sorted({0, len(head), *inner})
+    tokens = [_tok(head[a:b]) for a, b in itertools.pairwise(cuts) if b > a]
     tokens.append(
         {
             "token": reply[choice.start : choice.end],
