@@ -111,31 +111,67 @@ def parse_pending(con: duckdb.DuckDBPyConnection, batch_size: int = 20000) -> in
 def _parse_pending(
     con: duckdb.DuckDBPyConnection, kind: TrialKind, p: Parser, batch_size: int
 ) -> int:
+    if p.reads_logprobs:
+        return _parse_pending_logprobs(con, kind, p)
     total = 0
-    # A parser of token logprobs reads only the replies that have them (and reads them).
-    extra, only = (
-        (", r.logprobs::VARCHAR AS logprobs", "AND r.logprobs IS NOT NULL ")
-        if p.reads_logprobs
-        else ("", "")
-    )
     reader = con.sql(
-        f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content{extra} FROM responses r "
+        f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content FROM responses r "
         f"JOIN (SELECT DISTINCT ON (trial_key) trial_key, item FROM trials "
         f"WHERE experiment = ?) t ON t.trial_key = r.trial_key "
         f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
-        f"AND d.parser_version = ?) {only}",
+        f"AND d.parser_version = ?)",
         params=[kind.name, p.version],
     ).to_arrow_reader(batch_size)
-    pending: list[tuple[str, str, str | None, str | None]] = []
+    pending: list[tuple[str, str, str | None]] = []
     for rb in reader:
         data = rb.to_pydict()
-        tokens = data["logprobs"] if p.reads_logprobs else [None] * rb.num_rows
-        pending.extend(zip(data["trial_key"], data["item"], data["content"], tokens, strict=True))
+        pending.extend(zip(data["trial_key"], data["item"], data["content"], strict=True))
     for start in range(0, len(pending), batch_size):
         chunk = pending[start : start + batch_size]
+        rows = [_row(p, key, orjson.loads(item), text) for key, item, text in chunk]
+        total += _insert(con, p, rows)
+    return total
+
+
+#: Replies whose token logprobs are read at a time. One reply's logprobs may be ~100 KB of
+#: JSON (20 alternatives for each of ~60 tokens), so the text parsers' way (read every pending
+#: reply, then parse) would hold a whole store's logprobs in memory: these are read per batch.
+LOGPROBS_BATCH = 500
+
+
+def _parse_pending_logprobs(con: duckdb.DuckDBPyConnection, kind: TrialKind, p: Parser) -> int:
+    """`_parse_pending` for a parser of token logprobs: the replies that have logprobs and no
+    row yet, their keys first (small), then the replies `LOGPROBS_BATCH` at a time."""
+    keys = [
+        str(k)
+        for (k,) in con.execute(
+            f"SELECT r.trial_key FROM responses r WHERE r.logprobs IS NOT NULL "
+            f"AND r.trial_key IN (SELECT trial_key FROM trials WHERE experiment = ?) "
+            f"AND NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
+            f"AND d.parser_version = ?) ORDER BY r.trial_key",
+            [kind.name, p.version],
+        ).fetchall()
+    ]
+    total = 0
+    for start in range(0, len(keys), LOGPROBS_BATCH):
+        con.register(
+            "_logprobs_keys", pa.table({"trial_key": keys[start : start + LOGPROBS_BATCH]})
+        )
+        try:
+            fetched = con.execute(
+                f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content, "
+                f"r.logprobs::VARCHAR FROM _logprobs_keys k "
+                f"JOIN responses r ON r.trial_key = k.trial_key "
+                f"JOIN (SELECT DISTINCT ON (t.trial_key) t.trial_key, t.item FROM trials t "
+                f"JOIN _logprobs_keys k2 ON k2.trial_key = t.trial_key "
+                f"WHERE t.experiment = ?) t ON t.trial_key = r.trial_key",
+                [kind.name],
+            ).fetchall()
+        finally:
+            con.unregister("_logprobs_keys")
         rows = [
-            _row(p, key, orjson.loads(item), text, None if lp is None else orjson.loads(lp))
-            for key, item, text, lp in chunk
+            _row(p, key, orjson.loads(item), text, orjson.loads(tokens))
+            for key, item, text, tokens in fetched
         ]
         total += _insert(con, p, rows)
     return total

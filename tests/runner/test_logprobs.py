@@ -85,7 +85,9 @@ def test_the_opt_in_is_accepted_for_openai_compatible_models(tmp_path):
     assert [m.top_logprobs for m in models] == [20, 5, None]
 
 
-async def test_a_run_stores_logprobs_and_reads_the_planted_choice_probabilities(tmp_path):
+async def test_a_run_stores_logprobs_and_reads_the_planted_choice_probabilities(
+    tmp_path, monkeypatch
+):
     sim_lp = {"allocation_cis_default": 0.7, "position_bias": 0.1}
     blocks = [
         model_block(
@@ -165,3 +167,18 @@ async def test_a_run_stores_logprobs_and_reads_the_planted_choice_probabilities(
     # replies naming "Patient 2" instead of a name have no candidate token there
     assert set(reasons) <= {"read", "no_candidate_token", "off_name"}
     assert reasons["read"] > 0.8 * sum(reasons.values())
+
+    # Parsed again from the store (a new parser version would do this), a few replies at a
+    # time: the same rows as parsed while the replies landed.
+    from ibias.store import derived
+
+    monkeypatch.setattr(derived, "LOGPROBS_BATCH", 7)
+    con = duckdb.connect(str(tmp_path / "store.duckdb"))
+    try:
+        query = "SELECT * EXCLUDE (parsed_at) FROM allocation_logprobs ORDER BY trial_key"
+        landed = con.execute(query).fetchall()
+        con.execute("DELETE FROM allocation_logprobs")
+        derived.parse_pending(con)
+        assert con.execute(query).fetchall() == landed
+    finally:
+        con.close()
