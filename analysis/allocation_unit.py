@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from ibias.analysis import allocation, allocation_authors, figures, identity_swap, labels
+from ibias.analysis import logprobs as logprob_shares
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -30,6 +31,7 @@ from ibias.analysis.report import (
     table,
 )
 from ibias.prompts import codes
+from ibias.prompts.allocation.logprobs import LOGPROBS_TABLE
 from ibias.prompts.allocation.parse_tag_only import TAG_ONLY_TABLE, TAG_ONLY_VERSION
 from ibias.prompts.registry import kind
 
@@ -60,6 +62,13 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         ),
         identity_swap.TABLE: identity_swap.swap_table(
             every, B=b, method=method, rng=ctx.rng(identity_swap.TABLE)
+        ),
+        logprob_shares.TABLE: logprob_shares.logprob_shares_table(
+            decisions,
+            ctx.extras.get(LOGPROBS_TABLE),
+            B=b,
+            method=method,
+            rng=ctx.rng(logprob_shares.TABLE),
         ),
     }
 
@@ -173,6 +182,7 @@ def _allocation(inp: SectionContext) -> str:
     parts.append(_position(inp))
     parts.append(_effects(inp))
     parts.append(identity_swap.section(inp.tables[identity_swap.TABLE], inp.anchor))
+    parts.append(logprob_shares.section(inp.tables[logprob_shares.TABLE], inp.anchor))
     parts.append(_examples(inp))
     return "".join(parts)
 

@@ -215,7 +215,8 @@ def _check_parsed(reader: StoreReader) -> None:
                 "SELECT count(*) FROM responses r JOIN (SELECT DISTINCT ON (trial_key) "
                 "trial_key FROM trials WHERE experiment = ?) t ON t.trial_key = r.trial_key "
                 f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
-                "AND d.parser_version = ?)",
+                "AND d.parser_version = ?)"
+                + (" AND r.logprobs IS NOT NULL" if p.reads_logprobs else ""),
                 [kind.name, p.version],
             ).fetchone()
             if row is not None and row[0]:

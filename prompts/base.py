@@ -167,6 +167,30 @@ class Persona:
         return replace(self, effects_key=(seed, model))
 
 
+@dataclass(frozen=True)
+class ChoiceToken:
+    """Where a simulated reply commits to one answer among several, for its token logprobs.
+
+    `reply[start:end]` is the token written there; `alternatives` are (token text, probability)
+    of what the model could have written instead, the written token among them, most likely
+    first. The simulator splits the rest of the reply into tokens of its own.
+    """
+
+    start: int
+    end: int
+    alternatives: tuple[tuple[str, float], ...]
+
+
+class ChoiceTokens(Protocol):
+    """A simulated model's alternatives at the token where `reply` chooses, or None when the
+    prompt is not this experiment's or the reply names no choice. `persona` is the one the
+    reply was answered with (`Persona.answering_as`, no refusals)."""
+
+    def __call__(
+        self, messages: tuple[Message, ...], persona: Persona, reply: str
+    ) -> ChoiceToken | None: ...
+
+
 class Responder(Protocol):
     """A simulated model's answer to one experiment's prompts, from the visible text only.
 

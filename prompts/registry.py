@@ -33,10 +33,13 @@ from typing import Any
 
 import msgspec
 
-from ibias.prompts.base import Experiment, Responder
+from ibias.prompts.base import ChoiceTokens, Experiment, Responder
 
 Builder = Callable[[Mapping[str, Any], int, Path], list[Experiment]]
 ParseFn = Callable[[Mapping[str, Any], "str | None"], Mapping[str, Any]]
+LogprobsParseFn = Callable[
+    [Mapping[str, Any], "str | None", "Sequence[Mapping[str, Any]]"], Mapping[str, Any]
+]
 ImportFn = Callable[[Mapping[str, Any], str], Mapping[str, Any]]
 RosterFn = Callable[[Mapping[str, Any], int, Path], list[dict[str, Any]]]
 
@@ -94,12 +97,23 @@ class Column:
 
 @dataclass(frozen=True)
 class Parser:
-    """How replies of one kind become rows of its derived table."""
+    """How replies of one kind become rows of its derived table.
+
+    A parser reads either the reply's text (`parse(item, content)`) or, when it sets
+    `parse_logprobs`, the reply's token logprobs too (`parse_logprobs(item, content, tokens)`,
+    `responses.logprobs`): such a parser runs only for replies that have logprobs (models that
+    opted in), so its table holds rows for those trials alone and `parse` is never called.
+    """
 
     version: int
     table: str
     columns: tuple[Column, ...]
     parse: ParseFn
+    parse_logprobs: LogprobsParseFn | None = None
+
+    @property
+    def reads_logprobs(self) -> bool:
+        return self.parse_logprobs is not None
 
 
 @dataclass(frozen=True)
@@ -259,6 +273,8 @@ class ExperimentUnit:
     build: Builder
     kinds: tuple[TrialKind, ...]
     responder: Responder | None = None
+    choice_tokens: ChoiceTokens | None = None
+    """Where the simulator's replies choose, for the token logprobs it returns when asked."""
     roster: RosterFn | None = None
     analysis: object | str | None = None
     order: int = 100
@@ -317,6 +333,10 @@ def kind(name: str) -> TrialKind | None:
 
 def responders() -> tuple[Responder, ...]:
     return tuple(u.responder for u in units() if u.responder is not None)
+
+
+def choice_tokens() -> tuple[ChoiceTokens, ...]:
+    return tuple(u.choice_tokens for u in units() if u.choice_tokens is not None)
 
 
 class _Builders(Mapping[str, Builder]):

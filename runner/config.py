@@ -12,7 +12,7 @@ Bounds: every integer within 2^53; `max_concurrency` 1 to 10,000; `rpm` and `tpm
 `timeout_s` above 0 and at most 3,600; `temperature` 0 to 2; `max_tokens` 1 to 10^6;
 `sampling_seed` and `[run].seed` 0 to 2^53; prices 0 to 100,000 USD per million tokens;
 `[run].grace_s` 0 to 3,600 (default 10); `outage_limit_s` above 0 and at most a week (default
-600).
+600); `top_logprobs` 1 to 20 (default 20, only with `logprobs = true`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ MAX_GRACE_S = 3600.0
 MAX_OUTAGE_LIMIT_S = 7 * 86_400.0
 DEFAULT_GRACE_S = 10.0
 DEFAULT_OUTAGE_LIMIT_S = 600.0
+#: OpenAI's chat completions return at most 20 alternatives per token position.
+MAX_TOP_LOGPROBS = 20
+DEFAULT_TOP_LOGPROBS = 20
+#: Providers whose requests can ask for token logprobs (OpenAI's `logprobs`/`top_logprobs`).
+LOGPROBS_PROVIDERS = ("openai", "simulator")
 
 Text = Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})]
 ModelId = Annotated[
@@ -115,6 +120,8 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     safety_settings: dict[str, str] | None = None
     thinking_budget: Annotated[int, Meta(ge=-1, le=32768)] | None = None
     thinking_level: Text | None = None
+    logprobs: bool = False
+    top_logprobs: Annotated[int, Meta(ge=1, le=MAX_TOP_LOGPROBS)] | None = None
 
 
 class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -167,14 +174,19 @@ class ModelConfig:
     """Gemini only: minimal, low, medium or high (not with thinking_budget)."""
     outage_limit_s: float = DEFAULT_OUTAGE_LIMIT_S
     """Seconds the endpoint may stay unreachable before the model stops for this run."""
+    top_logprobs: int | None = None
+    """Alternatives per token asked for with the reply's token logprobs (`logprobs = true`);
+    None when the model does not ask for logprobs."""
 
     def params(self) -> dict[str, Any]:
         """Sampling parameters sent with every request (part of the trial key).
 
         Every option that changes the reply is here, but an optional one only when it is set,
         so the keys of trials planned before it existed stay what they were: the sampling seed,
-        and Gemini's `safety_settings`, `thinking_budget` and `thinking_level` (the providers
-        read these from the model's config, the same config these params come from)."""
+        Gemini's `safety_settings`, `thinking_budget` and `thinking_level` (the providers
+        read these from the model's config, the same config these params come from), and
+        `logprobs`/`top_logprobs` when the model asks for token logprobs (sent as they are
+        stored, so the key says what was asked)."""
         out: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.sampling_seed is not None:
             out["seed"] = self.sampling_seed
@@ -184,6 +196,9 @@ class ModelConfig:
             out["thinking_budget"] = self.thinking_budget
         if self.thinking_level is not None:
             out["thinking_level"] = self.thinking_level
+        if self.top_logprobs is not None:
+            out["logprobs"] = True
+            out["top_logprobs"] = self.top_logprobs
         return out
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
@@ -267,15 +282,30 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             "Anthropic's Messages API has no seed, so none would be sent; remove sampling_seed "
             "(the trial key must not promise one)",
         )
+    if t.top_logprobs is not None and not t.logprobs:
+        raise SettingsError(
+            f"{where}.top_logprobs", "top_logprobs needs logprobs = true for this model"
+        )
+    if t.logprobs and t.provider not in LOGPROBS_PROVIDERS:
+        raise SettingsError(
+            f"{where}.logprobs",
+            f"provider {t.provider!r} cannot return token logprobs; only "
+            + " and ".join(repr(p) for p in LOGPROBS_PROVIDERS)
+            + " (OpenAI-compatible) models can ask for them",
+        )
     if t.provider == "openai":
         from ibias.runner.providers.params import check_sampling, rule_for  # no imports of its own
 
-        why = check_sampling(
-            rule_for(t.base_url, t.model if t.model is not None else t.id),
-            {"temperature": t.temperature},
-        )
+        rule = rule_for(t.base_url, t.model if t.model is not None else t.id)
+        why = check_sampling(rule, {"temperature": t.temperature})
         if why is not None:
             raise SettingsError(f"{where}.temperature", why)
+        if t.logprobs and "logprobs" in rule.rejects:
+            raise SettingsError(
+                f"{where}.logprobs",
+                f"{rule.label}s refuse logprobs (see {rule.source}); remove logprobs = true "
+                "for this model",
+            )
     return ModelConfig(
         id=t.id,
         provider=t.provider,
@@ -296,6 +326,11 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
         thinking_budget=t.thinking_budget,
         thinking_level=t.thinking_level,
         outage_limit_s=t.outage_limit_s,
+        top_logprobs=(
+            (t.top_logprobs if t.top_logprobs is not None else DEFAULT_TOP_LOGPROBS)
+            if t.logprobs
+            else None
+        ),
     )
 
 

@@ -3,7 +3,8 @@
 Why a request rather than the provider's list-models endpoint: only a request checks all of
 what an overnight sweep needs at once, through the same provider class the run uses: the key
 (401/403), the model name (404 / `not_found_error` / NOT_FOUND), the parameters this host takes
-for this model (runner/providers/params.py), the billing state (402, `insufficient_quota`, a
+for this model (runner/providers/params.py) and token logprobs when the model asks for them,
+the billing state (402, `insufficient_quota`, a
 used-up daily quota), and the limits the provider announces in its response headers. Each
 model gets one chat of one short user turn with `max_tokens` of at most `MAX_TOKENS`, so a check
 of a frontier config costs well under a cent. The answers are not stored.
@@ -74,6 +75,7 @@ async def _check_one(
         temperature=model.temperature,
         max_tokens=min(model.max_tokens, MAX_TOKENS),
         seed=model.sampling_seed,
+        top_logprobs=model.top_logprobs,  # an endpoint refusing logprobs fails here, not at night
     )
     started = time.perf_counter()
     try:

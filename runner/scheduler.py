@@ -592,12 +592,14 @@ class Scheduler:
                 reply.raw,
                 reply.reasoning,
                 reply.reasoning_tokens,
+                reply.logprobs,
             ),
             Landed(
                 key,
                 trial.experiment,
                 trial.item,
                 reply_text(reply.content, reply.finish_reason, reply.refusal),
+                reply.logprobs,
             ),
         )
         s = rt.stats

@@ -94,6 +94,7 @@ class SimModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_
     insufficient_quota: bool | UnsetType = UNSET
     hang_s: Annotated[float, Meta(gt=0, le=3600, description="seconds")] | UnsetType = UNSET
     drift_after: Annotated[int, Meta(ge=0, le=MAX_INT)] | UnsetType = UNSET
+    refuse_logprobs: bool | UnsetType = UNSET
 
 
 class ProfileFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -140,6 +141,9 @@ class ModelProfile:
     drift_after: int | None = None
     """After this many answers the model reports a newer version (`DRIFTED_VERSION_SUFFIX`):
     a provider updating a model behind a stable name, for drift detection to find."""
+    refuse_logprobs: bool = False
+    """Answer a request asking for token logprobs with OpenAI's 400 naming `logprobs`, as an
+    endpoint that does not support them does."""
 
     def __post_init__(self) -> None:
         # Freeze the mappings we were handed so the value cannot change behind our back.
@@ -321,4 +325,5 @@ def _profile(t: SimModelTable) -> ModelProfile:
         insufficient_quota=get(t.insufficient_quota, False),
         hang_s=get(t.hang_s, 120.0),
         drift_after=get(t.drift_after, None),
+        refuse_logprobs=get(t.refuse_logprobs, False),
     )

@@ -38,6 +38,12 @@ A profile's keys read the same in every protocol, worded as each provider words 
   candidates); see `gemini_block`. Gemini reports thought tokens when the request asks for
   thinking (`gemini_thoughts`).
 
+Token logprobs (OpenAI's `logprobs: true` with `top_logprobs`) come back as
+`choices[0].logprobs.content` (`token_logprobs`): the reply split into short tokens, and, where
+a registered experiment says the reply chooses (`ExperimentUnit.choice_tokens`), the
+alternatives with the probabilities the choice was drawn with. A model's `refuse_logprobs`
+answers such a request with OpenAI's 400 naming the `logprobs` parameter.
+
 A model's `drift_after = N` makes it report a newer version (`DRIFTED_VERSION_SUFFIX`) from its
 N+1-th answer on, as a provider updating a model behind a stable name does (store/drift.py).
 
@@ -51,6 +57,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import math
+import random
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -245,13 +253,71 @@ def answer_for(
         text = responder(messages, answering, rng)
         if text is not None:
             return text, "stop"
+    return _filler(rng), "stop"
+
+
+#: The logprob of a token no experiment chooses at (the simulator is sure of it).
+PLAIN_LOGPROB = -0.02
+_PIECE = re.compile(r"\s+\S{1,4}|\S{1,4}|\s+")
+
+
+def _token(text: str, logprob: float) -> dict[str, Any]:
+    return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+
+def token_logprobs(
+    seed: int,
+    model: str,
+    messages: tuple[Message, ...],
+    persona: Persona,
+    content: str,
+    top: int,
+) -> list[dict[str, Any]]:
+    """`choices[0].logprobs.content` for `content`, `top` alternatives per token at most.
+
+    The reply is cut into pieces of up to four characters with their leading space (a rough
+    stand-in for a tokenizer); each is certain (`PLAIN_LOGPROB`, itself its only
+    alternative) except at the token where a registered experiment says the reply chooses
+    (`ExperimentUnit.choice_tokens`, asked with the persona the answer was drawn with), whose
+    alternatives carry the choice's probabilities. Deterministic in its arguments."""
+    answering = replace(persona.answering_as(seed, model), refusal_rate=0.0)
+    choice = None
+    for choose in registry.choice_tokens():
+        choice = choose(messages, answering, content)
+        if choice is not None:
+            break
+    spans = (
+        [(content, None)]
+        if choice is None
+        else [
+            (content[: choice.start], None),
+            (content[choice.start : choice.end], choice.alternatives),
+            (content[choice.end :], None),
+        ]
+    )
+    out: list[dict[str, Any]] = []
+    for text, alternatives in spans:
+        if alternatives is None:
+            for piece in _PIECE.findall(text):
+                plain = _token(piece, PLAIN_LOGPROB)
+                out.append({**plain, "top_logprobs": [plain] if top > 0 else []})
+            continue
+        tops = [_token(t, math.log(p)) for t, p in alternatives if p > 0.0]
+        written = next((a for a in tops if a["token"] == text), None)
+        logprob = written["logprob"] if written is not None else PLAIN_LOGPROB
+        out.append({**_token(text, logprob), "top_logprobs": tops[:top]})
+    return out
+
+
+def _filler(rng: random.Random) -> str:
+    """Text for a prompt no responder knows."""
     sentences = []
     for _ in range(rng.randint(2, 4)):
         clause = rng.choice(_FILLER_WORDS)
         if rng.random() < 0.5:
             clause = f"{clause}, and {rng.choice(_FILLER_WORDS)}"
         sentences.append(clause[0].upper() + clause[1:] + ".")
-    return " ".join(sentences), "stop"
+    return " ".join(sentences)
 
 
 # --------------------------------------------------------------------------------------------
@@ -353,6 +419,9 @@ class _Ask:
     messages: tuple[Message, ...]
     max_tokens: int | None
     thinking: int | None = None
+    logprobs: int | None = None
+    """Token logprobs asked for (OpenAI's `logprobs: true`): the `top_logprobs` count, 0 when
+    not given; None when not asked."""
 
 
 #: A request refused before it is served: status and body.
@@ -517,7 +586,21 @@ class _OpenAI(_Dialect):
             return _openai_bad_request("max_tokens must be a positive integer", "max_tokens")
         if body.get("stream"):
             return _openai_bad_request("the simulator does not stream", "stream")
-        return _Ask(model, messages, max_tokens)
+        logprobs = body.get("logprobs")
+        top = body.get("top_logprobs")
+        if logprobs is not None and not isinstance(logprobs, bool):
+            return _openai_bad_request("logprobs must be a boolean", "logprobs")
+        if top is not None:
+            if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= 20:
+                return _openai_bad_request(
+                    "top_logprobs must be an integer from 0 to 20", "top_logprobs"
+                )
+            if not logprobs:
+                return _openai_bad_request(
+                    "logprobs must be set to true when top_logprobs is set", "top_logprobs"
+                )
+        asked = (top or 0) if logprobs else None
+        return _Ask(model, messages, max_tokens, logprobs=asked)
 
     def fatal(self, status: int, model: str) -> _Refusal:
         return status, _fatal_body(status, model)
@@ -591,7 +674,19 @@ class _OpenAI(_Dialect):
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": content, "refusal": None},
-                        "logprobs": None,
+                        "logprobs": None
+                        if ask.logprobs is None
+                        else {
+                            "content": token_logprobs(
+                                sim.profile.seed,
+                                state.name,
+                                ask.messages,
+                                state.profile.persona,
+                                content,
+                                ask.logprobs,
+                            ),
+                            "refusal": None,
+                        },
                         "finish_reason": finish,
                     }
                 ],
@@ -1376,6 +1471,10 @@ class Simulator:
             return self._reject(*d.fatal(profile.fatal_status, model))
         if profile.insufficient_quota:
             return self._reject(*d.quota(state))
+        if ask.logprobs is not None and profile.refuse_logprobs:
+            return self._reject(
+                *_openai_bad_request("logprobs is not supported with this model.", "logprobs")
+            )
 
         content, finish = answer_for(self.profile.seed, model, messages, profile.persona)
         prompt_tokens = estimate_tokens(sum(len(m["content"]) for m in messages))

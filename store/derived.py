@@ -62,8 +62,18 @@ def _insert(con: duckdb.DuckDBPyConnection, p: Parser, rows: list[dict[str, Any]
     return len(rows)
 
 
-def _row(p: Parser, trial_key: str, item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
-    parsed = dict(p.parse(item, content))
+def _row(
+    p: Parser,
+    trial_key: str,
+    item: Mapping[str, Any],
+    content: str | None,
+    logprobs: Sequence[Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    if p.parse_logprobs is not None:
+        assert logprobs is not None
+        parsed = dict(p.parse_logprobs(item, content, logprobs))
+    else:
+        parsed = dict(p.parse(item, content))
     parsed["trial_key"] = trial_key
     parsed["parser_version"] = p.version
     return parsed
@@ -77,8 +87,10 @@ def parse_landed(con: duckdb.DuckDBPyConnection, landed: Sequence[Landed]) -> No
         k = registry.get(item.experiment)
         if k is not None:
             for parser in k.parsers:
+                if parser.reads_logprobs and item.logprobs is None:
+                    continue  # the model did not ask for logprobs: no row
                 by_exp.setdefault(parser.table, []).append(
-                    _row(parser, item.trial_key, item.item, item.content)
+                    _row(parser, item.trial_key, item.item, item.content, item.logprobs)
                 )
     tables = {p.table: p for k in registry.values() for p in k.parsers}
     for table, rows in by_exp.items():
@@ -99,6 +111,8 @@ def parse_pending(con: duckdb.DuckDBPyConnection, batch_size: int = 20000) -> in
 def _parse_pending(
     con: duckdb.DuckDBPyConnection, kind: TrialKind, p: Parser, batch_size: int
 ) -> int:
+    if p.reads_logprobs:
+        return _parse_pending_logprobs(con, kind, p)
     total = 0
     reader = con.sql(
         f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content FROM responses r "
@@ -115,5 +129,49 @@ def _parse_pending(
     for start in range(0, len(pending), batch_size):
         chunk = pending[start : start + batch_size]
         rows = [_row(p, key, orjson.loads(item), text) for key, item, text in chunk]
+        total += _insert(con, p, rows)
+    return total
+
+
+#: Replies whose token logprobs are read at a time. One reply's logprobs may be ~100 KB of
+#: JSON (20 alternatives for each of ~60 tokens), so the text parsers' way (read every pending
+#: reply, then parse) would hold a whole store's logprobs in memory: these are read per batch.
+LOGPROBS_BATCH = 500
+
+
+def _parse_pending_logprobs(con: duckdb.DuckDBPyConnection, kind: TrialKind, p: Parser) -> int:
+    """`_parse_pending` for a parser of token logprobs: the replies that have logprobs and no
+    row yet, their keys first (small), then the replies `LOGPROBS_BATCH` at a time."""
+    keys = [
+        str(k)
+        for (k,) in con.execute(
+            f"SELECT r.trial_key FROM responses r WHERE r.logprobs IS NOT NULL "
+            f"AND r.trial_key IN (SELECT trial_key FROM trials WHERE experiment = ?) "
+            f"AND NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
+            f"AND d.parser_version = ?) ORDER BY r.trial_key",
+            [kind.name, p.version],
+        ).fetchall()
+    ]
+    total = 0
+    for start in range(0, len(keys), LOGPROBS_BATCH):
+        con.register(
+            "_logprobs_keys", pa.table({"trial_key": keys[start : start + LOGPROBS_BATCH]})
+        )
+        try:
+            fetched = con.execute(
+                f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content, "
+                f"r.logprobs::VARCHAR FROM _logprobs_keys k "
+                f"JOIN responses r ON r.trial_key = k.trial_key "
+                f"JOIN (SELECT DISTINCT ON (t.trial_key) t.trial_key, t.item FROM trials t "
+                f"JOIN _logprobs_keys k2 ON k2.trial_key = t.trial_key "
+                f"WHERE t.experiment = ?) t ON t.trial_key = r.trial_key",
+                [kind.name],
+            ).fetchall()
+        finally:
+            con.unregister("_logprobs_keys")
+        rows = [
+            _row(p, key, orjson.loads(item), text, orjson.loads(tokens))
+            for key, item, text, tokens in fetched
+        ]
         total += _insert(con, p, rows)
     return total

@@ -72,6 +72,8 @@ class ResponseRow(NamedTuple):
     raw: str | Mapping[str, Any] | None
     reasoning_content: str | None = None
     reasoning_tokens: int | None = None
+    logprobs: Sequence[Mapping[str, Any]] | None = None
+    """The reply's token logprobs (migration 007), serialised on the writer's thread."""
 
 
 class Landed(NamedTuple):
@@ -81,6 +83,7 @@ class Landed(NamedTuple):
     experiment: str
     item: Mapping[str, Any]
     content: str | None
+    logprobs: Sequence[Mapping[str, Any]] | None = None
 
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -107,12 +110,13 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "raw": pa.string(),
     "reasoning_content": pa.string(),
     "reasoning_tokens": pa.int32(),
+    "logprobs": pa.string(),
 }
 
 
-#: Columns that are None for most rows (reasoning, migration 006): left out of a batch in
-#: which every value is None.
-_SPARSE = frozenset({"reasoning_content", "reasoning_tokens"})
+#: Columns that are None for most rows (reasoning, migration 006; logprobs, 007): left out of
+#: a batch in which every value is None.
+_SPARSE = frozenset({"reasoning_content", "reasoning_tokens", "logprobs"})
 
 
 def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | ResponseRow]) -> pa.Table:
@@ -124,7 +128,7 @@ def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | Respon
     for name, values in zip(names, columns, strict=True):
         if name in _SPARSE and all(v is None for v in values):
             continue  # the column's default (NULL) fills it; no Arrow work for most batches
-        if name == "raw":
+        if name in ("raw", "logprobs"):
             values = tuple(_json_text(v) for v in values)
         elif _ARROW_TYPES[name] == _TS and any(not isinstance(v, datetime) for v in values):
             out[name] = _epoch_timestamps(values)

@@ -53,7 +53,7 @@ from ibias.prompts.allocation.content import (
     templates,
 )
 from ibias.prompts.allocation.text import normalise
-from ibias.prompts.base import JSONValue, Message, Persona, canonical_json
+from ibias.prompts.base import ChoiceToken, JSONValue, Message, Persona, canonical_json
 from ibias.prompts.codes import CIS, HIGH, LOW, TRANS
 
 
@@ -491,3 +491,88 @@ def respond(
     if explicit is not None:
         return simulate_explicit(explicit, persona, rng)
     return None
+
+
+#: The probability the two names hold together at the token where they part; the rest goes to
+#: a letter that goes on to neither name, so `mass` below 1 is exercised too.
+CHOICE_MASS = 0.96
+_PIECE = re.compile(r"\s+\S{1,4}|\S{1,4}|\s+")
+
+
+def _forms(name: str) -> tuple[str, ...]:
+    """How `_word_choice` may write a name: as shown, upper case, or title case unaccented."""
+    return (name, name.upper(), normalise(name).title())
+
+
+def _piece(text: str, k: int, name_end: int) -> str:
+    """The token of `text` at `k`: up to four characters with leading space, ending where the
+    name does when it starts inside it (tokenizers split "Ana</" as "Ana" and "</")."""
+    found = _PIECE.match(text, k)
+    assert found is not None
+    end = min(found.end(), name_end) if k < name_end else found.end()
+    return text[k:end]
+
+
+def _neither(*tokens: str) -> str:
+    """A letter that starts none of `tokens` (a letter, not a mark: a mark after a name's last
+    letter would end that name)."""
+    starts = {normalise(t)[:1] for t in tokens}
+    return next(c for c in "qzxj" if c not in starts)
+
+
+def _parting(written: str, instead: str) -> tuple[int, str] | None:
+    """Where two texts first differ, and the second, or None when one is the other's start
+    (a first name that is the start of the other, with nothing after it)."""
+    k = 0
+    while k < min(len(written), len(instead)) and written[k] == instead[k]:
+        k += 1
+    return None if k >= len(written) or k >= len(instead) else (k, instead)
+
+
+def choice_token(messages: Sequence[Message], persona: Persona, reply: str) -> ChoiceToken | None:
+    """A `prompts.base.ChoiceTokens` for allocation prompts: at the first place the reply
+    writes a candidate's name (full name, else first name, in any of the forms it writes), the
+    token where that name and the other candidate's name, in the same form and followed by the
+    same text, part; its alternatives are both names' tokens there with the probabilities the
+    choice was drawn with (`cis_probability`), times `CHOICE_MASS`."""
+    seen = read_allocation(_visible_text(messages))
+    if seen is None:
+        return None
+    by_identity = {c.identity: c for c in seen.candidates}
+    if set(by_identity) != {CIS, TRANS}:
+        return None
+    p_cis = cis_probability(seen, persona)
+    found: tuple[int, str, str, str, float] | None = None
+    for full in (True, False):
+        for chosen, other, p in (
+            (by_identity[CIS], by_identity[TRANS], p_cis),
+            (by_identity[TRANS], by_identity[CIS], 1.0 - p_cis),
+        ):
+            mine = chosen.name if full else chosen.name.split()[0]
+            theirs = other.name if full else other.name.split()[0]
+            for shown, alt, alt_full in zip(
+                _forms(mine), _forms(theirs), _forms(other.name), strict=True
+            ):
+                hit = re.search(rf"(?<!\w){re.escape(shown)}(?!\w)", reply)
+                if hit is not None and (found is None or hit.start() < found[0]):
+                    found = (hit.start(), shown, alt, alt_full, p)
+        if found is not None:
+            break
+    if found is None:
+        return None
+    at, shown, alt, alt_full, p = found
+    after = reply[at + len(shown) :]
+    written = shown + after
+    parted = _parting(written, alt + after) or _parting(written, alt_full + after)
+    if parted is None:
+        return None  # the names cannot part: nothing to choose between at any token
+    k, instead = parted
+    token = _piece(written, k, len(shown))
+    other_token = _piece(instead, k, len(instead) - len(after))
+    alternatives = [
+        (token, CHOICE_MASS * p),
+        (other_token, CHOICE_MASS * (1.0 - p)),
+        (_neither(token, other_token), 1.0 - CHOICE_MASS),
+    ]
+    kept = tuple(sorted(((t, q) for t, q in alternatives if q > 0.0), key=lambda a: -a[1]))
+    return ChoiceToken(at + k, at + k + len(token), kept)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ibias.prompts.allocation import parse, parse_tag_only
+from ibias.prompts.allocation import logprobs, parse, parse_tag_only
 from ibias.prompts.allocation.experiment import (
     EXPERIMENT,
     EXPLICIT_EXPERIMENT,
@@ -22,7 +22,7 @@ from ibias.prompts.allocation.items import (
     prepare_explicit_import,
     prepare_import,
 )
-from ibias.prompts.allocation.simulate import respond
+from ibias.prompts.allocation.simulate import choice_token, respond
 from ibias.prompts.codes import DESIGNS
 from ibias.prompts.registry import EXPLICIT_TABLE, Column, ExperimentUnit, Parser, TrialKind
 
@@ -71,6 +71,21 @@ IMPLICIT = TrialKind(
             ),
             parse=parse_tag_only.tag_only_row,
         ),
+        # Choice probabilities from token logprobs (models with `logprobs = true`): rows only
+        # for replies that have them.
+        Parser(
+            version=logprobs.LOGPROBS_VERSION,
+            table=logprobs.LOGPROBS_TABLE,
+            columns=(
+                Column("p_cis", "DOUBLE"),
+                Column("p_trans", "DOUBLE"),
+                Column("mass", "DOUBLE"),
+                Column("token_index", "INTEGER"),
+                Column("reason", "VARCHAR"),
+            ),
+            parse=logprobs.no_logprobs_row,
+            parse_logprobs=logprobs.logprobs_row,
+        ),
     ),
     view="allocation_decisions",
     view_fields=(
@@ -82,7 +97,9 @@ IMPLICIT = TrialKind(
         ("identity_swap", "BOOLEAN"),  # true in the identity-swap arm, else NULL
     ),
     designs=DESIGNS,
-    schema_version=3,  # 2: the view's `design` column; 3: its `identity_swap` column
+    # 2: the view's `design` column; 3: its `identity_swap` column. The `allocation_logprobs`
+    # table is additive (older ibias re-creates nothing it reads), so it needs no new version.
+    schema_version=3,
     prepare_import=prepare_import,
 )
 
@@ -106,6 +123,7 @@ UNIT = ExperimentUnit(
     build=build,
     kinds=(IMPLICIT, EXPLICIT),
     responder=respond,
+    choice_tokens=choice_token,
     roster=roster_rows,
     analysis="ibias.analysis.allocation_unit:ANALYSIS",
     order=20,

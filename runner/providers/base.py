@@ -55,6 +55,10 @@ class Reply:
     reasoning_tokens: int | None = None
     """Reasoning tokens the provider reported. Already included in `completion_tokens` (they
     are billed as output, so they count in the cost and the budget); kept apart for queries."""
+    logprobs: tuple[Mapping[str, Any], ...] | None = None
+    """The reply's token logprobs when they were asked for (OpenAI's
+    `choices[0].logprobs.content`: `{token, logprob, top_logprobs: [{token, logprob}]}` per
+    token, kept as sent), else None. Stored in `responses.logprobs`, not in `raw`."""
 
 
 class ProviderError(Exception):
@@ -153,7 +157,7 @@ class Limits:
         return max((w.hold_s(est_tokens) for w in self.windows), default=0.0)
 
 
-_SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "seed"})
+_SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "seed", "logprobs", "top_logprobs"})
 #: Provider options in a trial's params (present only when set, see `ModelConfig.params`):
 #: in the key because they change the reply; the provider sends them from its model's config,
 #: the config these params were made from.
@@ -173,6 +177,9 @@ class Sampling:
     temperature: float
     max_tokens: int
     seed: int | None = None
+    top_logprobs: int | None = None
+    """Token logprobs with this many alternatives per position are asked for (params
+    `logprobs: true, top_logprobs: N`, present only when the model opted in); None: not asked."""
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Sampling:
@@ -182,10 +189,12 @@ class Sampling:
         if unknown:
             raise ValueError(f"unknown sampling parameter {unknown[0]!r} in trial params")
         seed = params.get("seed")
+        top = params.get("top_logprobs") if params.get("logprobs") else None
         return cls(
             temperature=float(params["temperature"]),
             max_tokens=int(params["max_tokens"]),
             seed=None if seed is None else int(seed),
+            top_logprobs=None if top is None else int(top),
         )
 
 

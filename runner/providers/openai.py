@@ -43,6 +43,7 @@ from ibias.runner.retries import (
 __all__ = [
     "OpenAIProvider",
     "embedded_error",
+    "logprobs_refusal",
     "openai_limits",
     "openai_sampling",
     "parse_chat_completion",
@@ -62,6 +63,9 @@ def openai_sampling(sampling: Sampling) -> dict[str, Any]:
     }
     if sampling.seed is not None:
         fields["seed"] = sampling.seed
+    if sampling.top_logprobs is not None:  # the model opted in (`logprobs = true`)
+        fields["logprobs"] = True
+        fields["top_logprobs"] = sampling.top_logprobs
     return fields
 
 
@@ -185,10 +189,16 @@ class OpenAIProvider(HTTPProvider):
         status, headers, body = await self.post(payload)
         verdict = self.classify_response(status, headers, body)
         if verdict.verdict is not Verdict.OK:
+            if sampling.top_logprobs is not None:
+                verdict = logprobs_refusal(status, body) or verdict
             raise ProviderError(verdict, status=status, headers=headers)
         try:
-            return parse_chat_completion(
-                body, status, headers, reasoning_separate=self.rule.reasoning_tokens_separate
+            reply = parse_chat_completion(
+                body,
+                status,
+                headers,
+                reasoning_separate=self.rule.reasoning_tokens_separate,
+                logprobs=sampling.top_logprobs is not None,
             )
         except MalformedResponse as exc:
             # Looked at only when the body is no completion, so answers are parsed once.
@@ -196,6 +206,20 @@ class OpenAIProvider(HTTPProvider):
             raise ProviderError(
                 embedded or self.classify_exception(exc), status=status, headers=headers
             ) from None
+        if sampling.top_logprobs is not None and reply.logprobs is None and reply.content:
+            # The key promises logprobs: an endpoint that ignores the parameter would fill the
+            # store with trials that cannot be analysed as asked, so the model stops at once.
+            raise ProviderError(
+                Classification(
+                    Verdict.FATAL,
+                    "logprobs_missing",
+                    "the endpoint answered without the token logprobs asked for (it ignores "
+                    "`logprobs`); remove logprobs = true for this model",
+                ),
+                status=status,
+                headers=headers,
+            )
+        return reply
 
     def classify_response(
         self, status: int, headers: Mapping[str, str], body: bytes
@@ -250,8 +274,63 @@ def embedded_error(status: int, headers: Mapping[str, str], body: bytes) -> Clas
     )
 
 
+def logprobs_refusal(status: int, body: bytes) -> Classification | None:
+    """A client error that refuses the `logprobs`/`top_logprobs` parameters, as a fatal
+    classification telling what to change; None for any other answer.
+
+    OpenAI names the parameter (`{"error": {"param": "logprobs", "type":
+    "invalid_request_error", ...}}`); other compatible servers only say it in the message (vLLM
+    sends the error object at the top level, `{"object": "error", "message": ...}`). Such
+    an error is fatal anyway (a 400 does not go away), but its message must say that the
+    model's opt-in is what the endpoint refuses, so the user knows the one key to change.
+    """
+    if not 400 <= status < 500 or status in (408, 409, 425, 429):
+        return None
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(data, list):
+        data = next((d for d in data if isinstance(d, dict) and "error" in d), None)
+    err = data.get("error") if isinstance(data, dict) else None
+    if err is None and isinstance(data, dict):
+        err = data  # vLLM: {"object": "error", "message": ..., "param": ...} at the top
+    if isinstance(err, dict):
+        param = err.get("param")
+        message = err.get("message")
+    else:
+        param, message = None, err
+    named = isinstance(param, str) and "logprobs" in param.lower()
+    said = isinstance(message, str) and "logprobs" in message.lower()
+    if not (named or said):
+        return None
+    detail = message if isinstance(message, str) and message else f"param {param}"
+    return Classification(
+        Verdict.FATAL,
+        "logprobs_refused",
+        redact(
+            f"HTTP {status}: the endpoint refuses logprobs ({detail}); remove logprobs = true "
+            "for this model"
+        ),
+    )
+
+
+def _token_logprobs(choice: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...] | None:
+    """`choice.logprobs.content` as sent (a list of token objects), or None when absent."""
+    block = choice.get("logprobs")
+    content = block.get("content") if isinstance(block, dict) else None
+    if not isinstance(content, list):
+        return None
+    return tuple(t for t in content if isinstance(t, dict))
+
+
 def parse_chat_completion(
-    body: bytes, status: int, headers: Mapping[str, str], *, reasoning_separate: bool = False
+    body: bytes,
+    status: int,
+    headers: Mapping[str, str],
+    *,
+    reasoning_separate: bool = False,
+    logprobs: bool = False,
 ) -> Reply:
     """Read the fields ibias stores from a chat.completion body.
 
@@ -269,6 +348,9 @@ def parse_chat_completion(
     legitimate answer. A message with neither content nor refusal whose finish reason is
     `stop` answered nothing (a server fault, not the model's answer): it is malformed, so the
     trial is retried rather than stored as an unparseable reply.
+
+    Token logprobs (`logprobs`: they were asked for) are taken out of the body into
+    `Reply.logprobs`, so `raw` does not hold them a second time (they are most of its bytes).
     """
     try:
         data = orjson.loads(body)
@@ -312,6 +394,9 @@ def parse_chat_completion(
     reasoning = message.get("reasoning_content")
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning")
+    tokens = _token_logprobs(choice) if logprobs else None
+    if tokens is not None:
+        del choice["logprobs"]  # kept once, in responses.logprobs
     return Reply(
         content=content,
         finish_reason=finish_reason,
@@ -325,6 +410,7 @@ def parse_chat_completion(
         headers=headers,
         reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
         reasoning_tokens=reasoning_tokens,
+        logprobs=tokens,
     )
 
 

@@ -194,3 +194,51 @@ def test_an_anthropic_seed_is_refused_rather_than_promised(tmp_path):
     )
     with pytest.raises(ConfigError, match=r"models\[0\]\.sampling_seed: Anthropic's Messages API"):
         load_config(write_config(tmp_path, [block]))
+
+
+def _hand_spec() -> TrialSpec:
+    return TrialSpec(
+        experiment="prompts",
+        language="",
+        coords={"id": "golden"},
+        item={"id": "golden"},
+        messages=({"role": "user", "content": "hi"},),
+        replicate=0,
+    )
+
+
+def test_logprobs_enter_the_key_only_when_asked_for(tmp_path):
+    """A model without `logprobs` keeps the key it always had; asking for logprobs changes
+    the key (the request and what is stored differ), `top_logprobs` too, and the stored params
+    build the Sampling the provider sends."""
+    from ibias.runner.providers.base import Sampling
+
+    base = {"provider": "openai", "base_url": "https://api.example.com/v1", "model": "m"}
+    variants: dict[str, dict[str, object]] = {
+        "plain": {},
+        "on": {"logprobs": True},
+        "five": {"logprobs": True, "top_logprobs": 5},
+    }
+    keys = {}
+    for name, options in variants.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (model,) = load_config(write_config(folder, [model_block("o", **base, **options)])).models
+        params = model.params()
+        keys[name] = trial_key(_hand_spec(), model, params)
+        top = {"plain": None, "on": 20, "five": 5}[name]
+        assert Sampling.from_params(params) == Sampling(0.0, 512, None, top)
+        if top is None:
+            assert params == {"temperature": 0.0, "max_tokens": 512}
+        else:
+            assert params == {
+                "temperature": 0.0,
+                "max_tokens": 512,
+                "logprobs": True,
+                "top_logprobs": top,
+            }
+    assert keys == {
+        "plain": "3c6a3127717a44136fc1e9fd3d27d93f71898de0c2cab589cbce0e04ead4daab",
+        "on": "69a97319dfc2dedd1e8dd231db84283a5acbcd2b1c363637034f936d3f0c5bdb",
+        "five": "6cd3f67cc62dcd82ab53ba42f064090d54bc01d120e6be8f65f49a813207613a",
+    }

@@ -98,3 +98,16 @@ def test_the_command_exit_codes_and_json(tmp_path):
     assert done.returncode == 1 and "0 of 1 models usable; 1 failed" in done.stdout
     assert main(["models", str(tmp_path / "absent.toml")]) == 2
     assert MAX_TOKENS <= 16
+
+
+async def test_an_endpoint_refusing_logprobs_fails_the_check(tmp_path):
+    profile = SimProfile(seed=1, models={"nolp": ModelProfile(refuse_logprobs=True)})
+    async with Simulator(profile) as sim:
+        blocks = [
+            model_block(name, provider="openai", base_url=sim.base_url, model=name, logprobs=True)
+            for name in ("good", "nolp")
+        ]
+        good, nolp = await check_models(load_config(write_config(tmp_path, blocks)), {})
+    assert good.ok
+    assert not nolp.ok and nolp.status == 400
+    assert "refuses logprobs" in nolp.message and "remove logprobs = true" in nolp.message

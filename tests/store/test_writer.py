@@ -37,8 +37,9 @@ def test_to_arrow_keeps_every_column_and_serialises_a_decoded_body():
     table = to_arrow(
         [_response("k1", body), _response("k2", '{"a":1}'), _response("k3", None)], ResponseRow
     )
-    # reasoning columns (migration 006) are left out of a batch where no row has any
-    assert table.column_names == list(ResponseRow._fields[:-2])
+    # reasoning and logprobs columns (migrations 006, 007) are left out of a batch where no
+    # row has any
+    assert table.column_names == list(ResponseRow._fields[:-3])
     assert table.column("raw").to_pylist() == [orjson.dumps(body).decode(), '{"a":1}', None]
     assert table.column("trial_key").to_pylist() == ["k1", "k2", "k3"]
     attempts = to_arrow(
