@@ -2,7 +2,8 @@
 
 Each measurement starts one `ibias simulate` process and points both sides of a ratio at it,
 so the comparison shares the simulator's cost. Run with `python -m bench.bench_runner [name]`
-(names: throughput, latency, latency-ideal, resume, plan, saturation, memory; default all).
+(names: throughput, latency, latency-ideal, resume, plan, saturation, memory, cpu-split;
+default all but cpu-split, which is a profile rather than a goal).
 Ratios are measured in one run: each side of a ratio against the same simulator process, and
 the throughput and latency ratios as interleaved pairs (median and range).
 """
@@ -394,6 +395,69 @@ def saturation(limit: int = 3000, seconds: int = 120) -> dict[str, float]:
     }
 
 
+def cpu_split(n: int = 20_000, concurrency: int = 64, runs: int = 3) -> dict[str, object]:
+    """Where ibias's CPU goes, in process (no interpreter start-up), `runs` runs of `n`
+    requests at zero latency against one simulator with the real OpenAI provider: the phases'
+    wall time (RunResult.timings), CPU of the whole process, of the event loop's thread
+    (`time.thread_time` on it) and of the writer's flushes (`thread_time` around each
+    `Writer._write`, Arrow conversion and DuckDB's inserts as called from Python; DuckDB's
+    own worker threads are the rest). Per request, median of the runs; a profile to read
+    beside `throughput`, not a goal."""
+    from ibias.store import writer as writer_module
+
+    spent = {"write": 0.0, "to_arrow": 0.0}
+    write, to_arrow = writer_module.Writer._write, writer_module.to_arrow
+
+    def timed_write(self: object, *args: object) -> None:
+        t0 = time.thread_time()
+        try:
+            write(self, *args)  # type: ignore[arg-type]
+        finally:
+            spent["write"] += time.thread_time() - t0
+
+    def timed_arrow(*args: object) -> object:
+        t0 = time.thread_time()
+        try:
+            return to_arrow(*args)  # type: ignore[arg-type]
+        finally:
+            spent["to_arrow"] += time.thread_time() - t0
+
+    load_before = _load()
+    proc, url = start_simulator(cwd=ROOT)
+    rows: list[dict[str, float]] = []
+    writer_module.Writer._write = timed_write  # type: ignore[method-assign]
+    writer_module.to_arrow = timed_arrow  # type: ignore[assignment]
+    try:
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as tmp:
+                cfg = write_config(Path(tmp), url, n, concurrency=concurrency)
+                spent.update(write=0.0, to_arrow=0.0)
+                cpu0, main0, sim0 = time.process_time(), time.thread_time(), _cpu_s(proc.pid)
+                result = _execute(cfg, instant=False)
+                us = 1e6 / n
+                rows.append(
+                    {
+                        **{f"{k}_s": v for k, v in result.timings.items() if k != "planned"},
+                        "process_cpu_us": (time.process_time() - cpu0) * us,
+                        "event_loop_thread_cpu_us": (time.thread_time() - main0) * us,
+                        "writer_flush_cpu_us": spent["write"] * us,
+                        "of_which_to_arrow_us": spent["to_arrow"] * us,
+                        "simulator_cpu_us": (_cpu_s(proc.pid) - sim0) * us,
+                    }
+                )
+    finally:
+        writer_module.Writer._write = write  # type: ignore[method-assign]
+        writer_module.to_arrow = to_arrow
+        stop(proc)
+    return {
+        "requests": n,
+        "concurrency": concurrency,
+        "runs": runs,
+        "load": f"{load_before} before, {_load()} after",
+        **{k: _median_range([r[k] for r in rows]) for k in rows[0]},
+    }
+
+
 def _rss_peak_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -460,7 +524,10 @@ BENCHES = {
     "plan": plan,
     "saturation": saturation,
     "memory": memory,
+    "cpu-split": cpu_split,
 }
+#: Profiles, run only when named.
+PROFILES = frozenset({"cpu-split"})
 
 
 def _rounded(value: object) -> object:
@@ -479,7 +546,7 @@ def main(names: list[str]) -> None:
         url, n, concurrency = names[1], int(names[2]), int(names[3])
         print(json.dumps({"loop_s": asyncio.run(bare_loop(url, n, concurrency))}), flush=True)
         return
-    for name in names or list(BENCHES):
+    for name in names or [b for b in BENCHES if b not in PROFILES]:
         result = BENCHES[name]()
         print(json.dumps({"bench": name, **_rounded(result)}, indent=1), flush=True)  # type: ignore[dict-item]
 

@@ -63,8 +63,7 @@ from ibias.store.plans import (
     find_plan,
     has_trials,
     insert_planned,
-    plan_totals,
-    plan_usage,
+    plan_progress,
     record_plan,
     remaining,
 )
@@ -393,14 +392,13 @@ async def _execute_locked(
             )
         clock.lap("plan")
         stats = {m.id: ModelStats(model_id=m.id) for m in config.models}
-        totals = await anyio.to_thread.run_sync(
-            plan_totals, con, plan, [m.id for m in config.models]
+        totals, usage = await anyio.to_thread.run_sync(
+            plan_progress, con, plan, [m.id for m in config.models]
         )
         for model_id, (total, done) in totals.items():
             if model_id in stats:
                 stats[model_id].total, stats[model_id].done_before = total, done
         if any(done for _, done in totals.values()):  # a resumed run: carry the usage too
-            usage = await anyio.to_thread.run_sync(plan_usage, con, plan)
             for model_id, used in usage.items():
                 if model_id in stats:
                     before = stats[model_id]

@@ -164,27 +164,6 @@ def insert_planned(
         con.unregister("_planned")
 
 
-@dataclass(frozen=True)
-class Cell:
-    experiment: str
-    model_id: str
-    language: str
-    trials: int
-    done: int
-
-
-def plan_cells(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> list[Cell]:
-    """Trials and trials with a response per experiment x model x language of the plan."""
-    where, params = plan.membership()
-    rows = con.execute(
-        "SELECT t.experiment, t.model_id, t.language, count(*), count(*) FILTER "
-        f"(WHERE t.trial_key IN (SELECT trial_key FROM responses)) FROM trials t WHERE {where} "
-        "GROUP BY ALL ORDER BY ALL",
-        params,
-    ).fetchall()
-    return [Cell(*row) for row in rows]
-
-
 def remaining_prompt_chars(
     con: duckdb.DuckDBPyConnection, plan: StoredPlan
 ) -> dict[str, tuple[int, int]]:
@@ -299,17 +278,6 @@ def remaining(
             yield out
 
 
-def plan_totals(
-    con: duckdb.DuckDBPyConnection, plan: StoredPlan, model_ids: Sequence[str]
-) -> dict[str, tuple[int, int]]:
-    """Per model: the plan's trials, and how many of them have a response."""
-    out = {m: (0, 0) for m in model_ids}
-    for cell in plan_cells(con, plan):
-        total, done = out.get(cell.model_id, (0, 0))
-        out[cell.model_id] = (total + cell.trials, done + cell.done)
-    return out
-
-
 class Usage(NamedTuple):
     """Tokens and cost of the responses stored for one model's trials of a plan."""
 
@@ -318,15 +286,35 @@ class Usage(NamedTuple):
     cost_usd: float
 
 
-def plan_usage(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> dict[str, Usage]:
-    """Per model: what the plan's stored responses used, so a resumed run's tokens and cost
-    start where the last run left them (as done/total does)."""
+def plan_progress(
+    con: duckdb.DuckDBPyConnection, plan: StoredPlan, model_ids: Sequence[str]
+) -> tuple[dict[str, tuple[int, int]], dict[str, Usage]]:
+    """Per model: the plan's trials and how many have a response; and what those responses
+    used (tokens, cost, per the model that answered), so a resumed run's counts, tokens and
+    cost start where the last run left them.
+
+    One query, one pass over the plan's trials joined with their responses (a trial has at
+    most one: the writer inserts with an anti-join): a resume of a finished store is mostly
+    this count (bench/BENCHMARKS.md, issue 12), and two queries scanned both tables twice."""
     where, params = plan.membership()
     rows = con.execute(
-        "SELECT r.model_id, coalesce(sum(r.prompt_tokens), 0)::BIGINT, "
+        "SELECT t.model_id, r.model_id, count(*), count(r.trial_key), "
+        "coalesce(sum(r.prompt_tokens), 0)::BIGINT, "
         "coalesce(sum(r.completion_tokens), 0)::BIGINT, coalesce(sum(r.cost_usd), 0) "
-        f"FROM responses r WHERE r.trial_key IN (SELECT t.trial_key FROM trials t WHERE {where}) "
-        "GROUP BY 1",
+        "FROM trials t LEFT JOIN responses r ON r.trial_key = t.trial_key "
+        f"WHERE {where} GROUP BY ALL",
         params,
     ).fetchall()
-    return {m: Usage(int(p), int(c), float(cost)) for m, p, c, cost in rows}
+    totals = {m: (0, 0) for m in model_ids}
+    usage: dict[str, Usage] = {}
+    for model_id, answered_by, trials, done, prompt, completion, cost in rows:
+        total, had = totals.get(model_id, (0, 0))
+        totals[model_id] = (total + int(trials), had + int(done))
+        if answered_by is not None:
+            u = usage.get(answered_by, Usage(0, 0, 0.0))
+            usage[answered_by] = Usage(
+                u.prompt_tokens + int(prompt),
+                u.completion_tokens + int(completion),
+                u.cost_usd + float(cost),
+            )
+    return totals, usage

@@ -28,7 +28,7 @@ from ibias.runner.run import TRIAL_BATCH, RunOptions, RunResult, execute, prepar
 from ibias.runner.scheduler import estimate_tokens
 from ibias.runner.stop import Stop
 from ibias.store.db import open_store
-from ibias.store.plans import remaining
+from ibias.store.plans import find_plan, plan_progress, remaining
 from ibias.store.writer import ResponseRow, insert_responses
 from tests.helpers import model_block, write_config, write_prompts
 
@@ -510,3 +510,39 @@ def test_a_folder_the_config_names_is_an_input(tmp_path):
     after = plan_inputs(load_config(path))
     assert after["file:my_templates"] != before["file:my_templates"]
     assert plan_hash(after) != plan_hash(before)
+
+
+async def test_plan_progress_counts_the_plan_against_its_rows(tmp_path, monkeypatch):
+    """What a resumed run starts from (trials, done, tokens, cost per model), computed in one
+    query, against the same figures counted here from the stored rows: a response to a trial
+    outside the plan counts nowhere."""
+    run = Run(monkeypatch)
+    store = tmp_path / "store.duckdb"
+    config = _config(tmp_path, n=30, max_concurrency=1)
+    missing = frozenset(_prompt(i) for i in range(30) if i % 4 == 1)
+    await run(config, store, refuse=missing)
+    con = open_store(store)
+    try:
+        stray = ResponseRow(
+            "not-a-planned-key", "r", "m", "counting", "ok", None, "stop", 7, 3, 1.5, None,
+            0.0, {"x": 1},
+        )  # fmt: skip
+        con.execute("BEGIN TRANSACTION")
+        insert_responses(con, [stray])
+        con.execute("COMMIT")
+        plan = find_plan(con, plan_hash(plan_inputs(config, build_experiments(config))))
+        assert plan is not None and plan.complete
+        totals, usage = plan_progress(con, plan, ["m", "absent"])
+        keys = {k for (k,) in con.execute("SELECT trial_key FROM trials").fetchall()}
+        answered = con.execute(
+            "SELECT trial_key, model_id, prompt_tokens, completion_tokens, cost_usd FROM responses"
+        ).fetchall()
+    finally:
+        con.close()
+    mine = [r for r in answered if r[0] in keys]
+    assert len(keys) == 30 and len(mine) == 30 - len(missing)
+    assert totals == {"m": (30, len(mine)), "absent": (0, 0)}
+    assert set(usage) == {"m"}
+    assert usage["m"].prompt_tokens == sum(r[2] for r in mine)
+    assert usage["m"].completion_tokens == sum(r[3] for r in mine)
+    assert usage["m"].cost_usd == pytest.approx(sum(r[4] or 0.0 for r in mine))

@@ -266,6 +266,28 @@ def test_closing_the_server_ends_an_idle_session_at_once(source: Path, tmp_path:
     assert not server.path.exists()
 
 
+def test_closing_the_server_wakes_its_accept_loop_without_a_session(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`close` (the end of every run) does not wait for the accept loop's poll: with a poll
+    longer than the guard below, the loop still ends, and the wake-up is no session."""
+    monkeypatch.setattr(live, "ACCEPT_POLL_S", 600.0)
+    store = tmp_path / "store.duckdb"
+    shutil.copy(source, store)
+    with StoreLock(store):
+        con = open_store(store)
+        server = LiveServer.start(con, store)
+        assert server is not None
+        closer = threading.Thread(target=server.close, daemon=True)
+        closer.start()
+        closer.join(timeout=60)  # a hang guard, not a timing: a missed wake-up waits 600 s
+        con.close()
+    assert not closer.is_alive()
+    assert not server._thread.is_alive()
+    assert server._sessions == {}
+    assert not server.path.exists()
+
+
 # -- where the socket goes ---------------------------------------------------------------------
 
 
