@@ -50,7 +50,7 @@ def count_responses(store: Path) -> int:
     return n
 
 
-def test_sql_status_plan_and_analyze_answer_while_a_run_writes(tmp_path: Path) -> None:
+def test_sql_status_plan_show_and_analyze_answer_while_a_run_writes(tmp_path: Path) -> None:
     # 40 requests/s, flushed every second: far from done (50 s) when it is interrupted below,
     # once every command has answered mid-run.
     cfg = write_config(
@@ -78,6 +78,11 @@ def test_sql_status_plan_and_analyze_answer_while_a_run_writes(tmp_path: Path) -
         plan = ibias("plan", str(cfg), "--json")
         assert plan.returncode == 0, plan.stderr
         assert json.loads(plan.stdout)["total"] == TOTAL
+        counts.append(count_responses(store))
+        shown = ibias("show", "--store", str(store), "--random", "1", "--json")
+        assert shown.returncode == 0, shown.stderr
+        (trial,) = json.loads(shown.stdout)
+        assert trial["trial_key"] and trial["messages"]
         counts.append(count_responses(store))
         out = tmp_path / "out"
         analyzed = ibias("analyze", "--store", str(store), "--out", str(out), "--bootstrap", "50")
@@ -488,3 +493,17 @@ def test_status_while_a_process_holds_the_store_without_serving(
     assert report["running"] is True and report["holder"].startswith(f"pid {os.getpid()} ")
     assert "by" not in report
     assert status_report(store)["done"] == 4  # released: read from the file
+
+
+def test_show_is_served_live_and_its_where_stays_in_the_sandbox(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--store", str(served.store)]
+    assert main(["show", *store, "--experiment", "allocation", "--json"]) == 0
+    (trial,) = json.loads(capsys.readouterr().out)
+    assert trial["experiment"] == "allocation"
+    escape = "trial_key IN (SELECT content FROM read_text('/etc/hostname'))"
+    assert main(["show", *store, "--where", escape]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert "file system operations are disabled" in err  # the served database refuses it
