@@ -54,6 +54,7 @@ __all__ = [
     "classify_http",
     "describe_error",
     "error_body",
+    "json_object",
     "parse_duration",
     "quota_violations",
     "redact",
@@ -92,6 +93,18 @@ class Classification:
 class MalformedResponse(Exception):
     """A provider answered 2xx but the body could not be understood (bad JSON, missing fields,
     truncated stream). Raised by provider adapters; classified as a retryable ``malformed``."""
+
+
+def json_object(body: bytes, status: int, what: str) -> dict[str, Any]:
+    """A 2xx body as the JSON object every protocol answers with; ``MalformedResponse`` (named
+    after ``what``, e.g. "completion") when it is not JSON or not an object."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise MalformedResponse(f"HTTP {status} body is not JSON ({len(body)} bytes)") from None
+    if not isinstance(data, dict):
+        raise MalformedResponse(f"{what} body is not a JSON object")
+    return data
 
 
 # --------------------------------------------------------------------------- redaction

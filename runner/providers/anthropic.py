@@ -40,8 +40,6 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Self
 
-import orjson
-
 from ibias.prompts.base import Message
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
@@ -63,6 +61,7 @@ from ibias.runner.retries import (
     classify_http,
     describe_error,
     error_body,
+    json_object,
 )
 
 __all__ = [
@@ -197,12 +196,7 @@ def _seconds_until(value: str | None, now: float) -> float | None:
 
 def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:
     """Read the fields ibias stores from a Messages response body."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise MalformedResponse(f"HTTP {status} body is not JSON ({len(body)} bytes)") from None
-    if not isinstance(data, dict):
-        raise MalformedResponse("message body is not a JSON object")
+    data = json_object(body, status, "message")
     blocks = data.get("content")
     if not isinstance(blocks, list):
         raise MalformedResponse("message has no content list")

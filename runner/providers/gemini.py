@@ -42,8 +42,6 @@ from typing import Any, Self
 from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import orjson
-
 from ibias.prompts.base import Message, SettingsError
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
@@ -64,6 +62,7 @@ from ibias.runner.retries import (
     classify_http,
     describe_error,
     error_body,
+    json_object,
     quota_violations,
     redact,
 )
@@ -302,12 +301,7 @@ def limits_from_quotas(violations: Sequence[QuotaViolation]) -> Limits | None:
 
 def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:
     """Read the fields ibias stores from a generateContent response body."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise MalformedResponse(f"HTTP {status} body is not JSON ({len(body)} bytes)") from None
-    if not isinstance(data, dict):
-        raise MalformedResponse("generateContent body is not a JSON object")
+    data = json_object(body, status, "generateContent")
     usage = data.get("usageMetadata")
     prompt_tokens = completion_tokens = thoughts = None
     if isinstance(usage, dict):

@@ -36,6 +36,7 @@ from ibias.runner.retries import (
     Verdict,
     classify_exception,
     classify_http,
+    json_object,
     parse_duration,
     redact,
 )
@@ -352,12 +353,7 @@ def parse_chat_completion(
     Token logprobs (`logprobs`: they were asked for) are taken out of the body into
     `Reply.logprobs`, so `raw` does not hold them a second time (they are most of its bytes).
     """
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise MalformedResponse(f"HTTP {status} body is not JSON ({len(body)} bytes)") from None
-    if not isinstance(data, dict):
-        raise MalformedResponse("completion body is not a JSON object")
+    data = json_object(body, status, "completion")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise MalformedResponse("completion has no choices")
