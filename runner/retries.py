@@ -56,6 +56,7 @@ __all__ = [
     "error_body",
     "json_object",
     "parse_duration",
+    "parse_rfc3339",
     "quota_violations",
     "redact",
     "retry_delay_hint",
@@ -181,7 +182,9 @@ def _parse_retry_after(value: str, now: float) -> float | None:
     return when.timestamp() - now
 
 
-def _parse_rfc3339(value: str, now: float) -> float | None:
+def parse_rfc3339(value: str, now: float) -> float | None:
+    """Seconds from `now` (epoch) to an RFC 3339 time (Anthropic's resets), negative if past;
+    None if it is not one. A time without an offset is UTC."""
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -395,7 +398,7 @@ def retry_delay_hint(
     for which in ("requests", "tokens", "input-tokens", "output-tokens"):
         reset = h.get(f"anthropic-ratelimit-{which}-reset")
         if reset is not None and _exhausted(h, f"anthropic-ratelimit-{which}-remaining"):
-            candidates.append(_parse_rfc3339(reset, now))
+            candidates.append(parse_rfc3339(reset, now))
 
     info = _error_info(body)
     candidates.append(_retry_info_delay(info))

@@ -37,7 +37,6 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, Self
 
 from ibias.prompts.base import Message
@@ -62,6 +61,7 @@ from ibias.runner.retries import (
     describe_error,
     error_body,
     json_object,
+    parse_rfc3339,
 )
 
 __all__ = [
@@ -183,15 +183,8 @@ def _count(value: str | None) -> int | None:
 
 def _seconds_until(value: str | None, now: float) -> float | None:
     """Seconds from `now` to an RFC 3339 time (never negative), or None."""
-    if value is None:
-        return None
-    try:
-        when = datetime.fromisoformat(value.strip())
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - now)
+    seconds = None if value is None else parse_rfc3339(value, now)
+    return None if seconds is None else max(0.0, seconds)
 
 
 def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:
