@@ -59,22 +59,25 @@ class ExperimentSchemaError(Exception):
     """A store whose experiment tables are newer than this code understands."""
 
 
-def _quote(name: str) -> str:
+def sql_identifier(name: str) -> str:
+    """`name` as written into generated DDL; only plain identifiers are accepted."""
     if not name.replace("_", "").isalnum():
         raise ValueError(f"{name!r} is not a plain SQL identifier")
     return name
 
 
-def _literal(text: str) -> str:
+def sql_literal(text: str) -> str:
+    """`text` as a SQL string literal in generated DDL."""
     return "'" + text.replace("'", "''") + "'"
 
 
 def table_ddl(parser: Parser) -> str:
     cols = ",\n    ".join(
-        f"{_quote(c.name)} {c.sql}{'' if c.nullable else ' NOT NULL'}" for c in parser.columns
+        f"{sql_identifier(c.name)} {c.sql}{'' if c.nullable else ' NOT NULL'}"
+        for c in parser.columns
     )
     return (
-        f"CREATE TABLE IF NOT EXISTS {_quote(parser.table)} (\n"
+        f"CREATE TABLE IF NOT EXISTS {sql_identifier(parser.table)} (\n"
         "    trial_key VARCHAR NOT NULL,\n    parser_version INTEGER NOT NULL,\n"
         f"    {cols},\n    parsed_at TIMESTAMPTZ NOT NULL DEFAULT now()\n)"
     )
@@ -82,17 +85,17 @@ def table_ddl(parser: Parser) -> str:
 
 def _newest(table: str) -> str:
     return (
-        f"WITH p AS (\n    SELECT * FROM {_quote(table)}\n    QUALIFY row_number() OVER "
+        f"WITH p AS (\n    SELECT * FROM {sql_identifier(table)}\n    QUALIFY row_number() OVER "
         "(PARTITION BY trial_key ORDER BY parser_version DESC) = 1\n)\n"
     )
 
 
 def _item_field(name: str, sql: str) -> str:
-    extract = f"t.item ->> {_literal(name)}"
+    extract = f"t.item ->> {sql_literal(name)}"
     return (
-        f"{extract} AS {_quote(name)}"
+        f"{extract} AS {sql_identifier(name)}"
         if sql == "VARCHAR"
-        else (f"CAST({extract} AS {sql}) AS {_quote(name)}")
+        else (f"CAST({extract} AS {sql}) AS {sql_identifier(name)}")
     )
 
 
@@ -101,16 +104,16 @@ def view_ddl(kind: TrialKind) -> str:
     assert kind.parser is not None and kind.view is not None
     fields = [_item_field(n, sql) for n, sql in kind.view_fields]
     if kind.designs:
-        default = _literal(kind.designs[0])
+        default = sql_literal(kind.designs[0])
         fields.insert(0, f"coalesce(t.item ->> 'design', {default}) AS design")
-    parsed = [f"p.{_quote(c.name)}" for c in kind.parser.columns if c.in_view]
+    parsed = [f"p.{sql_identifier(c.name)}" for c in kind.parser.columns if c.in_view]
     select = ",\n    ".join(
         ["t.trial_key", "t.model_id", "t.language", *fields, *parsed, "p.parser_version"]
     )
     return (
-        f"CREATE OR REPLACE VIEW {_quote(kind.view)} AS\n{_newest(kind.parser.table)}"
+        f"CREATE OR REPLACE VIEW {sql_identifier(kind.view)} AS\n{_newest(kind.parser.table)}"
         f"SELECT\n    {select}\nFROM trials t\nJOIN responses r ON r.trial_key = t.trial_key\n"
-        f"JOIN p ON p.trial_key = t.trial_key\nWHERE t.experiment = {_literal(kind.name)}"
+        f"JOIN p ON p.trial_key = t.trial_key\nWHERE t.experiment = {sql_literal(kind.name)}"
     )
 
 
@@ -120,10 +123,10 @@ def explicit_view_ddl(subjects: Sequence[tuple[str, str]]) -> str:
         cases, names = "NULL", "NULL"
     else:
         whens = " ".join(
-            f"WHEN {_literal(k)} THEN t.item ->> {_literal(f)}" for k, f in sorted(subjects)
+            f"WHEN {sql_literal(k)} THEN t.item ->> {sql_literal(f)}" for k, f in sorted(subjects)
         )
         cases = f"CASE t.experiment {whens} END"
-        names = ", ".join(_literal(k) for k, _ in sorted(subjects))
+        names = ", ".join(sql_literal(k) for k, _ in sorted(subjects))
     return (
         f"CREATE OR REPLACE VIEW {EXPLICIT_VIEW} AS\n{_newest(EXPLICIT_TABLE)}"
         "SELECT\n    t.trial_key,\n    t.model_id,\n    t.language,\n    t.experiment,\n"
@@ -160,7 +163,8 @@ def _add_missing_columns(con: duckdb.DuckDBPyConnection, parser: Parser) -> None
     for c in parser.columns:
         if c.name not in present:
             # Added columns are nullable: rows parsed before the column existed have no value.
-            con.execute(f"ALTER TABLE {_quote(parser.table)} ADD COLUMN {_quote(c.name)} {c.sql}")
+            table, column = sql_identifier(parser.table), sql_identifier(c.name)
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {c.sql}")
 
 
 def _kind_ddl(kind: TrialKind) -> list[str]:

@@ -14,18 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from ibias.prompts.registry import DEFAULT_DESIGN, TrialKind
+from ibias.store.experiments import sql_identifier, sql_literal
 
 VIEW = "replies"
-
-
-def _quote(name: str) -> str:
-    if not name.replace("_", "").isalnum():
-        raise ValueError(f"{name!r} is not a plain SQL identifier")
-    return name
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def replies_view_ddl(kinds: Sequence[TrialKind], present: Collection[str] | None = None) -> str:
@@ -38,10 +29,10 @@ def replies_view_ddl(kinds: Sequence[TrialKind], present: Collection[str] | None
             tables.setdefault(parser.table, tuple(c.name for c in parser.columns))
     parts = []
     for table, columns in sorted(tables.items()):
-        fields = ", ".join(f"{_literal(c)}, {_quote(c)}" for c in columns)
+        fields = ", ".join(f"{sql_literal(c)}, {sql_identifier(c)}" for c in columns)
         parts.append(
             f"SELECT trial_key, parser_version, json_object({fields}) AS parsed "
-            f"FROM {_quote(table)} QUALIFY row_number() OVER "
+            f"FROM {sql_identifier(table)} QUALIFY row_number() OVER "
             "(PARTITION BY trial_key ORDER BY parser_version DESC) = 1"
         )
     if not parts:
@@ -51,8 +42,8 @@ def replies_view_ddl(kinds: Sequence[TrialKind], present: Collection[str] | None
         )
     designed = sorted(k.name for k in kinds if k.designs)
     design = (
-        f"CASE WHEN t.experiment IN ({', '.join(_literal(n) for n in designed)}) THEN "
-        f"coalesce(t.item ->> 'design', {_literal(DEFAULT_DESIGN)}) END"
+        f"CASE WHEN t.experiment IN ({', '.join(sql_literal(n) for n in designed)}) THEN "
+        f"coalesce(t.item ->> 'design', {sql_literal(DEFAULT_DESIGN)}) END"
         if designed
         else "NULL::VARCHAR"
     )
