@@ -339,6 +339,20 @@ class Scheduler:
             self._workers.discard(worker)
             queue.wake_feeder()  # a halted model's feeder must not wait for space forever
 
+    async def _admit(self, rt: ModelRuntime, est: int, est_cost: float) -> Permit | None:
+        """A limiter permit for one request that fits the budget; None when the run or the
+        model stopped, or the budget is spent."""
+        while True:
+            if not self._fits(est_cost) and not await self._wait_for_budget(est_cost):
+                return None
+            permit = await rt.limiter.acquire(est)
+            if self._stopping or rt.stats.fatal:
+                rt.limiter.release(permit, 0)
+                return None
+            if self._fits(est_cost):  # others may have started while this one waited
+                return permit
+            rt.limiter.release(permit, 0)
+
     async def _process(self, rt: ModelRuntime, trial: Trial, worker: _Worker) -> None:
         """Request `trial` until it has a reply, fails for good, or the model or run stops.
 
@@ -362,20 +376,8 @@ class Scheduler:
                     self._endpoint_dead(rt)
                     return
                 probe = admission.probe
-            permit: Permit | None = None
             try:
-                while True:
-                    if not self._fits(est_cost) and not await self._wait_for_budget(est_cost):
-                        break
-                    permit = await rt.limiter.acquire(est)  # a stop cancels this wait
-                    if self._stopping or rt.stats.fatal:
-                        rt.limiter.release(permit, 0)
-                        permit = None
-                        break
-                    if self._fits(est_cost):  # others may have started while this one waited
-                        break
-                    rt.limiter.release(permit, 0)
-                    permit = None
+                permit = await self._admit(rt, est, est_cost)  # a stop cancels its waits
             except BaseException:
                 if probe:
                     breaker.abandon()
