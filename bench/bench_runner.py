@@ -187,6 +187,66 @@ def throughput(n: int = 20_000, concurrency: int = 64, pairs: int = 5) -> dict[s
     }
 
 
+def floor(n: int = 20_000, concurrency: int = 64, rounds: int = 3) -> dict[str, object]:
+    """How close any design that stores every reply in DuckDB can come to the bare loop on
+    this machine: `rounds` interleaved triples (bare loop, `bench.floor_loop`, `ibias run`,
+    order rotating) against one simulator, each side a process of its own, end to end. The
+    floor loop sends the bare loop's requests and only decodes each reply and appends an
+    attempt row and a response row to a fresh store once a second (see its docstring)."""
+    load_before = _load()
+    proc, url = start_simulator(cwd=ROOT)
+    runs: list[dict[str, float]] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(rounds):
+                folder = Path(tmp) / f"round{i}"
+                folder.mkdir()
+                cfg = write_config(folder, url, n, concurrency=concurrency)
+                cmds = {
+                    "bare": _bare_cmd(url, n, concurrency),
+                    "floor": [
+                        *_bare_cmd(url, n, concurrency)[:3],
+                        "_floor",
+                        url,
+                        str(n),
+                        str(concurrency),
+                        str(folder / "floor.duckdb"),
+                    ],
+                    "ibias": _ibias_cmd(cfg),
+                }
+                order = list(cmds)[i % 3 :] + list(cmds)[: i % 3]
+                sides: dict[str, float] = {}
+                for side in order:
+                    wall, cpu, _ = _timed(cmds[side])
+                    sides[f"{side}_wall_s"], sides[f"{side}_cpu_s"] = wall, cpu
+                runs.append(sides)
+    finally:
+        stop(proc)
+    return {
+        "requests": n,
+        "concurrency": concurrency,
+        "rounds": rounds,
+        "load": f"{load_before} before, {_load()} after",
+        **{
+            f"{side}_throughput_ratio": _median_range(
+                [r["bare_wall_s"] / r[f"{side}_wall_s"] for r in runs]
+            )
+            for side in ("floor", "ibias")
+        },
+        **{
+            f"{side}_cpu_ratio": _median_range([r[f"{side}_cpu_s"] / r["bare_cpu_s"] for r in runs])
+            for side in ("floor", "ibias")
+        },
+        **{
+            f"{side}_cpu_us_per_request": _median_range(
+                [r[f"{side}_cpu_s"] / n * 1e6 for r in runs]
+            )
+            for side in ("bare", "floor", "ibias")
+        },
+        "bare_rps_end_to_end (calibration)": _median_range([n / r["bare_wall_s"] for r in runs]),
+    }
+
+
 def latency(
     n: int = 5_000, concurrency: int = 256, latency_ms: int = 200, pairs: int = 3
 ) -> dict[str, object]:
@@ -525,6 +585,7 @@ BENCHES = {
     "saturation": saturation,
     "memory": memory,
     "cpu-split": cpu_split,
+    "floor": floor,
 }
 #: Profiles, run only when named.
 PROFILES = frozenset({"cpu-split"})
@@ -545,6 +606,11 @@ def main(names: list[str]) -> None:
     if names and names[0] == "_bare":  # one side of a pair, in its own process
         url, n, concurrency = names[1], int(names[2]), int(names[3])
         print(json.dumps({"loop_s": asyncio.run(bare_loop(url, n, concurrency))}), flush=True)
+        return
+    if names and names[0] == "_floor":  # the floor loop of `floor`, in its own process
+        from bench import floor_loop
+
+        floor_loop.main(names[1], int(names[2]), int(names[3]), Path(names[4]))
         return
     for name in names or [b for b in BENCHES if b not in PROFILES]:
         result = BENCHES[name]()

@@ -47,7 +47,6 @@ from ibias.runner.plan import (
 from ibias.runner.progress import Progress
 from ibias.runner.providers.base import ProviderContext
 from ibias.runner.providers.registry import ProviderFactory, create_provider
-from ibias.runner.providers.simulator import LoopbackSimulator
 from ibias.runner.redact import secrets_scope
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
@@ -501,8 +500,13 @@ async def _schedule(
     stop: Stop,
     spent_before: float = 0.0,
 ) -> RunResult:
-    # Started only if a `simulator` provider asks for its URL (never with injected providers).
-    sim = LoopbackSimulator.for_models(config.run.seed, config.models)
+    # Started only if a `simulator` provider asks for its URL (never with injected providers);
+    # its module is loaded only when a model names it.
+    sim = None
+    if any(m.provider == "simulator" for m in config.models):
+        from ibias.runner.providers.simulator import LoopbackSimulator
+
+        sim = LoopbackSimulator.for_models(config.run.seed, config.models)
     context = ProviderContext(simulator=sim)
     runtimes: list[ModelRuntime] = []
     writer = Writer(con, on_landed=parse_landed)
@@ -571,7 +575,8 @@ async def _schedule(
             finally:  # even when that last write fails
                 for rt in runtimes:
                     await rt.provider.close()
-                await sim.stop()
+                if sim is not None:
+                    await sim.stop()
                 progress.stop()
                 if writer.failure is not None:  # the run ends with the writer's error
                     _failed_status(status_file, run_id, started_at, stats, writer)

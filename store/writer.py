@@ -138,11 +138,14 @@ def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | Respon
 
 
 def _epoch_timestamps(values: Sequence[datetime | float]) -> pa.Array:
-    """Epoch seconds (floats, or datetimes mixed in) as UTC microsecond timestamps."""
+    """Epoch seconds (floats, or datetimes mixed in) as UTC microsecond timestamps.
+
+    Built from the integers directly: `Array.cast` would load `pyarrow.compute`, 20 ms of
+    imports on the writer's thread holding the interpreter lock in the middle of a run."""
     micros = [
         round(v.timestamp() * 1e6) if isinstance(v, datetime) else round(v * 1e6) for v in values
     ]
-    return pa.array(micros, type=pa.int64()).cast(_TS)
+    return pa.array(micros, type=_TS)
 
 
 def _json_text(value: Any) -> str | None:

@@ -56,9 +56,13 @@ class HTTPProvider(Provider):
             await self._session.close()
             self._session = None
 
-    async def post(self, payload: Mapping[str, Any]) -> tuple[int, dict[str, str], bytes]:
-        """(status, lower-cased headers, body) of one POST; a transport failure (timeout,
-        dropped connection, truncated body) is raised as a classified `ProviderError`."""
+    async def post(self, payload: Mapping[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
+        """(status, headers, body) of one POST; a transport failure (timeout, dropped
+        connection, truncated body) is raised as a classified `ProviderError`.
+
+        The headers are aiohttp's own read-only, case-insensitive mapping, handed on as they
+        are: most replies' headers are never looked at (limits are read at most once a second
+        until a reply announces some), so copying them per request was work for nothing."""
         if self._session is None:
             raise RuntimeError("provider not started")
         try:
@@ -66,6 +70,6 @@ class HTTPProvider(Provider):
                 body = redact_body(
                     await resp.read(), self._echoed
                 )  # a key echoed back is never stored
-                return resp.status, {k.lower(): v for k, v in resp.headers.items()}, body
+                return resp.status, resp.headers, body
         except Exception as exc:
             raise ProviderError(self.classify_exception(exc)) from None

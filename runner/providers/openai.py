@@ -161,6 +161,17 @@ class OpenAIProvider(HTTPProvider):
         #: What this host and model accept (decided once, from the base URL and model name).
         #: `rule` is given only to speak a host's dialect at another address (tests, proxies).
         self.rule: ParamRule = rule if rule is not None else rule_for(base_url, model)
+        #: The wire parameters of the last `Sampling` sent: a model's trials share one
+        #: `Sampling` object, so its parameters are renamed and filtered once, not per request.
+        self._wire: tuple[Sampling, dict[str, Any]] | None = None
+
+    def _wire_params(self, sampling: Sampling) -> dict[str, Any]:
+        cached = self._wire
+        if cached is not None and cached[0] is sampling:
+            return cached[1]
+        wire = wire_params(self.rule, openai_sampling(sampling))
+        self._wire = (sampling, wire)
+        return wire
 
     @staticmethod
     def _chat_url(base_url: str) -> str:
@@ -185,7 +196,7 @@ class OpenAIProvider(HTTPProvider):
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": list(messages),
-            **wire_params(self.rule, openai_sampling(sampling)),
+            **self._wire_params(sampling),
         }
         status, headers, body = await self.post(payload)
         verdict = self.classify_response(status, headers, body)
