@@ -100,3 +100,18 @@ def test_reasoning_is_stored_beside_the_reply(tmp_path):
     ).fetchall()
     assert got == [("k1", "text", "thought", 7), ("k2", "text", None, None)]
     con.close()
+
+
+def test_a_batch_answering_a_trial_twice_keeps_its_first_reply(tmp_path):
+    """Duplicates inside a batch are dropped in Python (first row wins, not an arbitrary one
+    as a window function picks), and a trial that already has a response gets no second."""
+    con = open_store(tmp_path / "w.duckdb", create=True)
+    from ibias.store.writer import insert_responses
+
+    first = _response("k1", None)._replace(content="first")
+    again = _response("k1", None)._replace(content="second")
+    assert insert_responses(con, [first, _response("k2", None), again]) == 2
+    assert insert_responses(con, [_response("k2", None)._replace(content="late")]) == 0
+    got = con.execute("SELECT trial_key, content FROM responses ORDER BY 1").fetchall()
+    assert got == [("k1", "first"), ("k2", "text")]
+    con.close()
