@@ -197,6 +197,8 @@ def run(
     stop: Stop | None = None,
 ) -> RunResult:
     """`ibias run` from synchronous code; see `arun` for code already inside an event loop."""
+    from ibias.runner.event_loop import event_loop_options
+
     return anyio.run(
         functools.partial(
             arun,
@@ -208,7 +210,8 @@ def run(
             environ=environ,
             provider_factory=provider_factory,
             stop=stop,
-        )
+        ),
+        backend_options=event_loop_options(),
     )
 
 

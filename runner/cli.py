@@ -517,7 +517,9 @@ def _with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
         return outcome[0]
 
     try:
-        return anyio.run(main)
+        from ibias.runner.event_loop import event_loop_options
+
+        return anyio.run(main, backend_options=event_loop_options())
     finally:
         stop.disarm()
 
