@@ -189,10 +189,12 @@ def throughput(n: int = 20_000, concurrency: int = 64, pairs: int = 5) -> dict[s
 
 def floor(n: int = 20_000, concurrency: int = 64, rounds: int = 3) -> dict[str, object]:
     """How close any design that stores every reply in DuckDB can come to the bare loop on
-    this machine: `rounds` interleaved triples (bare loop, `bench.floor_loop`, `ibias run`,
-    order rotating) against one simulator, each side a process of its own, end to end. The
-    floor loop sends the bare loop's requests and only decodes each reply and appends an
-    attempt row and a response row to a fresh store once a second (see its docstring)."""
+    this machine: `rounds` interleaved rounds (the bare loop on asyncio's loop, the same code
+    on uvloop, `bench.floor_loop`, `ibias run`; order rotating) against one simulator, each
+    side a process of its own, end to end. The floor loop sends the bare loop's requests and
+    only decodes each reply and appends an attempt row and a response row to a fresh store
+    once a second (see its docstring). The bare loop on uvloop says how much of ibias's
+    figure is the loop it runs on (ibias uses uvloop where installed)."""
     load_before = _load()
     proc, url = start_simulator(cwd=ROOT)
     runs: list[dict[str, float]] = []
@@ -204,6 +206,7 @@ def floor(n: int = 20_000, concurrency: int = 64, rounds: int = 3) -> dict[str, 
                 cfg = write_config(folder, url, n, concurrency=concurrency)
                 cmds = {
                     "bare": _bare_cmd(url, n, concurrency),
+                    "bare_uvloop": [*_bare_cmd(url, n, concurrency), "uvloop"],
                     "floor": [
                         *_bare_cmd(url, n, concurrency)[:3],
                         "_floor",
@@ -214,7 +217,7 @@ def floor(n: int = 20_000, concurrency: int = 64, rounds: int = 3) -> dict[str, 
                     ],
                     "ibias": _ibias_cmd(cfg),
                 }
-                order = list(cmds)[i % 3 :] + list(cmds)[: i % 3]
+                order = list(cmds)[i % len(cmds) :] + list(cmds)[: i % len(cmds)]
                 sides: dict[str, float] = {}
                 for side in order:
                     wall, cpu, _ = _timed(cmds[side])
@@ -231,17 +234,17 @@ def floor(n: int = 20_000, concurrency: int = 64, rounds: int = 3) -> dict[str, 
             f"{side}_throughput_ratio": _median_range(
                 [r["bare_wall_s"] / r[f"{side}_wall_s"] for r in runs]
             )
-            for side in ("floor", "ibias")
+            for side in ("bare_uvloop", "floor", "ibias")
         },
         **{
             f"{side}_cpu_ratio": _median_range([r[f"{side}_cpu_s"] / r["bare_cpu_s"] for r in runs])
-            for side in ("floor", "ibias")
+            for side in ("bare_uvloop", "floor", "ibias")
         },
         **{
             f"{side}_cpu_us_per_request": _median_range(
                 [r[f"{side}_cpu_s"] / n * 1e6 for r in runs]
             )
-            for side in ("bare", "floor", "ibias")
+            for side in ("bare", "bare_uvloop", "floor", "ibias")
         },
         "bare_rps_end_to_end (calibration)": _median_range([n / r["bare_wall_s"] for r in runs]),
     }
@@ -605,7 +608,13 @@ def main(names: list[str]) -> None:
     os.chdir(ROOT)
     if names and names[0] == "_bare":  # one side of a pair, in its own process
         url, n, concurrency = names[1], int(names[2]), int(names[3])
-        print(json.dumps({"loop_s": asyncio.run(bare_loop(url, n, concurrency))}), flush=True)
+        if names[4:] == ["uvloop"]:  # the same code on the loop ibias runs on
+            import uvloop
+
+            loop_s = uvloop.run(bare_loop(url, n, concurrency))
+        else:
+            loop_s = asyncio.run(bare_loop(url, n, concurrency))
+        print(json.dumps({"loop_s": loop_s}), flush=True)
         return
     if names and names[0] == "_floor":  # the floor loop of `floor`, in its own process
         from bench import floor_loop
