@@ -35,7 +35,7 @@ from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, 
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
-from ibias.store.derived import reply_text
+from ibias.store.derived import parsed_kinds, reply_text
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer
 
 
@@ -189,6 +189,9 @@ class Scheduler:
         self._workers: set[_Worker] = set()
         self._in_flight = 0
         self._reserved_cost = 0.0
+        #: Experiments whose replies are parsed as they land; the others' replies hand the
+        #: writer nothing to parse (an ad-hoc run makes no `Landed` per reply).
+        self._parsed = frozenset(parsed_kinds())
         #: Set when a request in flight settles (for workers waiting for budget room).
         self._settled: anyio.Event | None = None
 
@@ -602,7 +605,9 @@ class Scheduler:
                 trial.item,
                 reply_text(reply.content, reply.finish_reason, reply.refusal),
                 reply.logprobs,
-            ),
+            )
+            if trial.experiment in self._parsed
+            else None,
         )
         s = rt.stats
         s.done += 1
