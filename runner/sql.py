@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
-import polars as pl
 from rich.console import Console
 from rich.table import Table
 
@@ -22,6 +23,9 @@ from ibias.runner.status import status_path
 from ibias.store.db import StoreError
 from ibias.store.reader import open_reader
 from ibias.store.sandbox import read_statement
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: `--output` formats, by the file's extension.
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
@@ -32,23 +36,33 @@ def run_query(
 ) -> int:
     out_fmt = _check_output(store, output, force) if output is not None else None
     statement = read_statement(query)
+    if output is None and fmt != "csv":
+        # Python rows, not a Polars frame: the same values, without loading Polars or pyarrow.
+        with open_reader(store) as reader:
+            names, records = reader.records(statement.query)
+        if fmt == "json":
+            objects = [dict(zip(names, r, strict=True)) for r in records]
+            sys.stdout.write(orjson.dumps(objects, default=str).decode() + "\n")
+        else:
+            _print_table(names, records)
+        return 0
     frame = query_frame(store, statement)
     if output is not None and out_fmt is not None:
         _write(frame, output, out_fmt)
         rows = "row" if frame.height == 1 else "rows"
         print(f"wrote {frame.height} {rows} to {output}")
-    elif fmt == "json":
-        sys.stdout.write(_json(frame))
-    elif fmt == "csv":
-        sys.stdout.write(_csv(frame))
     else:
-        table = Table(show_lines=False)
-        for name in frame.columns:
-            table.add_column(name)
-        for row in frame.iter_rows():
-            table.add_row(*("NULL" if v is None else str(v) for v in row))
-        Console().print(table)
+        sys.stdout.write(_csv(frame))
     return 0
+
+
+def _print_table(names: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    table = Table(show_lines=False)
+    for name in names:
+        table.add_column(name)
+    for row in rows:
+        table.add_row(*("NULL" if v is None else str(v) for v in row))
+    Console().print(table)
 
 
 def query_frame(store: Path, statement: duckdb.Statement) -> pl.DataFrame:
@@ -101,6 +115,8 @@ def _json(frame: pl.DataFrame) -> str:
 
 
 def _csv(frame: pl.DataFrame) -> str:
+    import polars as pl
+
     nested = [n for n, t in frame.schema.items() if t.is_nested() or t == pl.Object]
     if nested:
         frame = frame.with_columns(

@@ -376,3 +376,47 @@ def test_subprocess_refuses_copy_and_exports_json(store, other, tmp_path):
     code, out, err = main_sql(store, QUERY, "--output", str(target))
     assert code == 0 and err == "" and out.strip() == f"wrote 4 rows to {target}"
     assert [r["model_id"] for r in json.loads(target.read_text())] == ["ext"] * 4
+
+
+TYPED = (
+    "SELECT 1::INTEGER AS a, 2.5 AS b, 1.10::DECIMAL(5, 2) AS c, NULL AS d, true AS e, "
+    "TIMESTAMPTZ '2026-12-01 10:00:00.123456+00' AS f, DATE '2026-01-02' AS g, [1, 2] AS h, "
+    "{'k': 1} AS i, '{\"a\": 1}'::JSON AS j, 9007199254740993::BIGINT AS k, "
+    "'a'::BLOB AS l, TIME '10:00' AS m, ['x', NULL] AS n, 'é' AS o"
+)
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_table_and_json_show_the_values_a_polars_frame_holds(sql, store, capsys, fmt):
+    """The table and JSON formats print Python rows read straight from DuckDB (so Polars and
+    pyarrow are not loaded); every value prints as the frame's row printed it before."""
+    from ibias.runner.sql import _json, _print_table, query_frame
+    from ibias.store.sandbox import read_statement
+
+    code, out, _ = sql("--format", fmt, TYPED)
+    assert code == 0
+    frame = query_frame(store, read_statement(TYPED))
+    if fmt == "json":
+        assert out == _json(frame)
+    else:
+        capsys.readouterr()
+        _print_table(frame.columns, frame.iter_rows())
+        assert out == capsys.readouterr().out
+
+
+def test_a_table_query_loads_neither_polars_nor_pyarrow(store):
+    """`ibias sql` starts fast: a subprocess prints a query's table without importing them."""
+    code = (
+        "import sys; from ibias.runner.cli import main; "
+        f"rc = main(['sql', '--store', {str(store)!r}, 'SELECT count(*) AS n FROM responses']); "
+        "loaded = sorted(m for m in ('polars', 'pyarrow') if m in sys.modules); "
+        "print('loaded:', loaded); sys.exit(rc)"
+    )
+    done = subprocess.run(
+        [str(Path(IBIAS[0]).parent / "python"), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "loaded: []" in done.stdout
