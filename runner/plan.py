@@ -34,7 +34,7 @@ from ibias.prompts import registry
 from ibias.prompts.base import Experiment, TrialSpec, stable_hash
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
 from ibias.runner.config import Config, ModelConfig
-from ibias.store.specs import spec_json
+from ibias.store.specs import spec_key
 from ibias.store.trial import Trial
 
 __all__ = [
@@ -245,9 +245,7 @@ def plan_batches(
             language = language_json[spec.language] = dumps(spec.language)
         index = len(batch.spec_key)
         batch.spec_key.append(
-            sha256(
-                spec_json(coords, experiment_json, item, language, messages, replicate_json)
-            ).hexdigest()
+            spec_key(coords, experiment_json, item, language, messages, replicate_json)
         )
         batch.experiment.append(spec.experiment)
         batch.language.append(spec.language)

@@ -1,18 +1,22 @@
 -- Each spec's texts once (issue 12). A spec is sent to every model of a plan, and its coords,
 -- item and messages (about 1.6 KB of JSON in the paper's grid) were stored again in the row of
 -- every one of its trials: writing that text seven times was most of the cost of planning.
--- `trial_specs` holds them once per spec, named by `spec_key` (the SHA-256 of the canonical
--- JSON of everything of a trial but the model: store/specs.py); `trial_rows` holds one row per
--- trial, in insertion (plan) order, naming its spec. `trials` becomes a view with the columns,
--- names, types and order of the table it replaces, so users' SQL and every view over it work
--- unchanged. As before, rows are only inserted, and uniqueness (one row per trial_key in
--- `trial_rows`, one per spec_key in `trial_specs`) is kept by the single writer's anti-joins
--- rather than by indexes.
+-- `trial_specs` holds them once per spec, named by `spec_key` (the first 32 hex digits of the
+-- SHA-256 of the canonical JSON of everything of a trial but the model; store/specs.py says
+-- why 128 bits); `trial_rows` holds one row per trial, in insertion (plan) order, naming its
+-- spec. `trials` becomes a view with the columns, names, types and order of the table it
+-- replaces, so users' SQL and every view over it work unchanged. As before, rows are only
+-- inserted, and uniqueness (one row per trial_key in `trial_rows`, one per spec_key in
+-- `trial_specs`) is kept by the single writer's anti-joins rather than by indexes.
+--
+-- The texts are compressed with zstd: JSON compresses well with it, and DuckDB's default choice
+-- for these columns (dictionary and FSST) wrote the paper's specs twice as slowly into a file
+-- five times larger (bench/BENCHMARKS.md, "Planning the paper's grid").
 CREATE TABLE trial_specs (
     spec_key VARCHAR NOT NULL,
-    coords JSON NOT NULL,
-    item JSON NOT NULL,
-    messages JSON NOT NULL
+    coords JSON NOT NULL USING COMPRESSION zstd,
+    item JSON NOT NULL USING COMPRESSION zstd,
+    messages JSON NOT NULL USING COMPRESSION zstd
 );
 
 CREATE TABLE trial_rows (
@@ -37,11 +41,11 @@ SELECT
     experiment,
     model_id,
     language,
-    sha256(
+    left(sha256(
         '{"coords":' || coords || ',"experiment":' || to_json(experiment) || ',"item":' || item
         || ',"language":' || to_json(language) || ',"messages":' || messages
         || ',"replicate":' || CAST(replicate AS VARCHAR) || '}'
-    ),
+    ), 32),
     params,
     replicate
 FROM trials;
@@ -50,11 +54,11 @@ FROM trials;
 -- the order specs first appear.
 INSERT INTO trial_specs
 SELECT
-    sha256(
+    left(sha256(
         '{"coords":' || coords || ',"experiment":' || to_json(experiment) || ',"item":' || item
         || ',"language":' || to_json(language) || ',"messages":' || messages
         || ',"replicate":' || CAST(replicate AS VARCHAR) || '}'
-    ),
+    ), 32),
     coords,
     item,
     messages
