@@ -300,13 +300,16 @@ def remaining(
                 [chunk[0], chunk[-1], chunk],
             ).fetchall()
             wanted = sorted(set(spec_chunk))
+            # A fresh plan's specs are consecutive rowids: then the range alone selects them.
+            listed = wanted[-1] - wanted[0] >= len(wanted)
             texts = {
                 r[0]: (loads(r[1]), tuple(loads(r[2])), r[3])
                 for r in con.execute(
                     "SELECT s.rowid, s.item, s.messages, "
                     f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trial_specs s "
-                    "WHERE s.rowid >= ? AND s.rowid <= ? AND list_contains(?, s.rowid)",
-                    [wanted[0], wanted[-1], wanted],
+                    "WHERE s.rowid >= ? AND s.rowid <= ?"
+                    + (" AND list_contains(?, s.rowid)" if listed else ""),
+                    [wanted[0], wanted[-1], *([wanted] if listed else [])],
                 ).fetchall()
             }
             out = []
