@@ -140,7 +140,11 @@ def insert_planned(
     keys already stored are not inserted again (those stored by a run outside the plan's
     planning runs are listed in `plan_trials`, so the plan still knows them), and a spec is
     stored only if a new row names it and it is not stored yet (an anti-join on spec_key: a
-    batch holds all the trials of its specs, so no later batch needs one it skipped)."""
+    batch holds all the trials of its specs, so no later batch needs one it skipped).
+
+    The specs are committed before the rows that name them, so a stop or a crash between the
+    two leaves at most specs no row names yet (the view shows nothing of them, and the next
+    planning finds them by key), never a row without its texts."""
     spec_table, row_table = _planned_tables(run_id, columns)
     names = ", ".join(TRIAL_ROW_COLUMNS)
     spec_names = ", ".join(SPEC_COLUMNS)
