@@ -386,10 +386,11 @@ def resume(n: int = 100_000) -> dict[str, object]:
     }
 
 
-def plan(n: int = 100_000) -> dict[str, object]:
+def plan(n: int = 100_000, runs: int = 3) -> dict[str, object]:
     """Planning (hashing the inputs, generating, keying and storing every trial on a fresh
     store) per trial over key generation alone (generating every trial with its key), for
-    the ad-hoc prompts of the other benchmarks and for the paper's grid."""
+    the ad-hoc prompts of the other benchmarks and for the paper's grid; `runs` times each,
+    alternating the two, with the median and range of each figure (the machine is shared)."""
     import anyio
 
     from ibias.runner.config import load_config
@@ -418,17 +419,32 @@ def plan(n: int = 100_000) -> dict[str, object]:
             "plan_us_per_trial": (t2 - t0) / count * 1e6,
             "inputs_s": t1 - t0,
             "ratio": (t2 - t0) / keygen,
+            "store_mb": store.stat().st_size / 1e6,
         }
 
     load_before = _load()
+    measured: dict[str, list[dict[str, float]]] = {"prompts": [], "paper": []}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        prompts = measure(
-            write_config(folder, "http://127.0.0.1:9/v1", n, concurrency=64),
-            folder / "prompts.duckdb",
-        )
-        paper = measure(ROOT / "configs" / "paper.toml", folder / "paper.duckdb")
-    return {"load": f"{load_before} before, {_load()} after", "prompts": prompts, "paper": paper}
+        for i in range(runs):
+            folder = Path(tmp) / str(i)
+            folder.mkdir()
+            measured["prompts"].append(
+                measure(
+                    write_config(folder, "http://127.0.0.1:9/v1", n, concurrency=64),
+                    folder / "prompts.duckdb",
+                )
+            )
+            measured["paper"].append(
+                measure(ROOT / "configs" / "paper.toml", folder / "paper.duckdb")
+            )
+    return {
+        "runs": runs,
+        "load": f"{load_before} before, {_load()} after",
+        **{
+            design: {k: _median_range([r[k] for r in rows]) for k in rows[0]}
+            for design, rows in measured.items()
+        },
+    }
 
 
 def saturation(limit: int = 3000, seconds: int = 120) -> dict[str, float]:

@@ -8,8 +8,9 @@ interrupted run leaves a balanced partial dataset.
 Keys are computed once per trial: the canonical JSON of a spec's parts (coords, item, messages)
 is made once per spec and shared by every model, the key's canonical JSON is assembled from
 those parts (byte for byte what `trial_key` hashes), and the same JSON texts are what the store
-keeps, so nothing is serialised twice. The scheduler never regenerates a plan: it reads what is
-left from the store.
+keeps (each spec's texts once, named by a spec key hashed from the same parts), so nothing is
+serialised twice. The scheduler never regenerates a plan: it reads what is left from the
+store.
 
 The plan hash (`plan_inputs`, `plan_hash`) covers every input of a plan; a run whose hash
 matches a completed plan in the store skips planning altogether.
@@ -33,6 +34,7 @@ from ibias.prompts import registry
 from ibias.prompts.base import Experiment, TrialSpec, stable_hash
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
 from ibias.runner.config import Config, ModelConfig
+from ibias.store.specs import spec_key
 from ibias.store.trial import Trial
 
 __all__ = [
@@ -178,63 +180,85 @@ def trials_for(experiments: Iterable[Experiment], models: Iterable[ModelConfig])
 @dataclass
 class PlanBatch:
     """Up to `size` planned trials as the store's columns (JSON columns as canonical text),
-    plus the count per model so far; what `store.plans.insert_planned` writes."""
+    what `store.plans.insert_planned` writes.
 
-    trial_key: list[str] = field(default_factory=list)
+    Per-spec columns are kept apart from per-trial ones: a spec's texts, key, experiment,
+    language and replicate appear once however many models it is sent to, and each trial
+    names its spec by index (`spec`), so nothing is repeated per model in Python or in the
+    store (`trial_specs`, migration 008)."""
+
+    # One entry per spec.
+    spec_key: list[str] = field(default_factory=list)
     experiment: list[str] = field(default_factory=list)
-    model_id: list[str] = field(default_factory=list)
     language: list[str] = field(default_factory=list)
+    replicate: list[int] = field(default_factory=list)
     coords: list[str] = field(default_factory=list)
     item: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    # One entry per trial.
+    trial_key: list[str] = field(default_factory=list)
+    model_id: list[str] = field(default_factory=list)
     params: list[str] = field(default_factory=list)
-    replicate: list[int] = field(default_factory=list)
+    spec: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.trial_key)
 
     def columns(self) -> dict[str, list[Any]]:
+        """Every column by name, for `store.plans.insert_planned`: the per-spec ones
+        (`store.plans.SPEC_BATCH_COLUMNS`, one entry per spec) and the per-trial ones
+        (`store.plans.TRIAL_BATCH_COLUMNS`, one entry per trial; `spec` indexes the specs)."""
         return {
-            "trial_key": self.trial_key,
+            "spec_key": self.spec_key,
             "experiment": self.experiment,
-            "model_id": self.model_id,
             "language": self.language,
+            "replicate": self.replicate,
             "coords": self.coords,
             "item": self.item,
             "messages": self.messages,
+            "trial_key": self.trial_key,
+            "model_id": self.model_id,
             "params": self.params,
-            "replicate": self.replicate,
+            "spec": self.spec,
         }
 
 
 def plan_batches(
     experiments: Iterable[Experiment], models: Sequence[ModelConfig], size: int
 ) -> Iterator[PlanBatch]:
-    """The plan as column batches of `size` trials (the last one shorter), in plan order,
-    each spec serialised once and each key computed once."""
+    """The plan as column batches of about `size` trials (whole specs: a spec's trials are
+    all in one batch), in plan order, each spec serialised once, each key computed once, the
+    spec key from the same canonical parts (store/specs.py)."""
     model_list = [_Model.of(m) for m in models]
     sha256 = hashlib.sha256
     dumps = orjson.dumps
+    language_json: dict[str, bytes] = {}
     batch = PlanBatch()
     for spec in merge_specs(experiments):
         coords = dumps(spec.coords, option=_SORTED)
         experiment_json = dumps(spec.experiment)
+        item = dumps(spec.item, option=_SORTED)
         messages = dumps(spec.messages, option=_SORTED)
         replicate_json = dumps(spec.replicate)
-        coords_text = coords.decode()
-        item_text = dumps(spec.item, option=_SORTED).decode()
-        messages_text = messages.decode()
+        language = language_json.get(spec.language)
+        if language is None:
+            language = language_json[spec.language] = dumps(spec.language)
+        index = len(batch.spec_key)
+        batch.spec_key.append(
+            spec_key(coords, experiment_json, item, language, messages, replicate_json)
+        )
+        batch.experiment.append(spec.experiment)
+        batch.language.append(spec.language)
+        batch.replicate.append(spec.replicate)
+        batch.coords.append(coords.decode())
+        batch.item.append(item.decode())
+        batch.messages.append(messages.decode())
         for m in model_list:
             key = sha256(_key_json(coords, experiment_json, messages, m.key_part, replicate_json))
             batch.trial_key.append(key.hexdigest())
-            batch.experiment.append(spec.experiment)
             batch.model_id.append(m.config.id)
-            batch.language.append(spec.language)
-            batch.coords.append(coords_text)
-            batch.item.append(item_text)
-            batch.messages.append(messages_text)
             batch.params.append(m.params_json)
-            batch.replicate.append(spec.replicate)
+            batch.spec.append(index)
         if len(batch) >= size:
             yield batch
             batch = PlanBatch()

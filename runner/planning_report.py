@@ -65,23 +65,24 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
 
 
 def _design_sql() -> str:
-    """`trials AS t`'s design, as the views show it: NULL for kinds without designs."""
+    """The design of a trial of experiment `t.experiment` whose spec's item names
+    `s.design`, as the views show it: NULL for kinds without designs."""
     with_designs = [k.name.replace("'", "''") for k in kinds() if k.designs]
     if not with_designs:
         return "NULL"
     names = ", ".join(f"'{n}'" for n in with_designs)
-    return (
-        f"CASE WHEN t.experiment IN ({names}) "
-        f"THEN coalesce(t.item ->> 'design', '{DEFAULT_DESIGN}') END"
-    )
+    return f"CASE WHEN t.experiment IN ({names}) THEN coalesce(s.design, '{DEFAULT_DESIGN}') END"
 
 
 def _cells(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> list[dict[str, Any]]:
+    """Trials and those done per cell, from the trial rows; the item's design is read once
+    per spec from `trial_specs` (the texts themselves never join the trial rows)."""
     where, params = plan.membership()
     rows = con.execute(
         f"SELECT t.experiment, {_design_sql()} AS design, t.model_id, t.language, count(*), "
         "count(*) FILTER (WHERE t.trial_key IN (SELECT trial_key FROM responses)) "
-        f"FROM trials t WHERE {where} GROUP BY ALL ORDER BY ALL",
+        "FROM trial_rows t JOIN (SELECT spec_key, item ->> 'design' AS design FROM trial_specs) s "
+        f"ON s.spec_key = t.spec_key WHERE {where} GROUP BY ALL ORDER BY ALL",
         params,
     ).fetchall()
     return [

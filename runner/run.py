@@ -603,7 +603,7 @@ def spent_on_plan(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> float:
     where, params = plan.membership()
     row = con.execute(
         "SELECT coalesce(sum(r.cost_usd), 0) FROM responses r WHERE r.trial_key IN "
-        f"(SELECT t.trial_key FROM trials t WHERE {where})",
+        f"(SELECT t.trial_key FROM trial_rows t WHERE {where})",
         params,
     ).fetchone()
     return float(row[0]) if row else 0.0

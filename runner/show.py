@@ -143,11 +143,12 @@ def _keys(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[str]:
         conditions.append("experiment = ?")
         params.append(sel.experiment)
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-    # Plan order (insertion order of the trials) for "the first"; random() for --random.
+    # Plan order (insertion order of the trial rows: `trials` is a view, without rowids) for
+    # "the first"; random() for --random.
     order = "random()" if sel.random is not None else "min(t.rowid)"
     limit = sel.random or 1
     query = (
-        f"SELECT t.trial_key FROM trials t WHERE t.trial_key IN "
+        f"SELECT t.trial_key FROM trial_rows t WHERE t.trial_key IN "
         f"(SELECT trial_key FROM {source} {where}) GROUP BY t.trial_key "
         f"ORDER BY {order} LIMIT {int(limit)}"
     )
@@ -201,9 +202,10 @@ def read_trials(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[TrialVie
     trials = {
         r[0]: r
         for r in con.execute(
-            "SELECT trial_key, experiment, model_id, language, replicate, coords, item, "
-            "messages, params, run_id FROM trials WHERE list_contains(?, trial_key) "
-            "QUALIFY row_number() OVER (PARTITION BY trial_key ORDER BY rowid) = 1",
+            "SELECT t.trial_key, t.experiment, t.model_id, t.language, t.replicate, s.coords, "
+            "s.item, s.messages, t.params, t.run_id FROM trial_rows t "
+            "JOIN trial_specs s ON s.spec_key = t.spec_key WHERE list_contains(?, t.trial_key) "
+            "QUALIFY row_number() OVER (PARTITION BY t.trial_key ORDER BY t.rowid) = 1",
             [keys],
         ).fetchall()
     }

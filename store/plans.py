@@ -1,11 +1,17 @@
 """Plans in the store: which trials a plan has, what is left of it, in plan order.
 
-A plan is identified by its hash (runner/plan.py). Its trials are the rows of `trials` that its
+A plan is identified by its hash (runner/plan.py). Its trials are the trial rows that its
 planning runs inserted, plus the keys listed in `plan_trials` (trials an earlier run had
 already stored, so they keep that run's id). Rows are only inserted (migration 004): a
 'started' row in `plans` when a run starts planning, a 'complete' row when every trial of the
 plan is stored. What is left is an anti-join of the plan's trials with `responses`, streamed in
 insertion order (the order the planner produced them in), a window of rowids at a time.
+
+Trials are stored in two tables (migration 008): `trial_rows`, one narrow row per trial in
+plan order, and `trial_specs`, each spec's texts (coords, item, messages) once, which every
+model's trial of that spec names by `spec_key`. `trials` is a view joining them, for users and
+the derived views; the queries here read the two tables directly, so they pay for the texts
+only where they need them (once per spec, never for counting).
 """
 
 from __future__ import annotations
@@ -20,10 +26,15 @@ import orjson
 import pyarrow as pa
 
 from ibias.prompts.base import Message
-from ibias.store.writer import TRIAL_COLUMNS
+from ibias.store.writer import SPEC_COLUMNS, TRIAL_ROW_COLUMNS
 
-#: Columns of `trials` a planner batch carries (run_id is added on insert).
-PLANNED_COLUMNS = tuple(c for c in TRIAL_COLUMNS if c != "run_id")
+#: Per-spec columns of a planner batch (`runner.plan.PlanBatch.columns()`, one entry per
+#: spec): the spec's texts as canonical JSON, its key, and the columns its trials share
+#: (stored in each trial row).
+SPEC_BATCH_COLUMNS = (*SPEC_COLUMNS, "experiment", "language", "replicate")
+#: Per-trial columns of a planner batch (one entry per trial); `spec` is the index of the
+#: trial's spec in the batch's per-spec columns.
+TRIAL_BATCH_COLUMNS = ("trial_key", "model_id", "params", "spec")
 
 
 @dataclass(frozen=True)
@@ -36,8 +47,8 @@ class StoredPlan:
     reused: bool  # some trials are listed in plan_trials (stored before by another run)
 
     def membership(self, alias: str = "t") -> tuple[str, list[Any]]:
-        """A SQL predicate on `trials AS alias` selecting this plan's trials, and its
-        parameters."""
+        """A SQL predicate on `trial_rows AS alias` (or the `trials` view: it reads only
+        `trial_key` and `run_id`) selecting this plan's trials, and its parameters."""
         if self.reused:
             return (
                 f"(list_contains(?, {alias}.run_id) OR {alias}.trial_key IN "
@@ -83,28 +94,34 @@ def record_plan(
 
 
 def has_trials(con: duckdb.DuckDBPyConnection) -> bool:
-    return bool(con.execute("SELECT count(*) FROM (SELECT 1 FROM trials LIMIT 1)").fetchall()[0][0])
+    return bool(
+        con.execute("SELECT count(*) FROM (SELECT 1 FROM trial_rows LIMIT 1)").fetchall()[0][0]
+    )
 
 
-#: The JSON columns of `trials`. The planner's texts are canonical JSON made by orjson, so
-#: they go in typed as Arrow JSON, which DuckDB stores without parsing each one again.
-JSON_COLUMNS = frozenset({"coords", "item", "messages", "params"})
-
-
-def _planned_table(run_id: str, columns: Mapping[str, Sequence[Any]]) -> pa.Table:
-    n = len(columns["trial_key"])
-    arrays = {
-        c: pa.array(columns[c], type=pa.json_() if c in JSON_COLUMNS else pa.string())
-        for c in PLANNED_COLUMNS[:-1]
-    }
-    return pa.table(
+def _planned_tables(run_id: str, columns: Mapping[str, Sequence[Any]]) -> tuple[pa.Table, pa.Table]:
+    """The batch as `trial_specs` and `trial_rows` rows (Arrow). The texts are canonical JSON
+    made by orjson, so they go in typed as Arrow JSON, which DuckDB stores without parsing
+    each one again; the per-spec columns of each trial row are taken from the spec columns
+    by index in Arrow, not repeated per model in Python."""
+    spec_table = pa.table(
         {
-            "trial_key": arrays["trial_key"],
-            "run_id": pa.array([run_id] * n, type=pa.string()),
-            **{c: arrays[c] for c in PLANNED_COLUMNS[1:-1]},
-            "replicate": pa.array(columns["replicate"], type=pa.int32()),
+            "spec_key": pa.array(columns["spec_key"], type=pa.string()),
+            **{c: pa.array(columns[c], type=pa.json_()) for c in SPEC_COLUMNS[1:]},
         }
     )
+    index = pa.array(columns["spec"], type=pa.int32())
+    rows: dict[str, Any] = {
+        "trial_key": pa.array(columns["trial_key"], type=pa.string()),
+        "run_id": pa.array([run_id] * len(index), type=pa.string()),
+        "experiment": pa.array(columns["experiment"], type=pa.string()).take(index),
+        "model_id": pa.array(columns["model_id"], type=pa.string()),
+        "language": pa.array(columns["language"], type=pa.string()).take(index),
+        "spec_key": spec_table.column("spec_key").take(index),
+        "params": pa.array(columns["params"], type=pa.json_()),
+        "replicate": pa.array(columns["replicate"], type=pa.int32()).take(index),
+    }
+    return spec_table, pa.table({c: rows[c] for c in TRIAL_ROW_COLUMNS})
 
 
 def insert_planned(
@@ -115,31 +132,38 @@ def insert_planned(
     *,
     fresh: bool,
 ) -> int:
-    """Store one planner batch (columns as `runner.plan.PlanBatch.columns()`) for `plan`,
-    planned by `run_id`; returns how many trial rows were new.
+    """Store one planner batch (columns as `runner.plan.PlanBatch.columns()`: per spec and
+    per trial) for `plan`, planned by `run_id`; returns how many trial rows were new.
 
     `fresh` (the store had no trials when planning started, so no key can be there already:
-    a plan's keys are distinct) appends without looking. Otherwise keys already stored are
-    not inserted again; those stored by a run outside the plan's planning runs are listed in
-    `plan_trials`, so the plan still knows them.
-    """
-    batch = _planned_table(run_id, columns)
-    names = ", ".join(batch.column_names)
-    con.register("_planned", batch)
+    a plan's trial keys are distinct, so are its specs) appends without looking. Otherwise
+    keys already stored are not inserted again (those stored by a run outside the plan's
+    planning runs are listed in `plan_trials`, so the plan still knows them), and a spec is
+    stored only if a new row names it and it is not stored yet (an anti-join on spec_key: a
+    batch holds all the trials of its specs, so no later batch needs one it skipped).
+
+    The specs are committed before the rows that name them, so a stop or a crash between the
+    two leaves at most specs no row names yet (the view shows nothing of them, and the next
+    planning finds them by key), never a row without its texts."""
+    spec_table, row_table = _planned_tables(run_id, columns)
+    names = ", ".join(TRIAL_ROW_COLUMNS)
+    spec_names = ", ".join(SPEC_COLUMNS)
+    if fresh:
+        _append(con, "trial_specs", spec_names, spec_table)
+        _append(con, "trial_rows", names, row_table)
+        return int(row_table.num_rows)
+    con.register("_planned", row_table)
     try:
-        if fresh:
-            con.execute(f"INSERT INTO trials ({names}) SELECT {names} FROM _planned").fetchall()
-            return int(batch.num_rows)
         # One scan of the stored keys per batch; DuckDB hashes the batch, not the table.
         hits = dict(
             con.execute(
-                "SELECT s.trial_key, s.run_id FROM trials s SEMI JOIN _planned b "
+                "SELECT s.trial_key, s.run_id FROM trial_rows s SEMI JOIN _planned b "
                 "ON s.trial_key = b.trial_key"
             ).fetchall()
         )
-        if not hits:
-            con.execute(f"INSERT INTO trials ({names}) SELECT {names} FROM _planned").fetchall()
-            return int(batch.num_rows)
+    finally:
+        con.unregister("_planned")
+    if hits:
         own = set(plan.runs) | {run_id}
         reused = [k for k, r in hits.items() if r not in own]
         if reused:
@@ -149,19 +173,36 @@ def insert_planned(
                 [plan.plan_hash, reused, plan.plan_hash],
             ).fetchall()
         keys = columns["trial_key"]
-        mask = pa.array([k not in hits for k in keys], type=pa.bool_())
-        new = batch.filter(mask)
-        if new.num_rows:
-            con.register("_planned_new", new)
-            try:
-                con.execute(
-                    f"INSERT INTO trials ({names}) SELECT {names} FROM _planned_new"
-                ).fetchall()
-            finally:
-                con.unregister("_planned_new")
-        return int(new.num_rows)
+        row_table = row_table.filter(pa.array([k not in hits for k in keys], type=pa.bool_()))
+    if not row_table.num_rows:
+        return 0
+    needed = set(row_table.column("spec_key").to_pylist())
+    con.register("_planned_specs", spec_table)
+    try:
+        stored = {
+            r[0]
+            for r in con.execute(
+                "SELECT s.spec_key FROM trial_specs s SEMI JOIN _planned_specs b "
+                "ON s.spec_key = b.spec_key"
+            ).fetchall()
+        }
     finally:
-        con.unregister("_planned")
+        con.unregister("_planned_specs")
+    new_specs = spec_table.filter(
+        pa.array([k in needed and k not in stored for k in columns["spec_key"]], type=pa.bool_())
+    )
+    if new_specs.num_rows:
+        _append(con, "trial_specs", spec_names, new_specs)
+    _append(con, "trial_rows", names, row_table)
+    return int(row_table.num_rows)
+
+
+def _append(con: duckdb.DuckDBPyConnection, table: str, names: str, rows: pa.Table) -> None:
+    con.register("_append", rows)
+    try:
+        con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _append").fetchall()
+    finally:
+        con.unregister("_append")
 
 
 def remaining_prompt_chars(
@@ -169,12 +210,14 @@ def remaining_prompt_chars(
 ) -> dict[str, tuple[int, int]]:
     """Per model: trials without a response, and the sum over them of the pre-request token
     estimate's prompt part (ceil(characters / 4), characters counted as `estimate_tokens`
-    counts them: each message's content plus 8)."""
+    counts them: each message's content plus 8). The characters are counted once per spec
+    and joined to the trial rows."""
     where, params = plan.membership()
     rows = con.execute(
-        f"SELECT t.model_id, count(*), coalesce(sum(ceil({PROMPT_CHARS_SQL} / 4)), 0)::BIGINT "
-        f"FROM trials t WHERE {where} AND t.trial_key NOT IN "
-        "(SELECT trial_key FROM responses) GROUP BY 1",
+        "SELECT t.model_id, count(*), coalesce(sum(ceil(s.chars / 4)), 0)::BIGINT "
+        f"FROM trial_rows t JOIN (SELECT s.spec_key, {PROMPT_CHARS_SQL} AS chars "
+        "FROM trial_specs s) s ON s.spec_key = t.spec_key "
+        f"WHERE {where} AND t.trial_key NOT IN (SELECT trial_key FROM responses) GROUP BY 1",
         params,
     ).fetchall()
     return {m: (int(n), int(chars)) for m, n, chars in rows}
@@ -196,15 +239,15 @@ class Pending(NamedTuple):
     prompt_chars: int
 
 
-#: `prompt_chars` of `trials AS t`, in SQL.
+#: `prompt_chars` of a spec (`trial_specs AS s`), in SQL.
 PROMPT_CHARS_SQL = (
-    "list_sum(list_transform(CAST(json_extract_string(t.messages, '$[*].content') AS VARCHAR[]),"
+    "list_sum(list_transform(CAST(json_extract_string(s.messages, '$[*].content') AS VARCHAR[]),"
     " lambda c: coalesce(length(c), 0) + 8))"
 )
 
 
-#: Rows of `trials` (by rowid) one query of `remaining` covers: the query sorts only the
-#: window's remaining rowids, so a million-trial plan never sorts in one piece.
+#: Trial rows (by rowid) one query of `remaining` covers: the query sorts only the window's
+#: remaining rowids, so a million-trial plan never sorts in one piece.
 WINDOW = 131_072
 
 
@@ -217,19 +260,22 @@ def remaining(
     window: int = WINDOW,
 ) -> Iterator[list[Pending]]:
     """The plan's trials for one model that have no response, in plan order (insertion
-    order: rowid), as lists of up to `batch`. `con` should be a cursor of its own, as the
-    results stream while other connections write.
+    order: the rowid of `trial_rows`), as lists of up to `batch`. `con` should be a cursor of
+    its own, as the results stream while other connections write.
 
-    Why two queries: every model of a run streams its own result at once, and a sorted result
-    is held whole until it is read. The anti-join with `responses` (one query per window of
-    `window` rowids, restricted to the window's keys on both sides) therefore returns only the
-    rowids, 8 bytes a trial; the wide columns (item, messages, a few kB a trial) are read one
-    batch at a time. Memory stays bounded by a batch per model, not by the window times the
-    number of models (the demo's seven models over 131,072-row windows of wide rows exceeded
-    the run's 192 MB DuckDB cap)."""
+    Why several queries: every model of a run streams its own result at once, and a sorted
+    result is held whole until it is read. The anti-join with `responses` (one query per
+    window of `window` rowids, restricted to the window's keys on both sides) therefore
+    returns only two numbers a trial: its rowid and its spec's rowid in `trial_specs` (the one
+    place the window meets the specs, so they are looked up by key once per window, not once
+    per batch). The wide columns are then read one batch at a time by rowid: the trial rows'
+    narrow ones, and each spec's texts and character count once (a range of rowids, as a
+    plan's specs are stored in the order of its trials). Memory stays bounded by a batch per
+    model, not by the window times the number of models (the demo's seven models over
+    131,072-row windows of wide rows once exceeded the run's 192 MB DuckDB cap)."""
     where, params = plan.membership()
     lo, hi = con.execute(
-        f"SELECT min(t.rowid), max(t.rowid) FROM trials t WHERE t.model_id = ? AND {where}",
+        f"SELECT min(t.rowid), max(t.rowid) FROM trial_rows t WHERE t.model_id = ? AND {where}",
         [model_id, *params],
     ).fetchall()[0]
     if lo is None:
@@ -238,42 +284,46 @@ def remaining(
     decoded: dict[str, Any] = {}  # a model's trials share a few params texts: decode each once
     for start in range(int(lo), int(hi) + 1, window):
         end = start + window
-        rowids = [
-            r[0]
-            for r in con.execute(
-                "SELECT t.rowid FROM trials t "
-                f"WHERE t.rowid >= ? AND t.rowid < ? AND t.model_id = ? AND {where} "
-                "AND t.trial_key NOT IN (SELECT r.trial_key FROM responses r SEMI JOIN "
-                "(SELECT trial_key FROM trials WHERE rowid >= ? AND rowid < ?) w "
-                "ON r.trial_key = w.trial_key) ORDER BY t.rowid",
-                [start, end, model_id, *params, start, end],
-            ).fetchall()
-        ]
+        found = con.execute(
+            "SELECT t.rowid AS row, s.rowid AS spec FROM trial_rows t "
+            "JOIN trial_specs s ON s.spec_key = t.spec_key "
+            f"WHERE t.rowid >= ? AND t.rowid < ? AND t.model_id = ? AND {where} "
+            "AND t.trial_key NOT IN (SELECT r.trial_key FROM responses r SEMI JOIN "
+            "(SELECT trial_key FROM trial_rows WHERE rowid >= ? AND rowid < ?) w "
+            "ON r.trial_key = w.trial_key) ORDER BY t.rowid",
+            [start, end, model_id, *params, start, end],
+        ).fetchnumpy()
+        rowids, spec_rowids = found["row"], found["spec"]
         for i in range(0, len(rowids), batch):
-            chunk = rowids[i : i + batch]
+            chunk = rowids[i : i + batch].tolist()
+            spec_chunk = spec_rowids[i : i + batch].tolist()
             rows = con.execute(
-                "SELECT t.trial_key, t.experiment, t.language, t.item, t.messages, t.params, "
-                f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trials t "
+                "SELECT t.trial_key, t.experiment, t.language, t.params FROM trial_rows t "
                 "WHERE t.rowid >= ? AND t.rowid <= ? AND list_contains(?, t.rowid) "
                 "ORDER BY t.rowid",
                 [chunk[0], chunk[-1], chunk],
             ).fetchall()
+            wanted = sorted(set(spec_chunk))
+            # A fresh plan's specs are consecutive rowids: then the range alone selects them.
+            listed = wanted[-1] - wanted[0] >= len(wanted)
+            texts = {
+                r[0]: (loads(r[1]), tuple(loads(r[2])), r[3])
+                for r in con.execute(
+                    "SELECT s.rowid, s.item, s.messages, "
+                    f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trial_specs s "
+                    "WHERE s.rowid >= ? AND s.rowid <= ?"
+                    + (" AND list_contains(?, s.rowid)" if listed else ""),
+                    [wanted[0], wanted[-1], *([wanted] if listed else [])],
+                ).fetchall()
+            }
             out = []
-            for key, experiment, language, item, messages, p, chars in rows:
+            for (key, experiment, language, p), spec in zip(rows, spec_chunk, strict=True):
                 sampling = decoded.get(p)
                 if sampling is None:
                     sampling = decoded[p] = loads(p)
+                item, messages, chars = texts[spec]
                 out.append(
-                    Pending(
-                        key,
-                        experiment,
-                        model_id,
-                        language,
-                        loads(item),
-                        tuple(loads(messages)),
-                        sampling,
-                        chars,
-                    )
+                    Pending(key, experiment, model_id, language, item, messages, sampling, chars)
                 )
             yield out
 
@@ -301,7 +351,7 @@ def plan_progress(
         "SELECT t.model_id, r.model_id, count(*), count(r.trial_key), "
         "coalesce(sum(r.prompt_tokens), 0)::BIGINT, "
         "coalesce(sum(r.completion_tokens), 0)::BIGINT, coalesce(sum(r.cost_usd), 0) "
-        "FROM trials t LEFT JOIN responses r ON r.trial_key = t.trial_key "
+        "FROM trial_rows t LEFT JOIN responses r ON r.trial_key = t.trial_key "
         f"WHERE {where} GROUP BY ALL",
         params,
     ).fetchall()

@@ -35,6 +35,7 @@ import orjson
 import pyarrow as pa
 
 from ibias.prompts.base import canonical_json
+from ibias.store.specs import spec_key
 from ibias.store.trial import Trial
 
 
@@ -209,6 +210,8 @@ def _inserted(rows: list[tuple[Any, ...]]) -> int:
     return int(rows[0][0]) if rows and rows[0] and rows[0][0] is not None else 0
 
 
+#: Columns of the `trials` view, in its order (migration 008: a view over `trial_rows` and
+#: `trial_specs` with the columns of the table it replaced).
 TRIAL_COLUMNS = (
     "trial_key",
     "run_id",
@@ -221,40 +224,88 @@ TRIAL_COLUMNS = (
     "params",
     "replicate",
 )
+#: Columns of `trial_rows`: one row per trial, naming its spec.
+TRIAL_ROW_COLUMNS = (
+    "trial_key",
+    "run_id",
+    "experiment",
+    "model_id",
+    "language",
+    "spec_key",
+    "params",
+    "replicate",
+)
+#: Columns of `trial_specs`: each spec's texts, once.
+SPEC_COLUMNS = ("spec_key", "coords", "item", "messages")
 
 
 def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[Trial]) -> int:
-    """Insert planned trials not yet in the store (anti-join on trial_key); returns new rows."""
-    cols: dict[str, list[Any]] = {c: [] for c in TRIAL_COLUMNS}
+    """Insert trials not yet in the store (anti-join on trial_key); returns new rows.
+
+    Each spec's texts go to `trial_specs` once: only specs of the new rows, and only those not
+    stored already (anti-join on spec_key), so importing a file again adds no spec. The specs
+    are written first, while the batch's keys are still absent from `trial_rows`."""
+    rows: dict[str, list[Any]] = {c: [] for c in TRIAL_ROW_COLUMNS}
+    specs: dict[str, tuple[str, str, str]] = {}
     for t in trials:
-        cols["trial_key"].append(t.trial_key)
-        cols["run_id"].append(run_id)
-        cols["experiment"].append(t.experiment)
-        cols["model_id"].append(t.model_id)
-        cols["language"].append(t.language)
-        cols["coords"].append(canonical_json(t.coords).decode())
-        cols["item"].append(canonical_json(t.item).decode())
-        cols["messages"].append(canonical_json(t.messages).decode())
-        cols["params"].append(canonical_json(t.params).decode())
-        cols["replicate"].append(t.replicate)
-    if not cols["trial_key"]:
+        coords = canonical_json(t.coords)
+        item = canonical_json(t.item)
+        messages = canonical_json(t.messages)
+        key = spec_key(
+            coords,
+            canonical_json(t.experiment),
+            item,
+            canonical_json(t.language),
+            messages,
+            canonical_json(t.replicate),
+        )
+        if key not in specs:
+            specs[key] = (coords.decode(), item.decode(), messages.decode())
+        rows["trial_key"].append(t.trial_key)
+        rows["run_id"].append(run_id)
+        rows["experiment"].append(t.experiment)
+        rows["model_id"].append(t.model_id)
+        rows["language"].append(t.language)
+        rows["spec_key"].append(key)
+        rows["params"].append(canonical_json(t.params).decode())
+        rows["replicate"].append(t.replicate)
+    if not rows["trial_key"]:
         return 0
-    batch = pa.table(
+    row_batch = pa.table(
         {
             c: pa.array(v, type=pa.int32() if c == "replicate" else pa.string())
-            for c, v in cols.items()
+            for c, v in rows.items()
         }
     )
-    names = ", ".join(TRIAL_COLUMNS)
-    con.register("_trial_batch", batch)
+    spec_batch = pa.table(
+        {
+            "spec_key": pa.array(list(specs), type=pa.string()),
+            **{
+                c: pa.array([texts[i] for texts in specs.values()], type=pa.string())
+                for i, c in enumerate(SPEC_COLUMNS[1:])
+            },
+        }
+    )
+    names = ", ".join(TRIAL_ROW_COLUMNS)
+    spec_names = ", ".join(SPEC_COLUMNS)
+    con.register("_trial_batch", row_batch)
+    con.register("_spec_batch", spec_batch)
     try:
+        con.execute(
+            f"INSERT INTO trial_specs ({spec_names}) SELECT {spec_names} FROM _spec_batch b "
+            "WHERE b.spec_key IN (SELECT n.spec_key FROM _trial_batch n WHERE n.trial_key "
+            f"NOT IN ({_existing('trial_rows', '_trial_batch')})) AND b.spec_key NOT IN "
+            "(SELECT s.spec_key FROM trial_specs s JOIN _spec_batch k "
+            "ON s.spec_key = k.spec_key)"
+        ).fetchall()
         return _inserted(
             con.execute(
-                f"INSERT INTO trials ({names}) SELECT {names} FROM _trial_batch b "
-                f"WHERE b.trial_key NOT IN ({_existing('trials', '_trial_batch')})"
+                f"INSERT INTO trial_rows ({names}) SELECT {names} FROM _trial_batch b "
+                f"WHERE b.trial_key NOT IN ({_existing('trial_rows', '_trial_batch')})"
             ).fetchall()
         )
     finally:
+        con.unregister("_spec_batch")
         con.unregister("_trial_batch")
 
 

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 import ibias.runner.run as run_module
-from ibias.prompts.base import TrialSpec
+from ibias.prompts.base import TrialSpec, stable_hash
 from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs, trials_for
 from ibias.runner.providers.base import Provider, ProviderContext, ProviderError, Reply, Sampling
@@ -324,20 +324,31 @@ def test_plan_batches_are_the_trials_of_trials_for(tmp_path):
     for batch in plan_batches(build_experiments(config), config.models, 7):
         sizes.append(len(batch))
         cols = batch.columns()
+        assert len(cols["spec_key"]) * 2 == len(batch)  # each spec once, for both models
         for i in range(len(batch)):
+            j = cols["spec"][i]  # the trial's spec: per-spec columns are not repeated
             got.append(
                 (
                     cols["trial_key"][i],
-                    cols["experiment"][i],
+                    cols["experiment"][j],
                     cols["model_id"][i],
-                    cols["language"][i],
-                    orjson.loads(cols["coords"][i]),
-                    orjson.loads(cols["item"][i]),
-                    orjson.loads(cols["messages"][i]),
+                    cols["language"][j],
+                    orjson.loads(cols["coords"][j]),
+                    orjson.loads(cols["item"][j]),
+                    orjson.loads(cols["messages"][j]),
                     orjson.loads(cols["params"][i]),
-                    cols["replicate"][i],
+                    cols["replicate"][j],
                 )
             )
+            spec = {
+                "coords": got[-1][4],
+                "experiment": got[-1][1],
+                "item": got[-1][5],
+                "language": got[-1][3],
+                "messages": got[-1][6],
+                "replicate": got[-1][8],
+            }
+            assert cols["spec_key"][j] == stable_hash(spec)[:32]  # store/specs.py
     assert got == expected
     assert all(size % 2 == 0 for size in sizes)  # whole specs: every model in each batch
     assert len(set(re.findall(r"[0-9a-f]{64}", str([g[0] for g in got])))) == len(got)
@@ -437,7 +448,8 @@ async def test_a_store_made_before_plans_were_recorded_resumes_without_re_reques
     import duckdb as ddb
 
     from ibias.store import db
-    from ibias.store.writer import ResponseRow, insert_responses, insert_trials
+    from ibias.store.writer import ResponseRow, insert_responses
+    from tests.store.test_trial_specs import insert_old_layout
 
     config = _config(tmp_path, n=12)
     store = tmp_path / "store.duckdb"
@@ -451,7 +463,7 @@ async def test_a_store_made_before_plans_were_recorded_resumes_without_re_reques
             con.execute(sql)
             con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
     trials = list(trials_for(build_experiments(config), config.models))
-    insert_trials(con, "old", trials)
+    insert_old_layout(con, "old", trials)  # the `trials` table of that version
     from datetime import UTC, datetime
 
     answered = trials[::2]

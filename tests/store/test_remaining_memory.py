@@ -14,7 +14,7 @@ from ibias.store.plans import StoredPlan, remaining
 
 MODELS = 7
 TRIALS_PER_MODEL = 20_000
-PROMPT_BYTES = 1_500  # the demo's shape: 7 x 20,000 x 1.5 kB = 210 MB, cap 192 MB
+PROMPT_BYTES = 1_500  # 7 x 20,000 specs x 1.5 kB = 210 MB, cap 192 MB
 
 
 def test_every_model_streams_at_once_under_a_tight_memory_cap(tmp_path: Path) -> None:
@@ -22,12 +22,18 @@ def test_every_model_streams_at_once_under_a_tight_memory_cap(tmp_path: Path) ->
     try:
         con.execute("SET memory_limit = '192MB'").fetchall()  # before planning, as a run does
         # Model-major, as the planner writes them: each model's trials are contiguous rowids.
+        # Every trial has a spec of its own (the worst case: no texts shared between models,
+        # as in a one-model plan), so the specs alone exceed the cap.
         for start in range(0, MODELS * TRIALS_PER_MODEL, 5_000):  # one insert per planner batch
             con.execute(
-                "INSERT INTO trials SELECT printf('k%08d', i), 'r1', 'word_association', "
-                f"printf('m%d', i // {TRIALS_PER_MODEL}), 'en', '{{}}', '{{}}', "
+                "INSERT INTO trial_specs SELECT printf('s%08d', i), '{}', '{}', "
                 "json_array(json_object('role', 'user', 'content', "
-                f"repeat(chr(97 + (i % 26)::INTEGER), {PROMPT_BYTES}))), '{{}}', 0 "
+                f"repeat(chr(97 + (i % 26)::INTEGER), {PROMPT_BYTES}))) "
+                f"FROM range({start}, {start + 5_000}) t(i)"
+            ).fetchall()
+            con.execute(
+                "INSERT INTO trial_rows SELECT printf('k%08d', i), 'r1', 'word_association', "
+                f"printf('m%d', i // {TRIALS_PER_MODEL}), 'en', printf('s%08d', i), '{{}}', 0 "
                 f"FROM range({start}, {start + 5_000}) t(i)"
             ).fetchall()
         plan = StoredPlan(plan_hash="h", runs=("r1",), complete=True, reused=False)
