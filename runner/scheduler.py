@@ -36,6 +36,7 @@ from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
 from ibias.store.derived import parsed_kinds, reply_text
+from ibias.store.plans import prompt_chars
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer
 
 
@@ -145,11 +146,12 @@ def estimate_tokens(trial: Trial, max_tokens: int) -> int:
 
     Providers reserve max_tokens against TPM, so the estimate includes it; the limiter is
     corrected from the reported usage afterwards. A trial read from the store carries its
-    character count (`prompt_chars`, counted by DuckDB); others are counted here.
+    character count (`prompt_chars`, counted by the feeder once per spec); others are
+    counted here, the same way.
     """
     chars = getattr(trial, "prompt_chars", None)
     if chars is None:
-        chars = sum(len(m.get("content", "")) + 8 for m in trial.messages)
+        chars = prompt_chars(trial.messages)
     return math.ceil(chars / 4) + max_tokens
 
 

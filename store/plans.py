@@ -234,9 +234,16 @@ class Pending(NamedTuple):
     item: Mapping[str, Any]
     messages: tuple[Message, ...]
     params: Mapping[str, Any]
-    #: Characters of its messages as the pre-request token estimate counts them (each
-    #: message's content plus 8), counted by DuckDB while it reads the trial.
+    #: Characters of its messages as the pre-request token estimate counts them
+    #: (`prompt_chars`), counted once per spec while the feeder reads it.
     prompt_chars: int
+
+
+def prompt_chars(messages: Sequence[Message]) -> int:
+    """The characters the pre-request token estimate counts: each message's content plus 8
+    (its role and framing). `PROMPT_CHARS_SQL` is the same count in SQL (a test holds them
+    equal), for the totals `ibias plan` reports without reading every message into Python."""
+    return sum(len(m.get("content", "")) + 8 for m in messages)
 
 
 #: `prompt_chars` of a spec (`trial_specs AS s`), in SQL.
@@ -297,25 +304,28 @@ def remaining(
         for i in range(0, len(rowids), batch):
             chunk = rowids[i : i + batch].tolist()
             spec_chunk = spec_rowids[i : i + batch].tolist()
+            # Consecutive rowids (a model's trials in a one-model plan, or none answered in
+            # between): the range alone selects them, without a list test on every row.
+            gaps = chunk[-1] - chunk[0] >= len(chunk)
             rows = con.execute(
                 "SELECT t.trial_key, t.experiment, t.language, t.params FROM trial_rows t "
-                "WHERE t.rowid >= ? AND t.rowid <= ? AND list_contains(?, t.rowid) "
-                "ORDER BY t.rowid",
-                [chunk[0], chunk[-1], chunk],
+                "WHERE t.rowid >= ? AND t.rowid <= ?"
+                + (" AND list_contains(?, t.rowid)" if gaps else "")
+                + " ORDER BY t.rowid",
+                [chunk[0], chunk[-1], *([chunk] if gaps else [])],
             ).fetchall()
             wanted = sorted(set(spec_chunk))
             # A fresh plan's specs are consecutive rowids: then the range alone selects them.
             listed = wanted[-1] - wanted[0] >= len(wanted)
-            texts = {
-                r[0]: (loads(r[1]), tuple(loads(r[2])), r[3])
-                for r in con.execute(
-                    "SELECT s.rowid, s.item, s.messages, "
-                    f"coalesce({PROMPT_CHARS_SQL}, 0) FROM trial_specs s "
-                    "WHERE s.rowid >= ? AND s.rowid <= ?"
-                    + (" AND list_contains(?, s.rowid)" if listed else ""),
-                    [wanted[0], wanted[-1], *([wanted] if listed else [])],
-                ).fetchall()
-            }
+            texts = {}
+            for spec, item, messages_text in con.execute(
+                "SELECT s.rowid, s.item, s.messages FROM trial_specs s "
+                "WHERE s.rowid >= ? AND s.rowid <= ?"
+                + (" AND list_contains(?, s.rowid)" if listed else ""),
+                [wanted[0], wanted[-1], *([wanted] if listed else [])],
+            ).fetchall():
+                messages = tuple(loads(messages_text))
+                texts[spec] = (loads(item), messages, prompt_chars(messages))
             out = []
             for (key, experiment, language, p), spec in zip(rows, spec_chunk, strict=True):
                 sampling = decoded.get(p)
