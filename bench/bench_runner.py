@@ -326,6 +326,7 @@ def _execute(config_path: Path, *, refuse: frozenset[str] = frozenset(), instant
     import anyio
 
     from ibias.runner.config import load_config
+    from ibias.runner.event_loop import event_loop_options
     from ibias.runner.retries import Backoff
     from ibias.runner.run import RunOptions, execute
 
@@ -337,7 +338,8 @@ def _execute(config_path: Path, *, refuse: frozenset[str] = frozenset(), instant
     )
     factory = _Instant(refuse) if instant else None
     return anyio.run(
-        lambda: execute(config, options, provider_factory=factory)  # type: ignore[arg-type]
+        lambda: execute(config, options, provider_factory=factory),  # type: ignore[arg-type]
+        backend_options=event_loop_options(),  # the loop `ibias run` runs on
     )
 
 
