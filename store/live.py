@@ -51,6 +51,9 @@ MAX_SOCKET_PATH = 107
 ACCEPT_POLL_S = 0.2
 #: Live sessions served at once; a reader beyond that is told to try again.
 MAX_SESSIONS = 4
+#: How long a reader beyond `MAX_SESSIONS` waits for a slot before it is told to try again:
+#: one arriving as another leaves (whose session ends a moment after it hangs up) is served.
+SLOT_WAIT_S = 2.0
 #: A served query is interrupted after this long, so a runaway reader cannot eat the run's CPU.
 QUERY_TIMEOUT_S = 120.0
 #: A session (one snapshot) ends after this long; a client reads a whole report well within it.
@@ -207,9 +210,20 @@ class LiveServer:
         finally:
             self._sock.close()
 
+    def _wait_for_slot(self) -> bool:
+        """A session slot within `SLOT_WAIT_S`, in short waits so that `close` (which joins
+        every session's thread) is never held up by a reader waiting for one."""
+        deadline = time.monotonic() + SLOT_WAIT_S
+        while not self._stop.is_set():
+            if self._slots.acquire(timeout=0.05):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+        return False
+
     def _session(self, conn: socket.socket) -> None:
         conn.settimeout(IO_TIMEOUT_S)
-        have_slot = self._slots.acquire(blocking=False)
+        have_slot = self._wait_for_slot()
         cursor: duckdb.DuckDBPyConnection | None = None
         try:
             if not have_slot:

@@ -415,6 +415,38 @@ def test_readers_beyond_the_limit_are_told_to_try_again(
             con.close()
 
 
+def test_a_reader_arriving_as_another_leaves_is_served(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the limit, a reader waits up to `SLOT_WAIT_S` for a slot rather than being refused
+    while the reader before it is hanging up."""
+    monkeypatch.setattr(live, "MAX_SESSIONS", 1)
+    store = tmp_path / "store.duckdb"
+    shutil.copy(source, store)
+    answers: list[object] = []
+    with StoreLock(store):
+        con = open_store(store)
+        server = LiveServer.start(con, store)
+        assert server is not None
+        try:
+            with open_reader(store) as first:
+                first.table("SELECT 1")
+
+                def second() -> None:
+                    with open_reader(store) as reader:
+                        answers.append(reader.execute("SELECT 2").fetchone())
+
+                waiting = threading.Thread(target=second)
+                waiting.start()
+                time.sleep(0.3)  # the second reader is connected and waiting for the slot
+                assert answers == []
+            waiting.join(timeout=10)
+            assert answers == [(2,)]
+        finally:
+            server.close()
+            con.close()
+
+
 def test_analysis_reads_the_same_data_live_as_from_the_file(source: Path, tmp_path: Path) -> None:
     from ibias.analysis.load import load_store
 
