@@ -30,10 +30,19 @@ CREATE TABLE trial_rows (
     replicate INTEGER NOT NULL
 );
 
+-- A stored row's spec key, from its own stored texts: store/specs.py's `spec_key`, the first
+-- 32 hex digits of the SHA-256 of `spec_json` (experiment and language are plain identifiers,
+-- which to_json quotes as orjson does). Defined once, for the two copies below.
+CREATE TEMPORARY MACRO _spec_key(coords, experiment, item, language, messages, replicate) AS
+    left(sha256(
+        '{"coords":' || coords || ',"experiment":' || to_json(experiment) || ',"item":' || item
+        || ',"language":' || to_json(language) || ',"messages":' || messages
+        || ',"replicate":' || CAST(replicate AS VARCHAR) || '}'
+    ), 32);
+
 -- An existing store's rows, copied in rowid order (a plain scan keeps insertion order), each
--- naming its spec by the digest of its own stored texts; equal texts give equal keys, so every
--- row reads back exactly as it was. The JSON text of the key is store/specs.py's `spec_json`
--- (experiment and language are plain identifiers, which to_json quotes as orjson does).
+-- naming its spec by the key of its own stored texts; equal texts give equal keys, so every
+-- row reads back exactly as it was.
 INSERT INTO trial_rows
 SELECT
     trial_key,
@@ -41,11 +50,7 @@ SELECT
     experiment,
     model_id,
     language,
-    left(sha256(
-        '{"coords":' || coords || ',"experiment":' || to_json(experiment) || ',"item":' || item
-        || ',"language":' || to_json(language) || ',"messages":' || messages
-        || ',"replicate":' || CAST(replicate AS VARCHAR) || '}'
-    ), 32),
+    _spec_key(coords, experiment, item, language, messages, replicate),
     params,
     replicate
 FROM trials;
@@ -54,11 +59,7 @@ FROM trials;
 -- the order specs first appear.
 INSERT INTO trial_specs
 SELECT
-    left(sha256(
-        '{"coords":' || coords || ',"experiment":' || to_json(experiment) || ',"item":' || item
-        || ',"language":' || to_json(language) || ',"messages":' || messages
-        || ',"replicate":' || CAST(replicate AS VARCHAR) || '}'
-    ), 32),
+    _spec_key(coords, experiment, item, language, messages, replicate),
     coords,
     item,
     messages
@@ -66,12 +67,10 @@ FROM trials
 WHERE rowid IN (
     SELECT min(rowid)
     FROM trials
-    GROUP BY sha256(
-        '{"coords":' || coords || ',"experiment":' || to_json(experiment) || ',"item":' || item
-        || ',"language":' || to_json(language) || ',"messages":' || messages
-        || ',"replicate":' || CAST(replicate AS VARCHAR) || '}'
-    )
+    GROUP BY _spec_key(coords, experiment, item, language, messages, replicate)
 );
+
+DROP MACRO _spec_key;
 
 -- DuckDB binds views when they are queried, so the views that name `trials` (progress, the
 -- experiments' views, replies) read the view below from now on.
