@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -125,8 +126,8 @@ class Served:
         self.store, self.server, self.con = store, server, con
 
 
-@pytest.fixture
-def served(source: Path, tmp_path: Path) -> Iterator[Served]:
+@contextmanager
+def _serving(source: Path, tmp_path: Path) -> Iterator[Served]:
     store = tmp_path / "store.duckdb"
     shutil.copy(source, store)
     with StoreLock(store):
@@ -138,6 +139,12 @@ def served(source: Path, tmp_path: Path) -> Iterator[Served]:
         finally:
             server.close()
             con.close()
+
+
+@pytest.fixture
+def served(source: Path, tmp_path: Path) -> Iterator[Served]:
+    with _serving(source, tmp_path) as held:
+        yield held
 
 
 def test_the_socket_is_beside_the_store_and_private(served: Served) -> None:
@@ -392,59 +399,43 @@ def test_a_runaway_query_is_interrupted_and_the_session_goes_on(
         assert reader.execute("SELECT count(*) FROM responses").fetchone() == (4,)
 
 
-def test_readers_beyond_the_limit_are_told_to_try_again(
-    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def one_session(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+    """A served store whose run serves one reader at a time (set before the server starts)."""
     monkeypatch.setattr(live, "MAX_SESSIONS", 1)
-    store = tmp_path / "store.duckdb"
-    shutil.copy(source, store)
-    with StoreLock(store):
-        con = open_store(store)
-        server = LiveServer.start(con, store)
-        assert server is not None
-        try:
-            with open_reader(store) as first:
-                first.table("SELECT 1")
-                refused = pytest.raises(StoreError, match="serving 1 readers; try again")
-                with refused, open_reader(store) as second:
-                    second.table("SELECT 1")
-            with open_reader(store) as again:  # the slot is free once the first is done
-                assert again.execute("SELECT 1").fetchone() == (1,)
-        finally:
-            server.close()
-            con.close()
+    with _serving(source, tmp_path) as held:
+        yield held
 
 
-def test_a_reader_arriving_as_another_leaves_is_served(
-    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_readers_beyond_the_limit_are_told_to_try_again(one_session: Served) -> None:
+    store = one_session.store
+    with open_reader(store) as first:
+        first.table("SELECT 1")
+        refused = pytest.raises(StoreError, match="serving 1 readers; try again")
+        with refused, open_reader(store) as second:
+            second.table("SELECT 1")
+    with open_reader(store) as again:  # the slot is free once the first is done
+        assert again.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_reader_arriving_as_another_leaves_is_served(one_session: Served) -> None:
     """At the limit, a reader waits up to `SLOT_WAIT_S` for a slot rather than being refused
     while the reader before it is hanging up."""
-    monkeypatch.setattr(live, "MAX_SESSIONS", 1)
-    store = tmp_path / "store.duckdb"
-    shutil.copy(source, store)
+    store = one_session.store
     answers: list[object] = []
-    with StoreLock(store):
-        con = open_store(store)
-        server = LiveServer.start(con, store)
-        assert server is not None
-        try:
-            with open_reader(store) as first:
-                first.table("SELECT 1")
+    with open_reader(store) as first:
+        first.table("SELECT 1")
 
-                def second() -> None:
-                    with open_reader(store) as reader:
-                        answers.append(reader.execute("SELECT 2").fetchone())
+        def second() -> None:
+            with open_reader(store) as reader:
+                answers.append(reader.execute("SELECT 2").fetchone())
 
-                waiting = threading.Thread(target=second)
-                waiting.start()
-                time.sleep(0.3)  # the second reader is connected and waiting for the slot
-                assert answers == []
-            waiting.join(timeout=10)
-            assert answers == [(2,)]
-        finally:
-            server.close()
-            con.close()
+        waiting = threading.Thread(target=second)
+        waiting.start()
+        time.sleep(0.3)  # the second reader is connected and waiting for the slot
+        assert answers == []
+    waiting.join(timeout=10)
+    assert answers == [(2,)]
 
 
 def test_analysis_reads_the_same_data_live_as_from_the_file(source: Path, tmp_path: Path) -> None:
