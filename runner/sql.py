@@ -41,8 +41,7 @@ def run_query(
         with open_reader(store) as reader:
             names, records = reader.records(statement.query)
         if fmt == "json":
-            objects = [dict(zip(names, r, strict=True)) for r in records]
-            sys.stdout.write(orjson.dumps(objects, default=str).decode() + "\n")
+            sys.stdout.write(_json_array([dict(zip(names, r, strict=True)) for r in records]))
         else:
             _print_table(names, records)
         return 0
@@ -111,7 +110,12 @@ def _write(frame: pl.DataFrame, output: Path, fmt: str) -> None:
 
 
 def _json(frame: pl.DataFrame) -> str:
-    return orjson.dumps(frame.to_dicts(), default=str).decode() + "\n"
+    return _json_array(frame.to_dicts())
+
+
+def _json_array(objects: list[dict[str, Any]]) -> str:
+    """One JSON array of the rows as objects (values orjson cannot write, as text)."""
+    return orjson.dumps(objects, default=str).decode() + "\n"
 
 
 def _csv(frame: pl.DataFrame) -> str:
