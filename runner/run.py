@@ -52,6 +52,7 @@ from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
 from ibias.runner.status import snapshot, status_path, try_write_status, write_status
 from ibias.runner.stop import Stop
+from ibias.store.arrow_scan import registered
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
 from ibias.store.live import LiveServer
@@ -179,16 +180,13 @@ def _insert_patients(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     import pyarrow as pa
 
     batch = pa.Table.from_pylist(rows)
-    con.register("_patients", batch)
-    try:
+    with registered(con, "_patients", batch):
         con.execute(
             "INSERT INTO patients SELECT roster_id, person_id, language, name, age, "
             "sex_assigned_at_birth, gender_identity FROM _patients p WHERE NOT EXISTS "
             "(SELECT 1 FROM patients q WHERE q.roster_id = p.roster_id "
             "AND q.person_id = p.person_id AND q.language = p.language)"
         ).fetchall()
-    finally:
-        con.unregister("_patients")
 
 
 class PlanningInterrupted(Exception):

@@ -16,6 +16,7 @@ import orjson
 import pyarrow as pa
 
 from ibias.prompts.registry import Parser, TrialKind, kinds
+from ibias.store.arrow_scan import registered
 from ibias.store.experiments import arrow_schema
 from ibias.store.writer import Landed
 
@@ -50,15 +51,12 @@ def _insert(con: duckdb.DuckDBPyConnection, p: Parser, rows: list[dict[str, Any]
     names = list(types)
     batch = pa.table({n: pa.array([r[n] for r in rows], type=types[n]) for n in names})
     cols = ", ".join(names)
-    con.register("_derived_batch", batch)
-    try:
+    with registered(con, "_derived_batch", batch):
         con.execute(
             f"INSERT INTO {p.table} ({cols}) SELECT {cols} FROM _derived_batch b WHERE NOT EXISTS "
             f"(SELECT 1 FROM {p.table} d WHERE d.trial_key = b.trial_key "
             f"AND d.parser_version = b.parser_version)"
         ).fetchall()
-    finally:
-        con.unregister("_derived_batch")
     return len(rows)
 
 
@@ -154,10 +152,8 @@ def _parse_pending_logprobs(con: duckdb.DuckDBPyConnection, kind: TrialKind, p: 
     ]
     total = 0
     for start in range(0, len(keys), LOGPROBS_BATCH):
-        con.register(
-            "_logprobs_keys", pa.table({"trial_key": keys[start : start + LOGPROBS_BATCH]})
-        )
-        try:
+        batch = pa.table({"trial_key": keys[start : start + LOGPROBS_BATCH]})
+        with registered(con, "_logprobs_keys", batch):
             fetched = con.execute(
                 f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content, "
                 f"r.logprobs::VARCHAR FROM _logprobs_keys k "
@@ -167,8 +163,6 @@ def _parse_pending_logprobs(con: duckdb.DuckDBPyConnection, kind: TrialKind, p: 
                 f"WHERE t.experiment = ?) t ON t.trial_key = r.trial_key",
                 [kind.name],
             ).fetchall()
-        finally:
-            con.unregister("_logprobs_keys")
         rows = [
             _row(p, key, orjson.loads(item), text, orjson.loads(tokens))
             for key, item, text, tokens in fetched

@@ -26,6 +26,7 @@ import orjson
 import pyarrow as pa
 
 from ibias.prompts.base import Message
+from ibias.store.arrow_scan import registered
 from ibias.store.writer import SPEC_COLUMNS, TRIAL_ROW_COLUMNS
 
 #: Per-spec columns of a planner batch (`runner.plan.PlanBatch.columns()`, one entry per
@@ -152,8 +153,7 @@ def insert_planned(
         _append(con, "trial_specs", spec_names, spec_table)
         _append(con, "trial_rows", names, row_table)
         return int(row_table.num_rows)
-    con.register("_planned", row_table)
-    try:
+    with registered(con, "_planned", row_table):
         # One scan of the stored keys per batch; DuckDB hashes the batch, not the table.
         hits = dict(
             con.execute(
@@ -161,8 +161,6 @@ def insert_planned(
                 "ON s.trial_key = b.trial_key"
             ).fetchall()
         )
-    finally:
-        con.unregister("_planned")
     if hits:
         own = set(plan.runs) | {run_id}
         reused = [k for k, r in hits.items() if r not in own]
@@ -177,8 +175,7 @@ def insert_planned(
     if not row_table.num_rows:
         return 0
     needed = set(row_table.column("spec_key").to_pylist())
-    con.register("_planned_specs", spec_table)
-    try:
+    with registered(con, "_planned_specs", spec_table):
         stored = {
             r[0]
             for r in con.execute(
@@ -186,8 +183,6 @@ def insert_planned(
                 "ON s.spec_key = b.spec_key"
             ).fetchall()
         }
-    finally:
-        con.unregister("_planned_specs")
     new_specs = spec_table.filter(
         pa.array([k in needed and k not in stored for k in columns["spec_key"]], type=pa.bool_())
     )
@@ -198,11 +193,8 @@ def insert_planned(
 
 
 def _append(con: duckdb.DuckDBPyConnection, table: str, names: str, rows: pa.Table) -> None:
-    con.register("_append", rows)
-    try:
+    with registered(con, "_append", rows):
         con.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM _append").fetchall()
-    finally:
-        con.unregister("_append")
 
 
 def remaining_prompt_chars(

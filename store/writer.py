@@ -35,6 +35,8 @@ import orjson
 import pyarrow as pa
 
 from ibias.prompts.base import canonical_json
+from ibias.store.arrow_scan import registered
+from ibias.store.memory import MemoryGuard
 from ibias.store.specs import spec_key
 from ibias.store.trial import Trial
 
@@ -160,11 +162,8 @@ def insert_attempts(con: duckdb.DuckDBPyConnection, rows: Sequence[AttemptRow]) 
         return
     batch = to_arrow(rows, AttemptRow)
     names = ", ".join(batch.column_names)
-    con.register("_attempt_batch", batch)
-    try:
+    with registered(con, "_attempt_batch", batch):
         con.execute(f"INSERT INTO attempts ({names}) SELECT {names} FROM _attempt_batch").fetchall()
-    finally:
-        con.unregister("_attempt_batch")
 
 
 def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]) -> int:
@@ -184,16 +183,13 @@ def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]
         rows = list(kept.values())
     batch = to_arrow(rows, ResponseRow)
     names = ", ".join(batch.column_names)
-    con.register("_response_batch", batch)
-    try:
+    with registered(con, "_response_batch", batch):
         return _inserted(
             con.execute(
                 f"INSERT INTO responses ({names}) SELECT {names} FROM _response_batch b "
                 f"WHERE b.trial_key NOT IN ({_existing('responses', '_response_batch')})"
             ).fetchall()
         )
-    finally:
-        con.unregister("_response_batch")
 
 
 def _existing(table: str, batch: str) -> str:
@@ -288,9 +284,7 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
     )
     names = ", ".join(TRIAL_ROW_COLUMNS)
     spec_names = ", ".join(SPEC_COLUMNS)
-    con.register("_trial_batch", row_batch)
-    con.register("_spec_batch", spec_batch)
-    try:
+    with registered(con, "_trial_batch", row_batch), registered(con, "_spec_batch", spec_batch):
         con.execute(
             f"INSERT INTO trial_specs ({spec_names}) SELECT {spec_names} FROM _spec_batch b "
             "WHERE b.spec_key IN (SELECT n.spec_key FROM _trial_batch n WHERE n.trial_key "
@@ -304,9 +298,6 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
                 f"WHERE b.trial_key NOT IN ({_existing('trial_rows', '_trial_batch')})"
             ).fetchall()
         )
-    finally:
-        con.unregister("_spec_batch")
-        con.unregister("_trial_batch")
 
 
 class StoreWriteError(Exception):
@@ -361,6 +352,11 @@ def write_failure(exc: BaseException, stored: int | None = None) -> StoreWriteEr
     )
 
 
+#: `attempts.error_kind` of a reply the store refused even alone (the trial stays unanswered).
+UNSTORABLE = "unstorable"
+#: Characters of such an attempt's `error_message`.
+ERROR_MESSAGE_CHARS = 500
+
 OnLanded = Callable[[duckdb.DuckDBPyConnection, Sequence[Landed]], None]
 
 
@@ -383,8 +379,15 @@ class Writer:
         max_rows: int = 5000,
         on_landed: OnLanded | None = None,
         on_failure: Callable[[StoreWriteError], None] | None = None,
+        guard: MemoryGuard | None = None,
+        before_commit: Callable[[bool], None] | None = None,
     ) -> None:
         self.con = con
+        #: Retries a flush that found DuckDB's memory full (store/memory.py).
+        self.guard = guard
+        #: Called inside each flush's transaction just before COMMIT, with whether the writer
+        #: is closing (the final flush): the test-only phase hook of the torture tests.
+        self.before_commit = before_commit
         self.on_failure = on_failure
         self.interval = interval
         self.max_rows = max_rows
@@ -400,6 +403,8 @@ class Writer:
         #: Responses committed so far by this writer (new rows only), in all and by model.
         self.stored = 0
         self.stored_by_model: Counter[str] = Counter()
+        #: Replies the store refused even alone, recorded as their attempts' errors.
+        self.unstorable = 0
         #: The error that ended writing, once a flush has failed.
         self.failure: StoreWriteError | None = None
 
@@ -459,6 +464,95 @@ class Writer:
     def _write(
         self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
     ) -> None:
+        """Commit the batch; when it cannot be committed whole for any reason but the disk's,
+        store it in parts (`_write_apart`), so one reply DuckDB refuses, or a batch too large
+        for the memory cap, costs at most that reply, never the others."""
+        try:
+            self._guarded(attempts, responses, landed)
+        except Exception as exc:
+            if is_write_failure(exc):
+                raise
+            self._write_apart(attempts, responses, landed, exc)
+        # Written: free the rows (and the reply bodies they hold) here, on the writer's
+        # thread, rather than on the event loop's when the flush returns.
+        attempts.clear()
+        responses.clear()
+        landed.clear()
+
+    def _guarded(
+        self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
+    ) -> None:
+        """One transaction, tried again after relief while DuckDB is out of memory."""
+        if self.guard is None:
+            self._commit(attempts, responses, landed)
+        else:
+            self.guard.call(lambda: self._commit(attempts, responses, landed))
+
+    def _write_apart(
+        self,
+        attempts: list[AttemptRow],
+        responses: list[ResponseRow],
+        landed: list[Landed],
+        error: Exception,
+    ) -> None:
+        """Store a batch that failed whole: halves by response (each with its trials' attempts
+        and parses), down to one reply, which is stored without its parse if only parsing
+        failed (analysis parses it later), and otherwise recorded as its attempt's error
+        (`error_kind = 'unstorable'`): the trial has no response and is asked again."""
+        if len(responses) > 1:
+            half = len(responses) // 2
+            for first, part in ((True, responses[:half]), (False, responses[half:])):
+                keys = {r.trial_key for r in part}
+                own = [a for a in attempts if a.trial_key in keys]
+                if first:  # attempts of trials without a response in this batch go first
+                    every = {r.trial_key for r in responses}
+                    own += [a for a in attempts if a.trial_key not in every]
+                mine = [item for item in landed if item.trial_key in keys]
+                try:
+                    self._guarded(own, part, mine)
+                except Exception as exc:
+                    if is_write_failure(exc):
+                        raise
+                    self._write_apart(own, part, mine, exc)
+            return
+        if responses and landed:
+            try:
+                self._guarded(attempts, responses, [])  # the parse failed, not the reply
+                return
+            except Exception as exc:
+                if is_write_failure(exc):
+                    raise
+                error = exc
+        why = f"the store refused the reply: {os_cause(error)}"[:ERROR_MESSAGE_CHARS]
+        keys = {r.trial_key for r in responses}
+        kept = [
+            a._replace(outcome="error", error_kind=UNSTORABLE, error_message=why)
+            if a.trial_key in keys and a.outcome == "ok"
+            else a
+            for a in attempts
+        ]
+        if responses and not any(a.trial_key in keys and a.outcome == "error" for a in kept):
+            r = responses[0]  # no attempt row came with it: record one
+            kept.append(
+                AttemptRow(
+                    r.run_id,
+                    r.trial_key,
+                    r.model_id,
+                    0,
+                    r.received_at,
+                    None,
+                    None,
+                    UNSTORABLE,
+                    why,
+                    "error",
+                )
+            )
+        self.unstorable += len(responses)
+        self._guarded(kept, [], [])
+
+    def _commit(
+        self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
+    ) -> None:
         con = self.con
         con.execute("BEGIN TRANSACTION").fetchall()
         try:
@@ -466,6 +560,8 @@ class Writer:
             new = insert_responses(con, responses)
             if self.on_landed is not None and landed:
                 self.on_landed(con, landed)
+            if self.before_commit is not None:
+                self.before_commit(self._closing)
             con.execute("COMMIT").fetchall()
         except BaseException:
             _rollback(con)
@@ -483,11 +579,6 @@ class Writer:
                     ).fetchall()
                 )
             )
-        # Written: free the rows (and the reply bodies they hold) here, on the writer's
-        # thread, rather than on the event loop's when the flush returns.
-        attempts.clear()
-        responses.clear()
-        landed.clear()
 
     async def close(self) -> None:
         """Stop the flush loop and write everything still buffered. Idempotent; shielded from
