@@ -52,8 +52,7 @@ async def test_a_reply_the_store_refuses_costs_only_that_reply(tmp_path):
     assert stored == set(keys) - {"k17"}
     assert writer.failure is None and writer.stored == 39 and writer.unstorable == 1
     got = con.execute(
-        "SELECT trial_key, outcome, error_kind, error_message FROM attempts "
-        "WHERE outcome <> 'ok'"
+        "SELECT trial_key, outcome, error_kind, error_message FROM attempts WHERE outcome <> 'ok'"
     ).fetchall()
     assert [(k, o, e) for k, o, e, _ in got] == [("k17", "error", UNSTORABLE)]
     assert "the store refused the reply" in got[0][3]
