@@ -72,6 +72,9 @@ class Verdict(StrEnum):
     OK = "ok"
     RETRY = "retry"
     FATAL = "fatal"
+    GIVE_UP = "give_up"
+    """This trial fails for good (asking again would get the same answer, e.g. a body above
+    the size cap), alone: the model and its other trials go on."""
 
 
 @dataclass(frozen=True)
