@@ -20,6 +20,11 @@ if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quie
     from rich.live import Live
     from rich.table import Table
 
+#: Failed attempts in a row after which a model's last error kind and URL are shown: a few,
+#: so a lone retried error stays quiet but a dead endpoint says why at once (not only a
+#: growing `errors` count).
+SHOW_FAILING_AFTER = 3
+
 COLUMNS = ("model", "done/total", "failed", "req/s", "retries", "errors", "tokens", "cost $", "ETA")
 
 
@@ -32,6 +37,15 @@ def _eta(s: ModelStats, seconds: float | None) -> str:
     h, rem = divmod(seconds, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
+
+
+def failing_note(s: ModelStats) -> str | None:
+    """What a model failing `SHOW_FAILING_AFTER` times or more in a row is failing with: its
+    last error kind and the URL it calls; None while it is not."""
+    if s.failing < SHOW_FAILING_AFTER or s.last_error_kind is None:
+        return None
+    where = f" at {s.endpoint}" if s.endpoint else ""
+    return f"{s.failing:,} failures in a row, last {s.last_error_kind}{where}"
 
 
 def render_table(stats: Sequence[ModelStats]) -> Table:
@@ -61,6 +75,10 @@ def render_table(stats: Sequence[ModelStats]) -> Table:
             f"{s.cost:.4f}",
             _eta(s, eta),
         )
+    notes = [f"{s.model_id}: {note}" for s in stats if (note := failing_note(s)) is not None]
+    if notes:
+        table.caption = "\n".join(notes)
+        table.caption_justify = "left"
     return table
 
 
@@ -77,6 +95,9 @@ def plain_lines(stats: Sequence[ModelStats]) -> list[str]:
             f"failed={s.failed} retries={s.retries} errors={s.errors} "
             f"tokens={s.tokens} cost=${s.cost:.4f} eta={_eta(s, eta)}"
         )
+        note = failing_note(s)
+        if note is not None:
+            line += f" ({note})"
         if s.fatal:
             line += " stopped"
         lines.append(line)

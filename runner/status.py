@@ -45,6 +45,15 @@ class ModelStats:
     prompt_tokens_before: int = 0
     completion_tokens_before: int = 0
     cost_usd_before: float = 0.0
+    #: Replies of this run whose cost is unknown (a usage count missing or invalid): not in
+    #: `cost_usd`; the budget counts each at its request's upper bound (runner/scheduler.py).
+    cost_unknown: int = 0
+    #: Attempts that failed in a row (reset by any reply), the last one's error kind, and the
+    #: endpoint's URL (set at the first error): the progress display names the kind and the
+    #: URL after a few failures in a row, so a dead endpoint says why at once.
+    failing: int = 0
+    last_error_kind: str | None = None
+    endpoint: str | None = None
     fatal: str | None = None
     finished: bool = False
     first_done_at: float | None = None
