@@ -311,12 +311,10 @@ def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str])
         # is zero (proto3), so an absent candidates or thoughts count is 0; one present but
         # not a count is unknown, and so is the completion count it is part of.
         prompt_tokens = token_count(usage.get("promptTokenCount"))
-        raw_thoughts = usage.get("thoughtsTokenCount")
-        thoughts = token_count(raw_thoughts)
-        candidates_count = usage.get("candidatesTokenCount")
+        thoughts = token_count(usage.get("thoughtsTokenCount"))
         completion_tokens = token_sum(
-            0 if candidates_count is None else token_count(candidates_count),
-            0 if raw_thoughts is None else thoughts,
+            token_count(usage["candidatesTokenCount"]) if "candidatesTokenCount" in usage else 0,
+            thoughts if "thoughtsTokenCount" in usage else 0,
         )
     candidates = data.get("candidates")
     content: str | None = None
