@@ -12,7 +12,7 @@ import pytest
 
 from ibias.runner.config import load_config
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.providers.base import Limits, Provider, Reply
+from ibias.runner.providers.base import Limits, Provider, Reply, Window
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import (
     ModelRuntime,
@@ -169,3 +169,27 @@ def test_the_stop_line_for_a_long_wait_says_until_when_in_utc():
         "provider asked to wait 86,400 s (until 2026-12-03 00:41 UTC), beyond "
         "outage_limit_s = 600 s; run again after then"
     )
+
+
+async def test_a_used_up_window_resetting_beyond_the_outage_limit_stops_the_model(tmp_path):
+    """The equivalent of a long Retry-After in a reply's headers: nothing left, reset in two
+    hours, no announced rate to refill by. Holding the model silently for two hours would
+    look like a hang: it stops, saying until when."""
+    window = Window("requests", remaining=0, reset_s=7_200.0)
+    rt = _runtime(tmp_path, Limits(windows=(window,)), outage_limit_s=600.0)
+    lines: list[str] = []
+    s = Scheduler(
+        run_id="r",
+        runtimes=[rt],
+        writer=None,  # type: ignore[arg-type]
+        backoff=Backoff(),
+        on_fatal=lines.append,
+    )
+    s._read_limits(rt, {"limits": "yes"}, 100)
+    assert rt.stats.fatal is not None
+    assert lines == [f"model m stopped: {rt.stats.fatal}"]
+    assert rt.stats.fatal.startswith("provider asked to wait 7,200 s (until ")
+    # A window that gives back room within the limit only holds the model, as before.
+    short = _runtime(tmp_path, Limits(windows=(Window("requests", 0, 30.0),)))
+    _scheduler(short)._read_limits(short, {"limits": "yes"}, 100)
+    assert short.stats.fatal is None
