@@ -22,7 +22,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from ibias.runner.breaker import UNREACHABLE_KINDS, Breaker, wait_turn
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter, Permit
 from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, Sampling
+from ibias.runner.providers.usage import MAX_TOKEN_COUNT, token_count
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
@@ -140,6 +141,26 @@ class Trial(Protocol):
     def messages(self) -> Sequence[Mapping[str, str]]: ...
     @property
     def params(self) -> Mapping[str, Any]: ...
+
+
+def _checked(reply: Reply) -> Reply:
+    """`reply` with token counts the store can hold: every built-in protocol checks them
+    (runner/providers/usage.py), but a provider handed in by a caller may not, and one count
+    past 2^31 - 1 would fail the writer's flush for every model. Two comparisons when the
+    counts are fine (the usual case), a copy with the bad ones unknown when not."""
+    p, c, r = reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens
+    if (
+        (p is None or 0 <= p <= MAX_TOKEN_COUNT)
+        and (c is None or 0 <= c <= MAX_TOKEN_COUNT)
+        and (r is None or 0 <= r <= MAX_TOKEN_COUNT)
+    ):
+        return reply
+    return replace(
+        reply,
+        prompt_tokens=token_count(p),
+        completion_tokens=token_count(c),
+        reasoning_tokens=token_count(r),
+    )
 
 
 def _outage_timeout(outage_limit_s: float) -> Classification:
@@ -462,6 +483,7 @@ class Scheduler:
             if reply is not None:
                 breaker.reached(time.monotonic(), probe=probe)
                 rt.stats.failing = 0
+                reply = _checked(reply)
                 used = None
                 if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                     used = reply.prompt_tokens + reply.completion_tokens

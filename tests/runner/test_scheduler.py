@@ -193,3 +193,12 @@ async def test_a_used_up_window_resetting_beyond_the_outage_limit_stops_the_mode
     short = _runtime(tmp_path, Limits(windows=(Window("requests", 0, 30.0),)))
     _scheduler(short)._read_limits(short, {"limits": "yes"}, 100)
     assert short.stats.fatal is None
+
+
+async def test_counts_an_injected_provider_did_not_check_are_checked_before_the_writer(tmp_path):
+    """A provider handed in by a caller may return any int: one past 2^31 - 1 would fail the
+    writer's flush for every model, a negative one would bill a negative cost."""
+    s, writer, bound = await _answer(tmp_path, (2**40, -3))
+    (row,) = writer.responses
+    assert (row.prompt_tokens, row.completion_tokens, row.cost_usd) == (None, None, None)
+    assert s.spent == pytest.approx(bound)
