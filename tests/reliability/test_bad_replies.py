@@ -191,5 +191,7 @@ async def test_bad_replies_are_recorded_alone_and_the_run_ends_by_itself(
     assert _rows(
         store, "SELECT count(*) FROM responses WHERE cost_usd < 0 OR completion_tokens < 0"
     ) == [(0,)]
-    raw = _rows(store, f"SELECT raw FROM responses WHERE content = 'answer {HUGE}'")
+    raw = _rows(
+        store, f"SELECT raw FROM responses WHERE model_id = 'main' AND content = 'answer {HUGE}'"
+    )
     assert orjson.loads(raw[0][0])["usage"]["prompt_tokens"] == 2**31  # kept as sent in raw
