@@ -62,8 +62,12 @@ __all__ = [
     "retry_delay_hint",
 ]
 
-#: Hints longer than this are treated as nonsense (clock skew, a daily reset) and ignored.
-MAX_HINT_S = 86_400.0
+#: Hints longer than this (a year) are treated as nonsense and ignored. Up to it a hint is
+#: what the provider asked: the scheduler never sleeps past the model's `outage_limit_s` (a
+#: week at most) but stops the model with one line saying until when, so a long hint is said,
+#: not slept through. (It was a day: a Retry-After of two days was ignored, and every trial of
+#: the model then failed after its retries, one backoff at a time.)
+MAX_HINT_S = 366 * 86_400.0
 
 
 class Verdict(StrEnum):
@@ -383,7 +387,7 @@ def retry_delay_hint(
     wall-clock epoch, default ``time.time()``), ``x-ratelimit-reset-{requests,tokens}`` and
     ``anthropic-ratelimit-*-reset`` (only for a budget that is used up), Gemini's ``RetryInfo``
     and a "try again in 1.5s" sentence in the error message. Negative values and values above
-    one day are ignored: they come from clock skew or from daily resets that are fatal anyway.
+    a year are ignored (`MAX_HINT_S`); a long hint is for the scheduler to act on.
     """
     if now is None:
         now = time.time()
