@@ -13,10 +13,14 @@ Policy (DESIGN.md, "Retries"):
 * fatal for the model: 400, 401, 402, 403, 404, any other 4xx (a client error does not go away
   by asking again), a 429 whose body says ``insufficient_quota``, and a 429 for a daily quota
   (Gemini ``QuotaFailure`` with a ``PerDay`` quota id, OpenAI-style "requests per day (RPD)");
+  also a 3xx (``redirect``: redirects are never followed, runner/providers/http.py);
+* given up for that trial alone (``Verdict.GIVE_UP``, the model goes on): a body above the
+  size cap (``too_large``, runner/providers/http.py), which asking again would only repeat;
 * provider wait hints are honoured: ``Retry-After`` (seconds or HTTP-date), ``retry-after-ms``,
   ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (Go-style durations),
   ``anthropic-ratelimit-*-reset`` (RFC 3339), Gemini ``RetryInfo.retryDelay`` and the
-  "Please try again in 1.5s" sentence OpenAI and Groq put in their messages.
+  "Please try again in 1.5s" sentence OpenAI and Groq put in their messages; a hint longer
+  than the model's ``outage_limit_s`` stops the model instead (runner/scheduler.py).
 
 Messages are one line, truncated, and scrubbed of the run's keys and of anything that looks like
 an API key, because some providers echo a key, a partly masked one or a ``?key=`` URL back in
