@@ -14,16 +14,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from ibias.runner.status import ModelStats, rate_and_eta
+from ibias.runner.status import SHOW_FAILING_AFTER, ModelStats, rate_and_eta
 
 if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quiet or a log)
     from rich.live import Live
     from rich.table import Table
-
-#: Failed attempts in a row after which a model's last error kind and URL are shown: a few,
-#: so a lone retried error stays quiet but a dead endpoint says why at once (not only a
-#: growing `errors` count).
-SHOW_FAILING_AFTER = 3
 
 COLUMNS = ("model", "done/total", "failed", "req/s", "retries", "errors", "tokens", "cost $", "ETA")
 

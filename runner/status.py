@@ -23,6 +23,11 @@ from typing import Any
 
 import orjson
 
+#: Failed attempts in a row after which a model's last error kind and URL are shown (progress
+#: and the status file): a few, so a lone retried error stays quiet but a dead endpoint says
+#: why at once (not only a growing `errors` count).
+SHOW_FAILING_AFTER = 3
+
 
 @dataclass
 class ModelStats:
@@ -140,6 +145,12 @@ def snapshot(
                 "eta_s": None if eta is None else round(eta, 1),
                 "fatal": s.fatal,
                 "reported_models": sorted(s.reported),
+                "cost_unknown": s.cost_unknown,
+                "last_error": (
+                    {"kind": s.last_error_kind, "endpoint": s.endpoint, "in_a_row": s.failing}
+                    if s.failing >= SHOW_FAILING_AFTER
+                    else None
+                ),
             }
         )
     data: dict[str, Any] = {

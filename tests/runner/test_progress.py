@@ -168,3 +168,18 @@ def test_a_model_failing_in_a_row_shows_its_last_error_kind_and_url():
     text = console.file.getvalue()  # type: ignore[attr-defined]
     # A caption under the table, wrapped to its width.
     assert f"dead: 3 failures in a row, last connection at {url}" in " ".join(text.split())
+
+
+def test_the_status_file_names_the_last_error_too():
+    from datetime import UTC, datetime
+
+    from ibias.runner.status import snapshot
+
+    s = ModelStats(model_id="dead", total=10, failing=3, cost_unknown=2)
+    s.last_error_kind, s.endpoint = "connection", "http://127.0.0.1:9/v1/chat/completions"
+    (model,) = snapshot("r", "running", datetime.now(UTC), [s])["models"]
+    assert model["last_error"] == {"kind": "connection", "endpoint": s.endpoint, "in_a_row": 3}
+    assert model["cost_unknown"] == 2
+    s.failing = 0  # a reply came
+    (model,) = snapshot("r", "running", datetime.now(UTC), [s])["models"]
+    assert model["last_error"] is None
