@@ -20,6 +20,21 @@ hours of a night's sweep for nothing, and every trial of the outage marked faile
 The outage begins when the first request of the failing streak was sent (not before the last
 success): an endpoint that has not answered anything since then has been down that long.
 
+Two limits make sure a dead endpoint is said at once, not after a night:
+
+* **the outage limit holds whatever `timeout_s` is**: a request in flight is cancelled when the
+  outage limit is reached (`watch`: a cancel scope whose deadline is the outage's start plus
+  `outage_limit_s`, lifted as soon as the endpoint answers anything). Without it a request
+  with `timeout_s = 120` against an outage limit of 30 s was waited out, then its probe too:
+  the model stopped at 243 s.
+* **an endpoint that never answered stops in `NEVER_ANSWERED_S`**: when nothing has answered
+  since the run started and every failure of the streak was a failed connection (refused, DNS,
+  TLS: no HTTP response at all), the limit is `min(outage_limit_s, NEVER_ANSWERED_S)`: a wrong
+  `base_url` or a server that is not running is said in 30 s, not 10 minutes. An endpoint that
+  had answered keeps the whole `outage_limit_s` (a short outage must not end a model's night),
+  and a slow first answer is never cut by this limit (timeouts do not count towards it, and no
+  request in flight is cancelled for it).
+
 The state machine is pure and clocked by its caller (`now` in seconds, any monotonic clock), so
 it is tested with a fake clock; the scheduler drives it with `time.monotonic` (the clock of
 asyncio's loop) and waits for a turn with `wait_turn`.
@@ -37,10 +52,25 @@ import anyio
 
 from ibias.runner.config import DEFAULT_OUTAGE_LIMIT_S
 
-__all__ = ["UNREACHABLE_KINDS", "Admission", "Breaker", "BreakerState", "wait_turn"]
+__all__ = [
+    "NEVER_ANSWERED_S",
+    "UNREACHABLE_KINDS",
+    "Admission",
+    "Breaker",
+    "BreakerState",
+    "wait_turn",
+]
 
 #: `Classification.kind`s that mean the endpoint did not answer at all (runner/retries.py).
 UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
+#: Seconds an endpoint that has not answered once since the run started may keep refusing
+#: connections before its model stops (read when a breaker is made, so a test may lower it).
+NEVER_ANSWERED_S = 30.0
+#: Seconds a request sent when the outage is at its limit may take before it is cancelled.
+LAST_PROBE_S = 1.0
+#: Clock slack when comparing an outage with its limit: a deadline timer may fire a hair
+#: before the monotonic clock reads the deadline (uvloop's timers count milliseconds).
+_SLACK_S = 0.005
 
 
 class BreakerState(StrEnum):
@@ -76,6 +106,7 @@ class Breaker:
         trip_after: int = 3,
         first_probe_s: float = 1.0,
         max_probe_s: float = 30.0,
+        never_answered_s: float | None = None,
     ) -> None:
         if not outage_limit_s > 0:
             raise ValueError("outage_limit_s must be > 0")
@@ -84,6 +115,12 @@ class Breaker:
         if not 0 <= first_probe_s <= max_probe_s:
             raise ValueError("need 0 <= first_probe_s <= max_probe_s")
         self.outage_limit_s = outage_limit_s
+        self.never_answered_s = NEVER_ANSWERED_S if never_answered_s is None else never_answered_s
+        if not self.never_answered_s > 0:
+            raise ValueError("never_answered_s must be > 0")
+        #: True when the breaker died by `never_answered_s` (shorter than the outage limit):
+        #: the endpoint never answered in this run (the stop line says so).
+        self.never_answered = False
         self.trip_after = trip_after
         self.first_probe_s = first_probe_s
         self.max_probe_s = max_probe_s
@@ -93,6 +130,10 @@ class Breaker:
         self._streak = 0
         self._streak_began: float | None = None
         self._last_ok: float = -math.inf
+        #: Every failure of the current streak was a failed connection (no HTTP response).
+        self._connect_only = True
+        #: Cancel scopes of requests in flight that end at the outage limit (see `watch`).
+        self._watched: set[anyio.CancelScope] = set()
         self._probe_in_flight = False
         self._next_probe_at = 0.0
         self._interval = first_probe_s
@@ -110,6 +151,44 @@ class Breaker:
         if self._streak_began is None:
             return 0.0
         return max(0.0, now - self._streak_began)
+
+    @property
+    def answered(self) -> bool:
+        """The endpoint has answered (any HTTP response) since this breaker was made."""
+        return self._last_ok > -math.inf
+
+    def limit_s(self) -> float:
+        """How long the current outage may last: `outage_limit_s`, or `never_answered_s` when
+        shorter and the endpoint has only ever refused connections in this run."""
+        if not self.answered and self._connect_only:
+            return min(self.outage_limit_s, self.never_answered_s)
+        return self.outage_limit_s
+
+    # ------------------------------------------------------------------ requests in flight
+
+    def watch(self, sent: float, timeout_s: float) -> anyio.CancelScope | None:
+        """A cancel scope for a request sent at `sent` (this breaker's clock) that ends it when
+        the outage limit is reached, or None when the request's own timeout comes first (the
+        usual case: nothing to do on the hot path).
+
+        The outage, if this request turns out to be part of one, began with the current
+        failing streak, or else when this request was sent. Its deadline is given on anyio's
+        clock, the scope's, measured from `sent` (the two clocks need not share an origin).
+        Any answer from the endpoint lifts every watched deadline (`reached`): a slow request
+        while others are answered is no outage, and keeps its own timeout. The caller enters
+        the scope around the request and calls `unwatch` after."""
+        began = self._streak_began if self._streak_began is not None else sent
+        # A request sent at (or after) the limit, the last probe, still gets a moment to fail
+        # on its own (a refused connection is then the cause named, not the cancel).
+        left = max(began + self.outage_limit_s - sent, LAST_PROBE_S)
+        if left >= timeout_s:
+            return None
+        scope = anyio.CancelScope(deadline=anyio.current_time() + left)
+        self._watched.add(scope)
+        return scope
+
+    def unwatch(self, scope: anyio.CancelScope) -> None:
+        self._watched.discard(scope)
 
     # ------------------------------------------------------------------ transitions
 
@@ -133,10 +212,19 @@ class Breaker:
         Called for every reply, so the common case (closed, no streak) is two comparisons."""
         if now > self._last_ok:
             self._last_ok = now
-        if not self._streak and not probe and self.state is BreakerState.CLOSED:
+        if (
+            not self._streak
+            and not probe
+            and self.state is BreakerState.CLOSED
+            and not self._watched
+        ):
             return
+        for scope in self._watched:  # it is up: requests in flight keep their own timeout
+            scope.deadline = math.inf
+        self._watched.clear()
         self._streak = 0
         self._streak_began = None
+        self._connect_only = True
         if probe:
             self._probe_in_flight = False
         if self.state is BreakerState.OPEN:
@@ -146,21 +234,41 @@ class Breaker:
             self.cause = None
             self._notify()
 
-    def unreachable(self, now: float, started: float, cause: str, *, probe: bool = False) -> bool:
-        """A request sent at `started` failed without an answer (connection, timeout) at `now`.
+    def unreachable(
+        self,
+        now: float,
+        started: float,
+        cause: str,
+        *,
+        probe: bool = False,
+        connect: bool = False,
+    ) -> bool:
+        """A request sent at `started` failed without an answer (connection, timeout) at `now`;
+        `connect`: no connection was made at all (refused, DNS, TLS), see `limit_s`.
 
         Returns True when the failure belongs to an outage (the breaker is open or dead after
         it): the caller does not count it against the trial's attempts and waits for a turn
-        instead of backing off."""
+        instead of backing off. The outage's limit is checked whatever the state: a single
+        request that waited out a `timeout_s` longer than the limit, with nothing answered
+        meanwhile, is already an outage past its limit."""
         if self.state is BreakerState.DEAD:
             return True
         self.cause = cause
+        if not self._streak:
+            self._connect_only = True
+        self._connect_only = self._connect_only and connect
         began = max(started, self._last_ok)
         if self._streak_began is None or began < self._streak_began:
             self._streak_began = min(began, now)
         self._streak += 1
         if probe:
             self._probe_in_flight = False
+        limit = self.limit_s()
+        if self.down_for(now) + _SLACK_S >= limit:
+            self.state = BreakerState.DEAD
+            self.never_answered = limit < self.outage_limit_s
+            self._notify()
+            return True
         if self.state is BreakerState.CLOSED:
             if self._streak < self.trip_after:
                 return False
@@ -170,8 +278,10 @@ class Breaker:
         elif probe:
             self._interval = min(self.max_probe_s, max(self._interval * 2, self.first_probe_s))
             self._next_probe_at = now + self._interval
-        if self.down_for(now) >= self.outage_limit_s:
-            self.state = BreakerState.DEAD
+        # No probe waits past the moment the outage reaches its limit: the one sent then
+        # decides, so the model stops at its limit rather than up to `max_probe_s` later.
+        assert self._streak_began is not None
+        self._next_probe_at = min(self._next_probe_at, self._streak_began + limit)
         self._notify()
         return True
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from ibias.runner.status import ModelStats, rate_and_eta
+from ibias.runner.status import SHOW_FAILING_AFTER, ModelStats, rate_and_eta
 
 if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quiet or a log)
     from rich.live import Live
@@ -32,6 +32,15 @@ def _eta(s: ModelStats, seconds: float | None) -> str:
     h, rem = divmod(seconds, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
+
+
+def failing_note(s: ModelStats) -> str | None:
+    """What a model failing `SHOW_FAILING_AFTER` times or more in a row is failing with: its
+    last error kind and the URL it calls; None while it is not."""
+    if s.failing < SHOW_FAILING_AFTER or s.last_error_kind is None:
+        return None
+    where = f" at {s.endpoint}" if s.endpoint else ""
+    return f"{s.failing:,} failures in a row, last {s.last_error_kind}{where}"
 
 
 def render_table(stats: Sequence[ModelStats]) -> Table:
@@ -61,6 +70,10 @@ def render_table(stats: Sequence[ModelStats]) -> Table:
             f"{s.cost:.4f}",
             _eta(s, eta),
         )
+    notes = [f"{s.model_id}: {note}" for s in stats if (note := failing_note(s)) is not None]
+    if notes:
+        table.caption = "\n".join(notes)
+        table.caption_justify = "left"
     return table
 
 
@@ -77,6 +90,9 @@ def plain_lines(stats: Sequence[ModelStats]) -> list[str]:
             f"failed={s.failed} retries={s.retries} errors={s.errors} "
             f"tokens={s.tokens} cost=${s.cost:.4f} eta={_eta(s, eta)}"
         )
+        note = failing_note(s)
+        if note is not None:
+            line += f" ({note})"
         if s.fatal:
             line += " stopped"
         lines.append(line)

@@ -13,10 +13,14 @@ Policy (DESIGN.md, "Retries"):
 * fatal for the model: 400, 401, 402, 403, 404, any other 4xx (a client error does not go away
   by asking again), a 429 whose body says ``insufficient_quota``, and a 429 for a daily quota
   (Gemini ``QuotaFailure`` with a ``PerDay`` quota id, OpenAI-style "requests per day (RPD)");
+  also a 3xx (``redirect``: redirects are never followed, runner/providers/http.py);
+* given up for that trial alone (``Verdict.GIVE_UP``, the model goes on): a body above the
+  size cap (``too_large``, runner/providers/http.py), which asking again would only repeat;
 * provider wait hints are honoured: ``Retry-After`` (seconds or HTTP-date), ``retry-after-ms``,
   ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (Go-style durations),
   ``anthropic-ratelimit-*-reset`` (RFC 3339), Gemini ``RetryInfo.retryDelay`` and the
-  "Please try again in 1.5s" sentence OpenAI and Groq put in their messages.
+  "Please try again in 1.5s" sentence OpenAI and Groq put in their messages; a hint longer
+  than the model's ``outage_limit_s`` stops the model instead (runner/scheduler.py).
 
 Messages are one line, truncated, and scrubbed of the run's keys and of anything that looks like
 an API key, because some providers echo a key, a partly masked one or a ``?key=`` URL back in
@@ -62,8 +66,12 @@ __all__ = [
     "retry_delay_hint",
 ]
 
-#: Hints longer than this are treated as nonsense (clock skew, a daily reset) and ignored.
-MAX_HINT_S = 86_400.0
+#: Hints longer than this (a year) are treated as nonsense and ignored. Up to it a hint is
+#: what the provider asked: the scheduler never sleeps past the model's `outage_limit_s` (a
+#: week at most) but stops the model with one line saying until when, so a long hint is said,
+#: not slept through. (It was a day: a Retry-After of two days was ignored, and every trial of
+#: the model then failed after its retries, one backoff at a time.)
+MAX_HINT_S = 366 * 86_400.0
 
 
 class Verdict(StrEnum):
@@ -72,6 +80,9 @@ class Verdict(StrEnum):
     OK = "ok"
     RETRY = "retry"
     FATAL = "fatal"
+    GIVE_UP = "give_up"
+    """This trial fails for good (asking again would get the same answer, e.g. a body above
+    the size cap), alone: the model and its other trials go on."""
 
 
 @dataclass(frozen=True)
@@ -380,7 +391,7 @@ def retry_delay_hint(
     wall-clock epoch, default ``time.time()``), ``x-ratelimit-reset-{requests,tokens}`` and
     ``anthropic-ratelimit-*-reset`` (only for a budget that is used up), Gemini's ``RetryInfo``
     and a "try again in 1.5s" sentence in the error message. Negative values and values above
-    one day are ignored: they come from clock skew or from daily resets that are fatal anyway.
+    a year are ignored (`MAX_HINT_S`); a long hint is for the scheduler to act on.
     """
     if now is None:
         now = time.time()

@@ -22,7 +22,8 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import anyio
@@ -32,6 +33,7 @@ from ibias.runner.breaker import UNREACHABLE_KINDS, Breaker, wait_turn
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter, Permit
 from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, Sampling
+from ibias.runner.providers.usage import MAX_TOKEN_COUNT, token_count
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop
@@ -141,6 +143,46 @@ class Trial(Protocol):
     def params(self) -> Mapping[str, Any]: ...
 
 
+def _checked(reply: Reply) -> Reply:
+    """`reply` with token counts the store can hold: every built-in protocol checks them
+    (runner/providers/usage.py), but a provider handed in by a caller may not, and one count
+    past 2^31 - 1 would fail the writer's flush for every model. Two comparisons when the
+    counts are fine (the usual case), a copy with the bad ones unknown when not."""
+    p, c, r = reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens
+    if (
+        (p is None or 0 <= p <= MAX_TOKEN_COUNT)
+        and (c is None or 0 <= c <= MAX_TOKEN_COUNT)
+        and (r is None or 0 <= r <= MAX_TOKEN_COUNT)
+    ):
+        return reply
+    return replace(
+        reply,
+        prompt_tokens=token_count(p),
+        completion_tokens=token_count(c),
+        reasoning_tokens=token_count(r),
+    )
+
+
+def _outage_timeout(outage_limit_s: float) -> Classification:
+    """A request cancelled in flight because the endpoint's outage reached its limit."""
+    return Classification(
+        Verdict.RETRY,
+        "timeout",
+        f"no answer within outage_limit_s = {outage_limit_s:g} s (request cancelled)",
+    )
+
+
+def _wait_beyond_limit(wait_s: float, outage_limit_s: float, now: float) -> str:
+    """The line that stops a model whose provider asked for a wait beyond its outage limit:
+    how long, until when (UTC, rounded up to the minute, so running again then is never too
+    early) and what to do."""
+    until = datetime.fromtimestamp(math.ceil((now + wait_s) / 60) * 60, UTC)
+    return (
+        f"provider asked to wait {wait_s:,.0f} s (until {until:%Y-%m-%d %H:%M} UTC), beyond "
+        f"outage_limit_s = {outage_limit_s:,g} s; run again after then"
+    )
+
+
 def estimate_tokens(trial: Trial, max_tokens: int) -> int:
     """Rough pre-request token count (4 characters a token) plus the completion budget.
 
@@ -191,6 +233,10 @@ class Scheduler:
         self._workers: set[_Worker] = set()
         self._in_flight = 0
         self._reserved_cost = 0.0
+        #: What replies of unknown cost (a usage count missing or invalid) may have cost: each
+        #: counts at its request's upper bound (prompt estimate plus the whole `max_tokens`),
+        #: never as 0, so `--max-cost` still holds when a provider reports no usage.
+        self._unknown_cost = 0.0
         #: Experiments whose replies are parsed as they land; the others' replies hand the
         #: writer nothing to parse (an ad-hoc run makes no `Landed` per reply).
         self._parsed = frozenset(parsed_kinds())
@@ -223,8 +269,11 @@ class Scheduler:
 
     @property
     def spent(self) -> float:
-        """Everything spent on this plan: before this run and in it."""
-        return self.spent_before + sum(rt.stats.cost_usd for rt in self.runtimes)
+        """Everything spent on this plan: before this run and in it, a reply of unknown cost
+        counted at its request's upper bound."""
+        return (
+            self.spent_before + sum(rt.stats.cost_usd for rt in self.runtimes) + self._unknown_cost
+        )
 
     def _fits(self, est_cost: float) -> bool:
         """Whether a request estimated at `est_cost` fits under the cap beside what is spent
@@ -401,8 +450,17 @@ class Scheduler:
             reply: Reply | None = None
             error: ProviderError | None = None
             worker.in_request = True  # from here a stop lets it finish, within the grace period
+            # Cancelled when the outage limit is reached, if that comes before the timeout
+            # (runner/breaker.py); None in the usual case.
+            watch = breaker.watch(sent, cfg.timeout_s)
             try:
-                reply = await rt.provider.complete(trial.messages, sampling)
+                if watch is None:
+                    reply = await rt.provider.complete(trial.messages, sampling)
+                else:
+                    with watch:
+                        reply = await rt.provider.complete(trial.messages, sampling)
+                    if watch.cancelled_caught:
+                        error = ProviderError(_outage_timeout(cfg.outage_limit_s))
             except ProviderError as exc:
                 error = exc
             except anyio.get_cancelled_exc_class():
@@ -413,6 +471,8 @@ class Scheduler:
             except Exception as exc:  # a provider bug must not kill the run: retry, recorded
                 error = ProviderError(rt.provider.classify_exception(exc))
             finally:
+                if watch is not None:
+                    breaker.unwatch(watch)
                 worker.in_request = False
                 self._in_flight -= 1
                 self._reserved_cost -= est_cost
@@ -422,6 +482,8 @@ class Scheduler:
             latency_ms = (time.perf_counter() - t0) * 1000
             if reply is not None:
                 breaker.reached(time.monotonic(), probe=probe)
+                rt.stats.failing = 0
+                reply = _checked(reply)
                 used = None
                 if reply.prompt_tokens is not None and reply.completion_tokens is not None:
                     used = reply.prompt_tokens + reply.completion_tokens
@@ -436,7 +498,7 @@ class Scheduler:
                     if now >= rt.next_limits_check:
                         rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
                         self._read_limits(rt, reply.headers, est)
-                self._record_reply(rt, trial, attempt, started, latency_ms, reply)
+                self._record_reply(rt, trial, attempt, started, latency_ms, reply, est_cost)
                 return
             assert error is not None
             cls = error.classification
@@ -444,17 +506,33 @@ class Scheduler:
                 permit, None, outcome="rate_limited" if cls.is_rate_limit else "other"
             )
             self._read_limits(rt, error.headers, est)
+            self._failing(rt, cls.kind)
             if cls.kind in UNREACHABLE_KINDS:
                 cause = f"{cls.kind}: {cls.message}"
-                outage = breaker.unreachable(time.monotonic(), sent, cause, probe=probe)
+                outage = breaker.unreachable(
+                    time.monotonic(), sent, cause, probe=probe, connect=cls.kind == "connection"
+                )
             else:
                 breaker.reached(time.monotonic(), probe=probe)  # it answered: it is up
                 outage = False
+            hint = cls.delay_hint_s
+            if cls.verdict is Verdict.RETRY and hint is not None and hint > cfg.outage_limit_s:
+                # Sleeping silently for hours is no retry: stop the model, say until when.
+                line = _wait_beyond_limit(hint, cfg.outage_limit_s, time.time())
+                cls = Classification(Verdict.FATAL, cls.kind, f"{cls.message}; {line}")
+                self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "fatal")
+                self._fatal(rt, line)
+                return
             if cls.verdict is Verdict.FATAL:
                 self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "fatal")
                 self._fatal(rt, cls.message)
                 return
             rt.stats.errors += 1
+            if cls.verdict is Verdict.GIVE_UP:  # this trial fails for good; the model goes on
+                self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "gave_up")
+                rt.stats.failed += 1
+                rt.last_failure = f"{cls.kind}: {cls.message}"
+                return
             if outage:
                 self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "retry")
                 rt.stats.retries += 1
@@ -475,13 +553,32 @@ class Scheduler:
             await anyio.sleep(self.backoff.delay(counted, cls.delay_hint_s, self.rng))
 
     def _endpoint_dead(self, rt: ModelRuntime) -> None:
-        """The model's endpoint has been down for its `outage_limit_s`: stop the model."""
+        """The model's endpoint has been down for its `outage_limit_s` (or, never having
+        answered in this run, for `NEVER_ANSWERED_S`): stop the model, naming the URL."""
         b = rt.breaker
+        url = rt.provider.endpoint
+        down = b.down_for(time.monotonic())
+        if b.never_answered:
+            self._fatal(
+                rt,
+                f"endpoint {url or '(no URL)'} has not answered since the run started "
+                f"({down:,.0f} s): {b.cause}; check base_url and that the server is running",
+            )
+            return
         self._fatal(
             rt,
-            f"endpoint unreachable for {b.down_for(time.monotonic()):,.0f} s "
-            f"(outage_limit_s = {b.outage_limit_s:g}): {b.cause}",
+            f"endpoint unreachable for {down:,.0f} s "
+            f"(outage_limit_s = {b.outage_limit_s:g}): {b.cause}" + (f" ({url})" if url else ""),
         )
+
+    def _failing(self, rt: ModelRuntime, kind: str) -> None:
+        """Count a failed attempt in the model's run of failures, for the progress display
+        (which names the last error kind and the URL after a few in a row)."""
+        s = rt.stats
+        s.failing += 1
+        s.last_error_kind = kind
+        if s.endpoint is None:
+            s.endpoint = rt.provider.endpoint
 
     # ------------------------------------------------------------------ recording
 
@@ -498,7 +595,11 @@ class Scheduler:
         self._adopt_limits(rt, limits)
         if limits.windows:
             rt.reads_limits = True
-            rt.limiter.pause(limits.hold_s(est))
+            hold = limits.hold_s(est)
+            if hold > rt.config.outage_limit_s:  # a used-up window that resets in hours
+                self._fatal(rt, _wait_beyond_limit(hold, rt.config.outage_limit_s, time.time()))
+                return
+            rt.limiter.pause(hold)
 
     def _learn_limits(self, rt: ModelRuntime, headers: Mapping[str, str]) -> None:
         """With no rpm/tpm configured, adopt the limits the provider announces (asked of the
@@ -561,12 +662,23 @@ class Scheduler:
         started: float,
         latency_ms: float,
         reply: Reply,
+        est_cost: float,
     ) -> None:
         """One attempt row, one response row and what its parser needs, appended to the
         writer's buffers as tuples; converting and serialising them (the raw body included)
-        happens on the writer's thread."""
+        happens on the writer's thread.
+
+        The cost is unknown (NULL) when either token count is (missing or invalid, see
+        runner/providers/usage.py): a guessed 0 would read as free and let the budget spend
+        past its cap. The budget counts such a reply at `est_cost`, its request's upper
+        bound."""
         cfg = rt.config
-        cost = cfg.cost(reply.prompt_tokens or 0, reply.completion_tokens or 0)
+        cost: float | None = None
+        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
+            cost = cfg.cost(reply.prompt_tokens, reply.completion_tokens)
+        else:
+            self._unknown_cost += est_cost
+            rt.stats.cost_unknown += 1
         key = trial.trial_key
         self.writer.add_attempt(
             AttemptRow(
@@ -615,7 +727,8 @@ class Scheduler:
         s.done += 1
         s.prompt_tokens += reply.prompt_tokens or 0
         s.completion_tokens += reply.completion_tokens or 0
-        s.cost_usd += cost
+        if cost is not None:
+            s.cost_usd += cost
         if reply.provider_model is not None:
             s.reported.add(reply.provider_model)  # drift, said live by `ibias status`
         if s.first_done_at is None:

@@ -23,6 +23,11 @@ from typing import Any
 
 import orjson
 
+#: Failed attempts in a row after which a model's last error kind and URL are shown (progress
+#: and the status file): a few, so a lone retried error stays quiet but a dead endpoint says
+#: why at once (not only a growing `errors` count).
+SHOW_FAILING_AFTER = 3
+
 
 @dataclass
 class ModelStats:
@@ -45,6 +50,15 @@ class ModelStats:
     prompt_tokens_before: int = 0
     completion_tokens_before: int = 0
     cost_usd_before: float = 0.0
+    #: Replies of this run whose cost is unknown (a usage count missing or invalid): not in
+    #: `cost_usd`; the budget counts each at its request's upper bound (runner/scheduler.py).
+    cost_unknown: int = 0
+    #: Attempts that failed in a row (reset by any reply), the last one's error kind, and the
+    #: endpoint's URL (set at the first error): the progress display names the kind and the
+    #: URL after a few failures in a row, so a dead endpoint says why at once.
+    failing: int = 0
+    last_error_kind: str | None = None
+    endpoint: str | None = None
     fatal: str | None = None
     finished: bool = False
     first_done_at: float | None = None
@@ -131,6 +145,12 @@ def snapshot(
                 "eta_s": None if eta is None else round(eta, 1),
                 "fatal": s.fatal,
                 "reported_models": sorted(s.reported),
+                "cost_unknown": s.cost_unknown,
+                "last_error": (
+                    {"kind": s.last_error_kind, "endpoint": s.endpoint, "in_a_row": s.failing}
+                    if s.failing >= SHOW_FAILING_AFTER
+                    else None
+                ),
             }
         )
     data: dict[str, Any] = {

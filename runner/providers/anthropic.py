@@ -51,7 +51,9 @@ from ibias.runner.providers.base import (
     Window,
 )
 from ibias.runner.providers.http import HTTPProvider
+from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
     MalformedResponse,
@@ -216,13 +218,13 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
     usage = data.get("usage")
     prompt_tokens = completion_tokens = None
     if isinstance(usage, dict):
-        inputs = [
-            _opt_int(usage.get(k))
-            for k in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-        ]
-        if inputs[0] is not None:
-            prompt_tokens = sum(n for n in inputs if n is not None)
-        completion_tokens = _opt_int(usage.get("output_tokens"))
+        # Checked counts (runner/providers/usage.py): the cache counts are absent when no
+        # cache was used (0), but one that is present and not a count makes the total unknown.
+        prompt_tokens = token_count(usage.get("input_tokens"))
+        for k in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+            if prompt_tokens is not None and usage.get(k) is not None:
+                prompt_tokens = token_sum(prompt_tokens, token_count(usage.get(k)))
+        completion_tokens = token_count(usage.get("output_tokens"))
     return Reply(
         content=content,
         finish_reason=None if stop_reason is None else _STOP_REASONS.get(stop_reason, stop_reason),
@@ -250,6 +252,7 @@ class AnthropicProvider(HTTPProvider):
         api_key: str | None,
         timeout_s: float,
         max_connections: int,
+        max_body_bytes: int | None = None,
         version: str = ANTHROPIC_VERSION,
     ) -> None:
         super().__init__(
@@ -258,6 +261,7 @@ class AnthropicProvider(HTTPProvider):
             api_key=api_key,
             timeout_s=timeout_s,
             max_connections=max_connections,
+            max_body_bytes=max_body_bytes,
         )
         self.version = version
 
@@ -269,6 +273,7 @@ class AnthropicProvider(HTTPProvider):
             api_key=api_key,
             timeout_s=model.timeout_s,
             max_connections=model.max_concurrency,
+            max_body_bytes=_max_body_bytes(model),
         )
 
     def session_headers(self, api_key: str | None) -> dict[str, str]:
@@ -305,7 +310,3 @@ def _positive_int(value: str | None) -> int | None:
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

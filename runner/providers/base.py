@@ -238,6 +238,13 @@ class Provider(ABC):
             f"{cls.__name__} cannot be built from a config; pass it through a provider factory"
         )
 
+    @property
+    def endpoint(self) -> str | None:
+        """The URL requests go to, as shown to people (without user info or query): named by
+        the progress display and by the line that stops a model whose endpoint never
+        answered. None for a provider with no URL (an in-process one)."""
+        return None
+
     async def start(self) -> None:  # noqa: B027  (optional hook: most providers need none)
         """Open connections (called once before the first `complete`)."""
 

@@ -52,7 +52,9 @@ from ibias.runner.providers.base import (
     Sampling,
 )
 from ibias.runner.providers.http import HTTPProvider
+from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
     MalformedResponse,
@@ -305,9 +307,15 @@ def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str])
     usage = data.get("usageMetadata")
     prompt_tokens = completion_tokens = thoughts = None
     if isinstance(usage, dict):
-        prompt_tokens = _opt_int(usage.get("promptTokenCount"))
-        thoughts = _opt_int(usage.get("thoughtsTokenCount"))
-        completion_tokens = (_opt_int(usage.get("candidatesTokenCount")) or 0) + (thoughts or 0)
+        # Checked counts (runner/providers/usage.py). Gemini's JSON leaves out a count that
+        # is zero (proto3), so an absent candidates or thoughts count is 0; one present but
+        # not a count is unknown, and so is the completion count it is part of.
+        prompt_tokens = token_count(usage.get("promptTokenCount"))
+        thoughts = token_count(usage.get("thoughtsTokenCount"))
+        completion_tokens = token_sum(
+            token_count(usage["candidatesTokenCount"]) if "candidatesTokenCount" in usage else 0,
+            thoughts if "thoughtsTokenCount" in usage else 0,
+        )
     candidates = data.get("candidates")
     content: str | None = None
     reasoning: str | None = None
@@ -381,6 +389,7 @@ class GeminiProvider(HTTPProvider):
         api_key: str | None,
         timeout_s: float,
         max_connections: int,
+        max_body_bytes: int | None = None,
         options: GeminiOptions | None = None,
     ) -> None:
         name = model.removeprefix("models/")
@@ -390,6 +399,7 @@ class GeminiProvider(HTTPProvider):
             api_key=api_key,
             timeout_s=timeout_s,
             max_connections=max_connections,
+            max_body_bytes=max_body_bytes,
         )
         self.options = options or GeminiOptions()
         self._announced: Limits | None = None
@@ -402,6 +412,7 @@ class GeminiProvider(HTTPProvider):
             api_key=api_key,
             timeout_s=model.timeout_s,
             max_connections=model.max_concurrency,
+            max_body_bytes=_max_body_bytes(model),
             options=GeminiOptions.from_model(model),
         )
 
@@ -447,7 +458,3 @@ def _smaller(a: int | None, b: int | None) -> int | None:
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

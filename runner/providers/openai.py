@@ -28,8 +28,10 @@ from ibias.runner.providers.base import (
     Window,
 )
 from ibias.runner.providers.http import HTTPProvider
+from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.params import ParamRule, rule_for, wire_params
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
     MalformedResponse,
@@ -149,6 +151,7 @@ class OpenAIProvider(HTTPProvider):
         api_key: str | None,
         timeout_s: float,
         max_connections: int,
+        max_body_bytes: int | None = None,
         rule: ParamRule | None = None,
     ) -> None:
         super().__init__(
@@ -157,6 +160,7 @@ class OpenAIProvider(HTTPProvider):
             api_key=api_key,
             timeout_s=timeout_s,
             max_connections=max_connections,
+            max_body_bytes=max_body_bytes,
         )
         #: What this host and model accept (decided once, from the base URL and model name).
         #: `rule` is given only to speak a host's dialect at another address (tests, proxies).
@@ -187,6 +191,7 @@ class OpenAIProvider(HTTPProvider):
             api_key=api_key,
             timeout_s=model.timeout_s,
             max_connections=model.max_concurrency,
+            max_body_bytes=_max_body_bytes(model),
         )
 
     def session_headers(self, api_key: str | None) -> dict[str, str]:
@@ -384,20 +389,22 @@ def parse_chat_completion(
         raise MalformedResponse("completion has no content and no refusal (finish_reason stop)")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     assert isinstance(usage, dict)
-    prompt_tokens = _opt_int(usage.get("prompt_tokens"))
-    completion_tokens = _opt_int(usage.get("completion_tokens"))
+    # Every count is checked (runner/providers/usage.py): anything but a count the store can
+    # hold is unknown (None), and so is a sum that would not fit.
+    prompt_tokens = token_count(usage.get("prompt_tokens"))
+    completion_tokens = token_count(usage.get("completion_tokens"))
     details = usage.get("completion_tokens_details")
     reasoning_tokens = (
-        _opt_int(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+        token_count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
     )
-    total = _opt_int(usage.get("total_tokens"))
+    total = token_count(usage.get("total_tokens"))
     if completion_tokens is not None and prompt_tokens is not None and total is not None:
         hidden = total - prompt_tokens - completion_tokens
         if hidden > 0:  # output the completion count leaves out: the reasoning
-            completion_tokens += hidden
+            completion_tokens = token_sum(completion_tokens, hidden)
             reasoning_tokens = reasoning_tokens or hidden
     elif reasoning_tokens and completion_tokens is not None and reasoning_separate:
-        completion_tokens += reasoning_tokens
+        completion_tokens = token_sum(completion_tokens, reasoning_tokens)
     reasoning = message.get("reasoning_content")
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning")
@@ -423,7 +430,3 @@ def parse_chat_completion(
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _opt_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

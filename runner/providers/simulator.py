@@ -15,6 +15,7 @@ import anyio
 
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import ProviderContext, SimulatorEndpoint
+from ibias.runner.providers.http import max_body_bytes_of
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.providers.registry import provider
 from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
@@ -76,7 +77,13 @@ class SimulatorProvider(OpenAIProvider):
     """The OpenAI provider against the run's loopback simulator."""
 
     def __init__(
-        self, *, endpoint: SimulatorEndpoint, model: str, timeout_s: float, max_connections: int
+        self,
+        *,
+        endpoint: SimulatorEndpoint,
+        model: str,
+        timeout_s: float,
+        max_connections: int,
+        max_body_bytes: int | None = None,
     ) -> None:
         super().__init__(
             base_url="http://127.0.0.1",  # replaced in start(), once the simulator listens
@@ -84,6 +91,7 @@ class SimulatorProvider(OpenAIProvider):
             api_key=None,
             timeout_s=timeout_s,
             max_connections=max_connections,
+            max_body_bytes=max_body_bytes,
         )
         self._endpoint = endpoint
 
@@ -96,6 +104,7 @@ class SimulatorProvider(OpenAIProvider):
             model=model.model,
             timeout_s=model.timeout_s,
             max_connections=model.max_concurrency,
+            max_body_bytes=max_body_bytes_of(model),
         )
 
     async def start(self) -> None:

@@ -3,11 +3,14 @@ later run resumes the stopped model's trials (issue 11, circuit breaker)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import anyio
 import duckdb
+from aiohttp import web
 
+from ibias.runner import breaker
 from ibias.runner.config import load_config
 from ibias.runner.retries import Backoff
 from ibias.runner.run import RunOptions, execute
@@ -174,3 +177,99 @@ async def test_a_server_that_never_answers_is_an_outage_too(tmp_path):
     assert result.exit_code == 1
     assert len(lines) == 1 and "(outage_limit_s = 1): timeout: " in lines[0], lines
     assert _rows(store, "SELECT count(*) FROM attempts WHERE outcome = 'gave_up'") == [(0,)]
+
+
+async def test_an_endpoint_that_never_answered_stops_at_once_naming_its_url(tmp_path, monkeypatch):
+    """A refused connection from the start (a closed port): the model stops after
+    NEVER_ANSWERED_S (lowered here from 30 s to keep the test short), not after its
+    outage_limit_s of 600 s, with one line naming the URL and the error; the other model goes
+    on. (The breaker's own tests show the 30 s default on a fake clock.)"""
+    monkeypatch.setattr(breaker, "NEVER_ANSWERED_S", 0.5)
+    dead_url = f"http://127.0.0.1:{free_port()}/v1"
+    models = [
+        model_block(
+            "dead",
+            provider="openai",
+            base_url=dead_url,
+            model="gpt-x",
+            max_concurrency=4,
+            timeout_s=5,
+            outage_limit_s=600,
+        ),
+        model_block("alive", provider="simulator", max_concurrency=4),
+    ]
+    path = write_config(tmp_path, models, n_prompts=N)
+    store = tmp_path / "store.duckdb"
+    lines: list[str] = []
+    with anyio.fail_after(60):  # a guard against waiting out the 600 s, not a timing
+        result = await execute(
+            load_config(path), RunOptions(store=store, quiet=True, backoff=FAST), say=lines.append
+        )
+    assert result.exit_code == 1
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(
+        f"model dead stopped: endpoint {dead_url}/chat/completions has not answered since the "
+        "run started ("
+    )
+    assert "): connection: " in lines[0] and "check base_url" in lines[0]
+    assert _rows(store, "SELECT model_id, count(*) FROM responses GROUP BY 1") == [("alive", N)]
+
+
+class _Hanging:
+    """A server that accepts every request and answers none until `release`."""
+
+    def __init__(self) -> None:
+        self.released = asyncio.Event()
+        self.received = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.received += 1
+        await self.released.wait()
+        return web.Response(status=503)
+
+
+async def test_the_outage_limit_holds_when_timeout_s_is_longer(tmp_path):
+    """timeout_s = 60 s, outage_limit_s = 1 s, a server that never answers: the requests in
+    flight are cancelled at the outage limit and the model stops then, instead of waiting out
+    the 60 s timeout (and a probe's 60 s after it)."""
+    hanging = _Hanging()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", hanging.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    models = [
+        model_block(
+            "hangs",
+            provider="openai",
+            base_url=f"http://127.0.0.1:{port}/v1",
+            model="gpt-x",
+            max_concurrency=2,
+            timeout_s=60,
+            outage_limit_s=1,
+        )
+    ]
+    path = write_config(tmp_path, models, n_prompts=N)
+    store = tmp_path / "store.duckdb"
+    lines: list[str] = []
+    try:
+        # The server never answers and the timeout is 60 s: the run can end within this guard
+        # only if the outage limit cut the requests in flight.
+        with anyio.fail_after(30):
+            result = await execute(
+                load_config(path),
+                RunOptions(store=store, quiet=True, backoff=FAST),
+                say=lines.append,
+            )
+    finally:
+        hanging.released.set()
+        await runner.cleanup()
+    assert result.exit_code == 1
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("model hangs stopped: endpoint unreachable for 1 s ")
+    assert "(outage_limit_s = 1): timeout: no answer within outage_limit_s = 1 s" in lines[0]
+    assert hanging.received >= 1
+    kinds = _rows(store, "SELECT DISTINCT error_kind FROM attempts")
+    assert kinds == [("timeout",)]

@@ -195,3 +195,101 @@ async def test_wait_turn_returns_dead_to_every_waiter():
         now = anyio.current_time()
         b.unreachable(now + 1.0, now, CAUSE, probe=True)
     assert dead == [True, True]
+
+
+# ------------------------------------------------------------------ issue 20: dead at once
+
+
+def _refused_until_dead(b: Breaker, *, start: float = 0.0, step: float = 0.01) -> float:
+    """Drive `b` as the scheduler does against a port that refuses every connection (each
+    attempt fails `step` seconds after it is sent); the clock time at which it is dead."""
+    now = start
+    while True:
+        admission = b.admit(now)
+        if admission.dead:
+            return now
+        if not admission.go:
+            assert admission.wait_s is not None  # nothing else is in flight here
+            now += admission.wait_s
+            continue
+        sent, now = now, now + step
+        b.unreachable(now, sent, CAUSE, probe=admission.probe, connect=True)
+        assert now < 10_000, "never died"
+
+
+def test_an_endpoint_that_never_answered_is_dead_after_never_answered_s():
+    b = Breaker(outage_limit_s=600.0, never_answered_s=30.0)
+    dead_at = _refused_until_dead(b)
+    # At the limit (the last probe is sent when the outage reaches it), not a probe later.
+    assert 30.0 <= dead_at <= 30.0 + 0.02
+    assert b.never_answered and b.state is BreakerState.DEAD and b.cause == CAUSE
+
+
+def test_the_default_never_answered_limit_is_thirty_seconds():
+    b = Breaker(outage_limit_s=600.0)
+    assert b.never_answered_s == 30.0
+    assert _refused_until_dead(b) <= 30.0 + 0.02
+
+
+def test_an_endpoint_that_answered_and_then_died_keeps_the_whole_outage_limit():
+    b = Breaker(outage_limit_s=600.0, never_answered_s=30.0)
+    b.reached(0.0)  # it answered once
+    dead_at = _refused_until_dead(b, start=1.0)
+    assert 600.0 <= dead_at - 1.0 <= 600.0 + 0.02
+    assert not b.never_answered
+
+
+def test_timeouts_never_count_towards_the_never_answered_limit():
+    """A slow first answer (a reasoning model, a local server loading) is no dead endpoint:
+    only refused connections, DNS and TLS failures stop a model early."""
+    b = Breaker(outage_limit_s=600.0, never_answered_s=30.0)
+    now = 0.0
+    for _ in range(3):
+        b.unreachable(now + 60, now, "timeout: no answer", connect=False)
+    now = 60.0
+    # refused connections after timeouts: still the outage limit for this streak
+    b.unreachable(now + 40, now + 39.9, CAUSE, connect=True)
+    assert b.state is BreakerState.OPEN
+    assert b.limit_s() == 600.0
+
+
+def test_a_shorter_outage_limit_wins_and_is_said_as_the_outage_limit():
+    b = Breaker(outage_limit_s=5.0, never_answered_s=30.0)
+    dead_at = _refused_until_dead(b)
+    assert 5.0 <= dead_at <= 5.02
+    assert not b.never_answered  # the line names outage_limit_s, as before
+
+
+def test_one_request_that_waited_past_the_limit_is_an_outage_past_it():
+    """timeout_s > outage_limit_s, nothing answered meanwhile: dead at its failure, even
+    though the breaker never tripped (one failure, fewer than trip_after)."""
+    b = Breaker(outage_limit_s=30.0, trip_after=3)
+    assert b.unreachable(121.0, 1.0, "timeout: no answer") is True
+    assert b.state is BreakerState.DEAD
+
+
+async def test_watch_only_when_the_outage_limit_comes_before_the_timeout():
+    b = Breaker(outage_limit_s=30.0)
+    assert b.watch(sent=100.0, timeout_s=30.0) is None  # the usual case: nothing to do
+    assert b.watch(sent=100.0, timeout_s=20.0) is None
+    scope = b.watch(sent=100.0, timeout_s=120.0)
+    assert scope is not None
+    assert scope.deadline == pytest.approx(anyio.current_time() + 30.0, abs=0.5)
+    # Within a failing streak the outage began earlier: less is left.
+    b.unreachable(110.0, 90.0, "timeout: x")
+    later = b.watch(sent=110.0, timeout_s=120.0)
+    assert later is not None
+    assert later.deadline == pytest.approx(anyio.current_time() + 10.0, abs=0.5)
+    # Any answer lifts every watched deadline: the endpoint is up.
+    b.reached(111.0)
+    assert scope.deadline == later.deadline == float("inf")
+    b.unwatch(scope)
+    b.unwatch(later)
+
+
+async def test_watch_gives_the_last_probe_a_moment_to_fail_on_its_own():
+    b = Breaker(outage_limit_s=30.0)
+    b.unreachable(10.0, 0.0, "timeout: x")
+    scope = b.watch(sent=40.0, timeout_s=120.0)  # sent when the outage is past its limit
+    assert scope is not None
+    assert scope.deadline >= anyio.current_time() + 0.9

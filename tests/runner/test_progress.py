@@ -10,7 +10,7 @@ import duckdb
 from rich.console import Console
 
 from ibias.runner.cli import main
-from ibias.runner.progress import Progress, plain_lines, render_table
+from ibias.runner.progress import SHOW_FAILING_AFTER, Progress, plain_lines, render_table
 from ibias.runner.scheduler import ModelStats
 from ibias.runner.status import rate_and_eta
 from tests.helpers import model_block, write_config
@@ -150,3 +150,36 @@ def test_tokens_and_cost_are_cumulative_over_resumed_runs(tmp_path, capsys):
     last = [line for line in err.splitlines() if line.startswith("progress m:")][-1]
     assert f"tokens={prompt + completion}" in last and f"cost=${cost:.4f}" in last
     assert "40/40 (100%)" in last and "eta=0m00s" in last
+
+
+def test_a_model_failing_in_a_row_shows_its_last_error_kind_and_url():
+    """After SHOW_FAILING_AFTER failures in a row, not before, and not after a reply (the
+    scheduler resets `failing` on every reply)."""
+    url = "http://127.0.0.1:9/v1/chat/completions"
+    s = ModelStats(model_id="dead", total=10, errors=2, failing=2)
+    s.last_error_kind, s.endpoint = "connection", url
+    assert "last connection" not in plain_lines([s])[0]
+    s.failing = SHOW_FAILING_AFTER
+    line = plain_lines([s])[0]
+    assert line.endswith(f"(3 failures in a row, last connection at {url})")
+    assert len(line) < 200
+    console = Console(file=io.StringIO(), width=140)
+    console.print(render_table([s]))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    # A caption under the table, wrapped to its width.
+    assert f"dead: 3 failures in a row, last connection at {url}" in " ".join(text.split())
+
+
+def test_the_status_file_names_the_last_error_too():
+    from datetime import UTC, datetime
+
+    from ibias.runner.status import snapshot
+
+    s = ModelStats(model_id="dead", total=10, failing=3, cost_unknown=2)
+    s.last_error_kind, s.endpoint = "connection", "http://127.0.0.1:9/v1/chat/completions"
+    (model,) = snapshot("r", "running", datetime.now(UTC), [s])["models"]
+    assert model["last_error"] == {"kind": "connection", "endpoint": s.endpoint, "in_a_row": 3}
+    assert model["cost_unknown"] == 2
+    s.failing = 0  # a reply came
+    (model,) = snapshot("r", "running", datetime.now(UTC), [s])["models"]
+    assert model["last_error"] is None

@@ -19,6 +19,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from scipy import stats
 
 from ibias.runner.retries import (
+    MAX_HINT_S,
     Backoff,
     Classification,
     MalformedResponse,
@@ -388,10 +389,13 @@ def test_headers_are_case_insensitive_and_multidicts_work():
         assert classify_http(503, headers, b"", now=NOW).delay_hint_s == 7.0
 
 
-def test_daily_reset_is_ignored_as_absurd_and_negative_dates_are_ignored():
+def test_hints_past_a_year_and_negative_dates_are_ignored():
+    """A hint of a day or more is kept (the scheduler stops the model past its outage limit,
+    saying until when); only one past a year is garbage."""
     past = format_datetime(datetime.fromtimestamp(NOW - 30, UTC), usegmt=True)
     assert retry_delay_hint({"retry-after": past}, b"", now=NOW) is None
-    assert retry_delay_hint({"retry-after": "90000"}, b"", now=NOW) is None
+    assert retry_delay_hint({"retry-after": "90000"}, b"", now=NOW) == 90_000.0
+    assert retry_delay_hint({"retry-after": str(400 * 86_400)}, b"", now=NOW) is None
     assert retry_delay_hint({"retry-after": "-3"}, b"", now=NOW) is None
     assert retry_delay_hint({"retry-after": "soon"}, b"", now=NOW) is None
     # the garbage is ignored, the sensible value kept
@@ -476,11 +480,11 @@ def test_retry_after_seconds(seconds):
     assert retry_delay_hint({"Retry-After": str(seconds)}, b"", now=NOW) == float(seconds)
 
 
-@given(st.integers(-3_600, 100_000))
+@given(st.integers(-3_600, 400 * 86_400))
 def test_retry_after_http_date(offset):
     date = format_datetime(datetime.fromtimestamp(NOW + offset, UTC), usegmt=True)
     got = retry_delay_hint({"Retry-After": date}, b"", now=NOW)
-    if 0 <= offset <= 86_400:
+    if 0 <= offset <= MAX_HINT_S:
         assert got == float(offset)
     else:
         assert got is None
