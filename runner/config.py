@@ -12,7 +12,8 @@ Bounds: every integer within 2^53; `max_concurrency` 1 to 10,000; `rpm` and `tpm
 `timeout_s` above 0 and at most 3,600; `temperature` 0 to 2; `max_tokens` 1 to 10^6;
 `sampling_seed` and `[run].seed` 0 to 2^53; prices 0 to 100,000 USD per million tokens;
 `[run].grace_s` 0 to 3,600 (default 10); `outage_limit_s` above 0 and at most a week (default
-600); `top_logprobs` 1 to 20 (default 20, only with `logprobs = true`).
+600); `max_body_bytes` 1,024 to 2^30 (default 16 MiB); `top_logprobs` 1 to 20 (default 20,
+only with `logprobs = true`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ MAX_GRACE_S = 3600.0
 MAX_OUTAGE_LIMIT_S = 7 * 86_400.0
 DEFAULT_GRACE_S = 10.0
 DEFAULT_OUTAGE_LIMIT_S = 600.0
+#: A reply body's size cap (16 MiB) and its upper bound (1 GiB: beyond is a typo).
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_BODY_BYTES = 1 << 30
 #: OpenAI's chat completions return at most 20 alternatives per token position.
 MAX_TOP_LOGPROBS = 20
 DEFAULT_TOP_LOGPROBS = 20
@@ -110,6 +114,11 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     #: How long the endpoint may stay unreachable before the model stops (runner/breaker.py).
     outage_limit_s: Annotated[float, Meta(gt=0, le=MAX_OUTAGE_LIMIT_S, description="seconds")] = (
         DEFAULT_OUTAGE_LIMIT_S
+    )
+    #: Bytes of a reply body read at most (runner/providers/http.py); a larger body is the
+    #: attempt's error `too_large` and that trial fails alone.
+    max_body_bytes: Annotated[int, Meta(ge=1024, le=MAX_BODY_BYTES, description="bytes")] = (
+        DEFAULT_MAX_BODY_BYTES
     )
     temperature: Annotated[float, Meta(ge=0, le=2)] = 0.0
     max_tokens: Annotated[int, Meta(ge=1, le=MAX_TOKENS)] = 512
@@ -174,6 +183,8 @@ class ModelConfig:
     """Gemini only: minimal, low, medium or high (not with thinking_budget)."""
     outage_limit_s: float = DEFAULT_OUTAGE_LIMIT_S
     """Seconds the endpoint may stay unreachable before the model stops for this run."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Bytes of a reply body read at most; a larger one fails its trial alone."""
     top_logprobs: int | None = None
     """Alternatives per token asked for with the reply's token logprobs (`logprobs = true`);
     None when the model does not ask for logprobs."""
@@ -326,6 +337,7 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
         thinking_budget=t.thinking_budget,
         thinking_level=t.thinking_level,
         outage_limit_s=t.outage_limit_s,
+        max_body_bytes=t.max_body_bytes,
         top_logprobs=(
             (t.top_logprobs if t.top_logprobs is not None else DEFAULT_TOP_LOGPROBS)
             if t.logprobs

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -58,6 +58,7 @@ from ibias.store.derived import parse_landed
 from ibias.store.live import LiveServer
 from ibias.store.lock import StoreLock
 from ibias.store.plans import (
+    PROMPT_CHARS_SQL,
     Pending,
     StoredPlan,
     find_plan,
@@ -404,7 +405,7 @@ async def _execute_locked(
                     before.cost_usd_before = used.cost_usd
         spent = 0.0
         if options.max_cost is not None:
-            spent = await anyio.to_thread.run_sync(spent_on_plan, con, plan)
+            spent = await anyio.to_thread.run_sync(spent_on_plan, con, plan, config.models)
         clock.lap("totals")
         if all(s.done_before >= s.total for s in stats.values()):
             # Nothing left: no provider, writer or simulator to start.
@@ -595,16 +596,36 @@ def _failed_status(
     try_write_status(path, snapshot(run_id, "failed", started_at, stats.values(), error=error))
 
 
-def spent_on_plan(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> float:
+def spent_on_plan(
+    con: duckdb.DuckDBPyConnection, plan: StoredPlan, models: Sequence[ModelConfig] = ()
+) -> float:
     """USD the store has spent on this plan's trials: every stored response to one of them,
-    whichever run, provider or model config produced it (what `--max-cost` caps)."""
+    whichever run, provider or model config produced it (what `--max-cost` caps). A response
+    whose cost is unknown (its provider reported no usable token counts) counts at its
+    request's upper bound under the model's config (prompt estimate plus `max_tokens`), as the
+    scheduler counted it when it landed, never as free."""
     where, params = plan.membership()
-    row = con.execute(
+    known = con.execute(
         "SELECT coalesce(sum(r.cost_usd), 0) FROM responses r WHERE r.trial_key IN "
         f"(SELECT t.trial_key FROM trial_rows t WHERE {where})",
         params,
     ).fetchone()
-    return float(row[0]) if row else 0.0
+    spent = float(known[0]) if known else 0.0
+    by_id = {m.id: m for m in models}
+    if not by_id:
+        return spent
+    unknown = con.execute(
+        "SELECT t.model_id, count(*), coalesce(sum(ceil(s.chars / 4)), 0)::BIGINT "
+        "FROM responses r JOIN trial_rows t ON t.trial_key = r.trial_key "
+        f"JOIN (SELECT s.spec_key, {PROMPT_CHARS_SQL} AS chars FROM trial_specs s) s "
+        f"ON s.spec_key = t.spec_key WHERE r.cost_usd IS NULL AND {where} GROUP BY 1",
+        params,
+    ).fetchall()
+    for model_id, n, prompt in unknown:
+        m = by_id.get(model_id)
+        if m is not None:
+            spent += m.cost(int(prompt), int(n) * m.max_tokens)
+    return spent
 
 
 def _budget_used_up(max_cost: float, spent: float, stats: list[ModelStats]) -> RunResult:
@@ -646,7 +667,8 @@ def _result(
         if s.failed:
             cause = causes.get(s.model_id)
             lines.append(
-                f"model {s.model_id}: {s.failed:,} trials failed after all retries"
+                f"model {s.model_id}: {s.failed:,} trials failed for good (after all retries, "
+                "or at once for a reply too large to read)"
                 + (f" (last: {cause})" if cause else "")
                 + "; see the attempts table"
             )

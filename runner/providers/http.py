@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
+from ibias.runner.config import DEFAULT_MAX_BODY_BYTES
 from ibias.runner.providers.base import Provider, ProviderError
 from ibias.runner.redact import redact_body, secret_bytes
 from ibias.runner.retries import Classification, Verdict, redact
@@ -45,7 +46,7 @@ __all__ = [
 #: with logprobs is a few MB), far below what would strain the writer's memory. A body above it
 #: is recorded as the attempt's error `too_large`. Read when a provider is built, so a test may
 #: lower it.
-MAX_BODY_BYTES = 16 * 1024 * 1024
+MAX_BODY_BYTES = DEFAULT_MAX_BODY_BYTES
 #: Bytes read per chunk of a body (the cap is checked after each).
 READ_CHUNK_BYTES = 64 * 1024
 

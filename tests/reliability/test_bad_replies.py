@@ -19,7 +19,6 @@ import pytest
 from aiohttp import web
 
 from ibias.runner.config import load_config
-from ibias.runner.providers import http
 from ibias.runner.retries import Backoff
 from ibias.runner.run import EXIT_FAILED, RunOptions, execute
 from tests.helpers import model_block, write_config
@@ -106,15 +105,15 @@ def _rows(store: Path, sql: str) -> list[tuple[Any, ...]]:
 
 
 async def test_bad_replies_are_recorded_alone_and_the_run_ends_by_itself(
-    tmp_path: Path, server: Server, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, server: Server
 ) -> None:
-    monkeypatch.setattr(http, "MAX_BODY_BYTES", CAP)
     root = server.url.replace("localhost", "127.0.0.1")
     common: dict[str, Any] = {
         "provider": "openai",
         "max_concurrency": 2,
         "price_input": 1.0,
         "price_output": 2.0,
+        "max_body_bytes": CAP,
     }
     models = [
         model_block("main", base_url=f"{root}/main/v1", model="m-main", **common),

@@ -114,3 +114,40 @@ async def test_without_a_cap_nothing_is_summed_and_a_fresh_store_spends_from_zer
         result = await _run(config, tmp_path / "store.duckdb", None)
     assert result.exit_code == EXIT_OK, result.lines
     assert len(_spent(tmp_path / "store.duckdb")) == 2
+
+
+async def test_a_reply_of_unknown_cost_counts_at_its_upper_bound_when_resumed(tmp_path):
+    """A stored response whose cost is unknown (NULL: the provider sent no usable usage)
+    counts in a resumed run's budget at its request's upper bound (the prompt estimate at the
+    input price plus the whole `max_tokens` at the output price), never as free."""
+    from ibias.runner.run import spent_on_plan
+    from ibias.store.plans import find_plan
+
+    profile = SimProfile(seed=7, default=ModelProfile())
+    store = tmp_path / "store.duckdb"
+    async with Simulator(profile) as sim:
+        config = _config(tmp_path, sim)
+        assert (await _run(config, store, None)).exit_code == EXIT_OK
+    con = duckdb.connect(str(store))
+    try:
+        unknown = [
+            k
+            for (k,) in con.execute(
+                "SELECT trial_key FROM responses WHERE model_id = 'via-openai' "
+                "ORDER BY trial_key LIMIT 5"
+            ).fetchall()
+        ]
+        con.execute(
+            "UPDATE responses SET cost_usd = NULL WHERE list_contains(?, trial_key)", [unknown]
+        )
+        known = con.execute("SELECT sum(cost_usd) FROM responses").fetchall()[0][0]
+        (plan_hash,) = con.execute("SELECT plan_hash FROM runs").fetchall()[0]
+        plan = find_plan(con, plan_hash)
+        assert plan is not None
+        # No input price: each unknown reply counts its whole completion budget.
+        expected = known + 5 * MAX_REQUEST_COST
+        assert abs(spent_on_plan(con, plan, config.models) - expected) < 1e-9
+        # Without the models' configs only what is known is summed.
+        assert abs(spent_on_plan(con, plan) - known) < 1e-9
+    finally:
+        con.close()
