@@ -649,7 +649,8 @@ def _result(
 ) -> RunResult:
     """The run's outcome; `scheduler` is None when nothing was left to request. Every failure
     is named with its model and cause: a stopped model with why it stopped, and trials that
-    failed after all retries per model with the last failure's cause (`causes`)."""
+    failed for good (after all retries, or at once for a reply too large to read) per model
+    with the last failure's cause (`causes`)."""
     causes = causes or {}
     lines: list[str] = []
     total = sum(s.total for s in stats)
@@ -667,8 +668,7 @@ def _result(
         if s.failed:
             cause = causes.get(s.model_id)
             lines.append(
-                f"model {s.model_id}: {s.failed:,} trials failed for good (after all retries, "
-                "or at once for a reply too large to read)"
+                f"model {s.model_id}: {s.failed:,} trials failed for good"
                 + (f" (last: {cause})" if cause else "")
                 + "; see the attempts table"
             )
