@@ -35,6 +35,7 @@ import duckdb
 
 from ibias.prompts import registry
 from ibias.prompts.base import Experiment, stable_hash
+from ibias.runner import phase_hook
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.plan import (
@@ -57,6 +58,7 @@ from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
 from ibias.store.live import LiveServer
 from ibias.store.lock import StoreLock
+from ibias.store.memory import MemoryGuard
 from ibias.store.plans import (
     PROMPT_CHARS_SQL,
     Pending,
@@ -227,6 +229,7 @@ async def plan_into_store(
         if batch is None:
             return None
         insert_planned(con, plan, run_id, batch.columns(), fresh=fresh)
+        phase_hook.reached("planning")
         return len(batch)
 
     while (n := await anyio.to_thread.run_sync(next_batch)) is not None:
@@ -344,6 +347,9 @@ async def _execute_locked(
     con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'").fetchall()
     # Serves `ibias sql/status/plan/analyze` sandboxed snapshots while the run holds the store.
     live = LiveServer.start(con, options.store)
+    # The run's own queries come first for DuckDB's memory: they take turns, and one that
+    # finds the pool full interrupts the served readers and tries again (store/memory.py).
+    guard = MemoryGuard(live.relieve if live is not None else None)
     clock.lap("open")
     run_id = uuid.uuid4().hex
     started_at = datetime.now(UTC)
@@ -391,7 +397,7 @@ async def _execute_locked(
         clock.lap("plan")
         stats = {m.id: ModelStats(model_id=m.id) for m in config.models}
         totals, usage = await anyio.to_thread.run_sync(
-            plan_progress, con, plan, [m.id for m in config.models]
+            guard.exclusive, lambda: plan_progress(con, plan, [m.id for m in config.models])
         )
         for model_id, (total, done) in totals.items():
             if model_id in stats:
@@ -405,7 +411,9 @@ async def _execute_locked(
                     before.cost_usd_before = used.cost_usd
         spent = 0.0
         if options.max_cost is not None:
-            spent = await anyio.to_thread.run_sync(spent_on_plan, con, plan, config.models)
+            spent = await anyio.to_thread.run_sync(
+                guard.exclusive, lambda: spent_on_plan(con, plan, config.models)
+            )
         clock.lap("totals")
         if all(s.done_before >= s.total for s in stats.values()):
             # Nothing left: no provider, writer or simulator to start.
@@ -429,6 +437,7 @@ async def _execute_locked(
                 plan,
                 factory,
                 stop,
+                guard,
                 spent,
             )
         clock.lap("schedule")
@@ -497,6 +506,7 @@ async def _schedule(
     plan: StoredPlan,
     factory: ProviderFactory,
     stop: Stop,
+    guard: MemoryGuard,
     spent_before: float = 0.0,
 ) -> RunResult:
     # Started only if a `simulator` provider asks for its URL (never with injected providers);
@@ -508,7 +518,7 @@ async def _schedule(
         sim = LoopbackSimulator.for_models(config.run.seed, config.models)
     context = ProviderContext(simulator=sim)
     runtimes: list[ModelRuntime] = []
-    writer = Writer(con, on_landed=parse_landed)
+    writer = Writer(con, on_landed=parse_landed, guard=guard, before_commit=phase_hook.flush_hook())
     progress = Progress([stats[m.id] for m in config.models], quiet=options.quiet)
     status_file = status_path(options.store)
     try:
@@ -555,7 +565,7 @@ async def _schedule(
             # Each model streams on a cursor of its own, while the writer inserts on `con`.
             cursor = con.cursor()
             try:
-                yield from remaining(cursor, plan, rt.config.id)
+                yield from remaining(cursor, plan, rt.config.id, guard=guard)
             finally:
                 cursor.close()
 

@@ -15,9 +15,15 @@ bounded. Before the first session, the database instance is put under the sandbo
 (store/sandbox.py: external access off, configuration locked), and every statement passes
 `read_statement`, so a query served here can do no more than `ibias sql` on a closed store.
 
+The run's own queries come first for DuckDB's memory, which every cursor shares: when one of
+them finds the pool full, the run calls `relieve`, which interrupts every served query; each
+fails alone with one line saying why, and its session goes on with a fresh snapshot.
+
 Wire format, per request: 4-byte big-endian length + JSON `{"store", "sql", "params"}`; per
 reply: `A` and the result as an Arrow IPC stream cut into length-prefixed chunks ending with an
-empty chunk, or `E`, a length and one line of UTF-8 (the error the user sees).
+empty chunk, or `E`, a length and one line of UTF-8 (the error the user sees). A query that
+fails while its result streams ends the chunks with `STREAM_FAILED` in place of a length,
+followed by a length and the one line.
 """
 
 from __future__ import annotations
@@ -66,6 +72,13 @@ BATCH_ROWS = 65_536
 MAX_REQUEST = 1 << 20
 
 _LEN = struct.Struct(">I")
+#: In place of a chunk's length: the query failed mid-stream, its one-line error follows.
+STREAM_FAILED = 0xFFFFFFFF
+#: What a reader whose query the run interrupted for memory is told.
+RELIEVED = (
+    "query stopped: the run needed the memory it was using (DuckDB's memory is shared with "
+    "the run, and the run comes first); try again, or query the store once the run ends"
+)
 
 
 def socket_paths(store: Path) -> tuple[Path, ...]:
@@ -136,6 +149,8 @@ class LiveServer:
         #: Live sessions: their thread, socket and (once opened) cursor, to end them on close.
         self._sessions: dict[threading.Thread, tuple[socket.socket, list[Any]]] = {}
         self._guard = threading.Lock()
+        #: Sessions whose query `relieve` interrupted (they say so instead of a time limit).
+        self._relieved: set[threading.Thread] = set()
         self._thread = threading.Thread(target=self._accept, name="ibias-live", daemon=True)
 
     @classmethod
@@ -189,6 +204,17 @@ class LiveServer:
             thread.join()
         with contextlib.suppress(OSError):
             self.path.unlink()
+
+    def relieve(self) -> None:
+        """Interrupt every served query, so DuckDB's memory goes back to the run (called by
+        the run's `MemoryGuard` on the thread of its failing query; never waits). Each
+        reader gets `RELIEVED` as its one-line error."""
+        with self._guard:
+            sessions = list(self._sessions.items())
+            self._relieved.update(thread for thread, _ in sessions)
+        for _, (_, cursors) in sessions:
+            for cursor in cursors:
+                _interrupt(cursor)
 
     def _accept(self) -> None:
         self._sock.settimeout(ACCEPT_POLL_S)
@@ -257,6 +283,7 @@ class LiveServer:
                 self._slots.release()
             with self._guard:
                 self._sessions.pop(threading.current_thread(), None)
+                self._relieved.discard(threading.current_thread())
 
     def _serve(
         self, conn: socket.socket, cursor: duckdb.DuckDBPyConnection, request: dict[str, Any]
@@ -270,6 +297,8 @@ class LiveServer:
             return
         timer = threading.Timer(QUERY_TIMEOUT_S, _interrupt, args=(cursor,))
         timer.start()
+        with self._guard:
+            self._relieved.discard(threading.current_thread())
         try:
             try:
                 read_statement(sql)
@@ -279,22 +308,46 @@ class LiveServer:
             try:
                 reader = execute_read(cursor, sql, params)
             except StoreError as exc:
-                # DuckDB aborts a transaction whose statement failed: go on with a fresh one
-                # (a new snapshot) so the session stays usable.
-                cursor.execute("ROLLBACK").fetchall()
-                cursor.execute("BEGIN TRANSACTION READ ONLY").fetchall()
-                _send_error(conn, str(exc))
+                self._fresh_snapshot(cursor)
+                _send_error(conn, self._why(exc))
                 return
             import pyarrow as pa
 
             conn.sendall(b"A")
             sink = _Chunks(conn)
-            with pa.ipc.new_stream(sink, reader.schema) as stream:
-                for batch in reader:
-                    stream.write_batch(batch)
+            try:
+                with pa.ipc.new_stream(sink, reader.schema) as stream:
+                    for batch in reader:
+                        stream.write_batch(batch)
+            except (duckdb.Error, pa.ArrowException) as exc:
+                # Failed while streaming (out of memory, interrupted): the reader is told
+                # in one line, not left with a connection that closed mid-result.
+                error = (
+                    read_error(exc)
+                    if isinstance(exc, duckdb.Error)
+                    else StoreError(f"query failed: {_first_line(str(exc))}")
+                )
+                data = self._why(error).encode("utf-8", "replace")
+                conn.sendall(_LEN.pack(STREAM_FAILED) + _LEN.pack(len(data)) + data)
+                self._fresh_snapshot(cursor)
+                return
             conn.sendall(_LEN.pack(0))
         finally:
             timer.cancel()
+
+    @staticmethod
+    def _fresh_snapshot(cursor: duckdb.DuckDBPyConnection) -> None:
+        """DuckDB aborts a transaction whose statement failed: go on with a fresh one (a new
+        snapshot) so the session stays usable."""
+        cursor.execute("ROLLBACK").fetchall()
+        cursor.execute("BEGIN TRANSACTION READ ONLY").fetchall()
+
+    def _why(self, error: Exception) -> str:
+        """The reader's one line: `RELIEVED` when the run interrupted the query for memory."""
+        with self._guard:
+            relieved = threading.current_thread() in self._relieved
+            self._relieved.discard(threading.current_thread())
+        return RELIEVED if relieved else f"{error}"
 
 
 def _interrupt(cursor: duckdb.DuckDBPyConnection) -> None:
@@ -447,6 +500,9 @@ class LiveClient:
                 raise ConnectionError(errno.ECONNRESET, "live connection closed")
             chunks: list[bytes] = []
             while size := _LEN.unpack(self._need(_LEN.size))[0]:
+                if size == STREAM_FAILED:
+                    size = _LEN.unpack(self._need(_LEN.size))[0]
+                    raise StoreError(self._need(size).decode("utf-8", "replace"))
                 chunks.append(self._need(size))
         except OSError as exc:
             raise StoreError(

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from ibias.prompts.base import Message
 from ibias.store.arrow_scan import registered
+from ibias.store.memory import MemoryGuard
 from ibias.store.writer import SPEC_COLUMNS, TRIAL_ROW_COLUMNS
 
 #: Per-spec columns of a planner batch (`runner.plan.PlanBatch.columns()`, one entry per
@@ -257,6 +258,7 @@ def remaining(
     *,
     batch: int = 1024,
     window: int = WINDOW,
+    guard: MemoryGuard | None = None,
 ) -> Iterator[list[Pending]]:
     """The plan's trials for one model that have no response, in plan order (insertion
     order: the rowid of `trial_rows`), as lists of up to `batch`. `con` should be a cursor of
@@ -271,19 +273,31 @@ def remaining(
     narrow ones, and each spec's texts and character count once (a range of rowids, as a
     plan's specs are stored in the order of its trials). Memory stays bounded by a batch per
     model, not by the window times the number of models (the demo's seven models over
-    131,072-row windows of wide rows once exceeded the run's 192 MB DuckDB cap)."""
+    131,072-row windows of wide rows once exceeded the run's 192 MB DuckDB cap).
+
+    With a `guard` (store/memory.py), each query takes its turn with the other models' and is
+    tried again when DuckDB's memory is full: the window query holds a few hash tables (about
+    24 MB), and seven models' at once filled the cap when a run resumed."""
     where, params = plan.membership()
-    lo, hi = con.execute(
+
+    def query(sql: str, args: list[Any], *, numpy: bool = False) -> Any:
+        def fetch() -> Any:
+            result = con.execute(sql, args)
+            return result.fetchnumpy() if numpy else result.fetchall()
+
+        return fetch() if guard is None else guard.exclusive(fetch)
+
+    lo, hi = query(
         f"SELECT min(t.rowid), max(t.rowid) FROM trial_rows t WHERE t.model_id = ? AND {where}",
         [model_id, *params],
-    ).fetchall()[0]
+    )[0]
     if lo is None:
         return
     loads = orjson.loads
     decoded: dict[str, Any] = {}  # a model's trials share a few params texts: decode each once
     for start in range(int(lo), int(hi) + 1, window):
         end = start + window
-        found = con.execute(
+        found = query(
             "SELECT t.rowid AS row, s.rowid AS spec FROM trial_rows t "
             "JOIN trial_specs s ON s.spec_key = t.spec_key "
             f"WHERE t.rowid >= ? AND t.rowid < ? AND t.model_id = ? AND {where} "
@@ -291,7 +305,8 @@ def remaining(
             "(SELECT trial_key FROM trial_rows WHERE rowid >= ? AND rowid < ?) w "
             "ON r.trial_key = w.trial_key) ORDER BY t.rowid",
             [start, end, model_id, *params, start, end],
-        ).fetchnumpy()
+            numpy=True,
+        )
         rowids, spec_rowids = found["row"], found["spec"]
         for i in range(0, len(rowids), batch):
             chunk = rowids[i : i + batch].tolist()
@@ -299,23 +314,23 @@ def remaining(
             # Consecutive rowids (a model's trials in a one-model plan, or none answered in
             # between): the range alone selects them, without a list test on every row.
             gaps = chunk[-1] - chunk[0] >= len(chunk)
-            rows = con.execute(
+            rows = query(
                 "SELECT t.trial_key, t.experiment, t.language, t.params FROM trial_rows t "
                 "WHERE t.rowid >= ? AND t.rowid <= ?"
                 + (" AND list_contains(?, t.rowid)" if gaps else "")
                 + " ORDER BY t.rowid",
                 [chunk[0], chunk[-1], *([chunk] if gaps else [])],
-            ).fetchall()
+            )
             wanted = sorted(set(spec_chunk))
             # A fresh plan's specs are consecutive rowids: then the range alone selects them.
             listed = wanted[-1] - wanted[0] >= len(wanted)
             texts = {}
-            for spec, item, messages_text in con.execute(
+            for spec, item, messages_text in query(
                 "SELECT s.rowid, s.item, s.messages FROM trial_specs s "
                 "WHERE s.rowid >= ? AND s.rowid <= ?"
                 + (" AND list_contains(?, s.rowid)" if listed else ""),
                 [wanted[0], wanted[-1], *([wanted] if listed else [])],
-            ).fetchall():
+            ):
                 messages = tuple(loads(messages_text))
                 texts[spec] = (loads(item), messages, prompt_chars(messages))
             out = []
