@@ -17,12 +17,15 @@ Bounds: every integer within 2^53; `max_concurrency` 1 to 10,000; `rpm` and `tpm
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlparse
 
 import msgspec
 from msgspec import Meta
@@ -43,6 +46,13 @@ def implemented_providers() -> tuple[str, ...]:
 
 
 DEFAULT_STORE = "runs/ibias.duckdb"
+
+#: The largest config (or simulator profile) read, in bytes: the paper's grid takes 20 KB, and
+#: a bound means a wrong path (a log, a dump) fails at once instead of filling memory.
+MAX_CONFIG_BYTES = 1 << 20
+#: The deepest nesting of tables and arrays a config may have (the document is level 1; the
+#: deepest shipped config, demo.toml, uses 6): Python's TOML parser recurses once per level.
+MAX_CONFIG_DEPTH = 32
 
 Provider = Literal["openai", "gemini", "anthropic", "llamacpp", "simulator"]
 assert get_args(Provider) == PROVIDERS
@@ -73,7 +83,28 @@ ModelId = Annotated[
     ),
 ]
 URL_EXPECTED = "an http(s) URL such as 'https://api.openai.com/v1'"
-Url = Annotated[str, Meta(pattern=r"\Ahttps?://[^\s/?#]", extra={"expected": URL_EXPECTED})]
+#: What a base_url must look like. Checked in `_model`, not by the schema, so that a URL
+#: carrying credentials is refused before anything echoes it (the schema quotes bad values).
+URL_PATTERN = re.compile(r"\Ahttps?://[^\s/?#]")
+Url = Annotated[str, Meta(extra={"expected": URL_EXPECTED})]
+#: Query parameters that carry a key or a token (compared case-insensitively). A key in the
+#: URL would be stored with the config text in `runs.config`; keys belong in `api_key_env`.
+CREDENTIAL_PARAMS = frozenset(
+    {
+        "key",
+        "api_key",
+        "api-key",
+        "apikey",
+        "x-api-key",
+        "access_token",
+        "access-token",
+        "token",
+        "auth_token",
+        "password",
+        "secret",
+        "client_secret",
+    }
+)
 EnvName = Annotated[
     str,
     Meta(
@@ -223,6 +254,22 @@ class Config:
         return Path(override or self.run.store or DEFAULT_STORE)
 
 
+def url_credentials(url: str) -> str | None:
+    """Which part of `url` carries credentials ("user info", "query parameter 'key'"), or None.
+
+    Named, never quoted: the caller's message must not repeat the secret. Read by hand rather
+    than with urlparse, which raises on some malformed hosts before the user info is seen."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" in authority:
+        return "user info"
+    query = url.split("#", 1)[0].split("?", 1)[1] if "?" in url.split("#", 1)[0] else ""
+    for name, _ in parse_qsl(query, keep_blank_values=True):
+        if name.strip().lower() in CREDENTIAL_PARAMS:
+            return f"query parameter {name.strip().lower()!r}"
+    return None
+
+
 def _model(index: int, t: ModelTable) -> ModelConfig:
     """A validated `[[models]]` entry, after the checks that span several keys."""
     where = f"models[{index}]"
@@ -235,10 +282,22 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             + " (e.g. 'openai' with the provider's OpenAI-compatible endpoint)",
         )
     if t.base_url is not None:
-        parsed = urlparse(t.base_url)
+        carried = url_credentials(t.base_url)
+        if carried is not None:
+            raise SettingsError(
+                f"{where}.base_url",
+                f"base_url of model {t.id!r} carries credentials ({carried}); remove them and "
+                "name the environment variable holding the key in api_key_env (a URL is "
+                "stored with the config in the store)",
+            )
         try:
-            valid = bool(parsed.hostname) and (parsed.port or 0) >= 0
-        except ValueError:  # a port that is not a number from 0 to 65535
+            parsed = urlparse(t.base_url)
+            valid = (
+                URL_PATTERN.match(t.base_url) is not None
+                and bool(parsed.hostname)
+                and (parsed.port or 0) >= 0
+            )
+        except ValueError:  # a port that is not a number from 0 to 65535, a bad IPv6 host
             valid = False
         if not valid:
             raise SettingsError(
@@ -357,12 +416,154 @@ def _experiments(
     return dict(tables), tuple(built)
 
 
-def parse_config(text: str, path: Path) -> Config:
-    """Validate the TOML `text` of the config at `path`: ConfigError names the key path."""
+def read_toml_file(path: Path, what: str = "config") -> str:
+    """The text of the TOML file at `path`, refused in one line (ConfigError) unless it is a
+    regular file of at most MAX_CONFIG_BYTES in UTF-8.
+
+    The kind of file is checked before anything is read: reading a FIFO waits for a writer
+    forever and `/dev/zero` never ends. The file is opened without blocking and checked
+    again through its descriptor, so a path swapped between the two looks is still refused;
+    at most MAX_CONFIG_BYTES + 1 bytes are read whatever the file claims its size is."""
+    try:
+        kind = _file_kind(os.stat(path).st_mode)
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            try:
+                info = os.fstat(fd)
+                kind = _file_kind(info.st_mode)
+                raw = b"" if kind is not None else _read_at_most(fd, MAX_CONFIG_BYTES + 1)
+            finally:
+                os.close(fd)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if kind is not None:
+        raise ConfigError(f"{path}: is {kind}, expected a TOML {what} file (a regular file)")
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a {what} may be"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+
+
+def _file_kind(mode: int) -> str | None:
+    """None for a regular file, else what the file is, in words."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def loads_toml(text: str, path: Path, what: str = "config") -> dict[str, Any]:
+    """The TOML document `text` (of the file `path`), refused in one line (ConfigError) when it
+    is larger than MAX_CONFIG_BYTES, nested deeper than MAX_CONFIG_DEPTH, or not TOML.
+
+    tomllib parses arrays and inline tables recursively: a few hundred `[` end in a
+    RecursionError. Their depth is counted before parsing (`_too_deep`), RecursionError is
+    caught all the same, and the parsed document is measured again, since dotted keys and
+    table headers nest tables without a single bracket."""
+    if len(text) > MAX_CONFIG_BYTES or len(text.encode("utf-8", "surrogatepass")) > (
+        MAX_CONFIG_BYTES
+    ):
+        raise ConfigError(
+            f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a {what} may be"
+        )
+    deep = f"{path}: nested deeper than {MAX_CONFIG_DEPTH} levels, the most a {what} may be"
+    if _too_deep(text, MAX_CONFIG_DEPTH):
+        raise ConfigError(deep)
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(deep) from None
     except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
         raise ConfigError(f"{path}: not valid TOML: {one_line(str(exc))}") from None
+    if _depth(data) > MAX_CONFIG_DEPTH:
+        raise ConfigError(deep)
+    return data
+
+
+def _depth(value: Any) -> int:
+    """How many tables and arrays deep `value` is (the document itself is 1), without
+    recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if level > MAX_CONFIG_DEPTH:
+            return level  # deep enough to refuse; measuring on costs time for nothing
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+_TOML_TOKEN = re.compile(r'"""|\'\'\'|["\'#\[\]{}]')
+_STRING_END = {
+    '"""': re.compile(r'(?:[^"\\]|\\.|"(?!""))*"""("{0,2})', re.DOTALL),
+    "'''": re.compile(r"(?:[^']|'(?!''))*'''('{0,2})"),
+    '"': re.compile(r'(?:[^"\\\n]|\\.)*("|\n|\Z)'),
+    "'": re.compile(r"[^'\n]*('|\n|\Z)"),
+}
+
+
+def _too_deep(text: str, limit: int) -> bool:
+    """Whether brackets outside strings and comments nest deeper than `limit` (an upper bound
+    of the document's depth as a parser recurses: `[[table]]` headers count too)."""
+    depth = 0
+    at = 0
+    while True:
+        found = _TOML_TOKEN.search(text, at)
+        if found is None:
+            return False
+        token = found.group()
+        at = found.end()
+        if token == "#":
+            newline = text.find("\n", at)
+            at = len(text) if newline < 0 else newline + 1
+        elif token in _STRING_END:
+            end = _STRING_END[token].match(text, at)
+            at = len(text) if end is None else end.end()
+        elif token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth = max(depth - 1, 0)
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Validate the TOML `text` of the config at `path`: ConfigError names the key path."""
+    data = loads_toml(text, path)
     try:
         file = validate(data, ConfigFile)
         run = RunSettings(
@@ -389,17 +590,6 @@ def parse_config(text: str, path: Path) -> Config:
 
 
 def load_config(path: str | Path) -> Config:
+    """Read (`read_toml_file`: a regular file of at most MAX_CONFIG_BYTES) and validate."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: config file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{p}: is a directory, expected a TOML config file") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read config: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not UTF-8 text") from None
-    return parse_config(text, p)
+    return parse_config(read_toml_file(p), p)
