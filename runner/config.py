@@ -250,8 +250,79 @@ class Config:
         return self.path.parent
 
     def store_path(self, override: str | None = None) -> Path:
-        """--store, else [run].store, else the default; relative to the current directory."""
-        return Path(override or self.run.store or DEFAULT_STORE)
+        """--store (relative to the current directory: it was typed there), else [run].store
+        (relative to this config's folder, `config_store_path`), else the default (relative to
+        the current directory, the same store every command finds without a config)."""
+        if override:
+            return Path(override)
+        if self.run.store is None:
+            return Path(DEFAULT_STORE)
+        return config_store_path(self.path, self.run.store)
+
+
+def absolute_path(path: Path) -> Path:
+    """`path` made absolute the way the system will open it: its folder's symlinks and `..`
+    resolved (so `configs/../runs/x.duckdb` is `runs/x.duckdb` even when `configs` is a
+    symlink), the file's own name kept (a symlinked store keeps its lock beside the link)."""
+    if path.name in ("", ".", ".."):
+        return path.resolve()
+    return path.parent.resolve() / path.name
+
+
+def store_beside(config: Path, store: str) -> Path:
+    """The `[run] store` of the config at `config` as an absolute path: as written if absolute,
+    else in the config's folder, as `stimuli` and every data file a config names.
+
+    The config's folder, not the current directory: a config run from another folder must
+    find the store it already filled, or it starts a new one and pays for every trial again."""
+    written = Path(store)
+    return written if written.is_absolute() else absolute_path(config.parent / written)
+
+
+def installed_configs() -> Path | None:
+    """The `configs` folder of an installed `ibias` package (a wheel's), or None when the
+    package is a source checkout (its folder's parent holds pyproject.toml), whose `configs/`
+    is the repository's and whose relative stores point into the repository's `runs/`."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("ibias") / "configs")).resolve()
+    return None if (folder.parent / "pyproject.toml").is_file() else folder
+
+
+def is_installed_config(config: Path) -> bool:
+    """Whether the config at `config` lies in the installed package's `configs` folder."""
+    folder = installed_configs()
+    return folder is not None and config.parent.resolve().is_relative_to(folder)
+
+
+def config_store_path(config: Path, store: str) -> Path:
+    """`store_beside`, refused in one line (ConfigError) where it cannot be meant:
+    - a relative store of a config installed inside the package: it would land among the
+      package's files (read-only, or wiped by the next upgrade), so `--store` must say where;
+    - a store that does not exist beside the config while the same relative path exists in
+      the current directory, where relative stores were resolved before: that is this
+      config's store at its old place, and starting a new one would re-send every trial."""
+    written = Path(store)
+    if written.is_absolute():
+        return written
+    if is_installed_config(config):
+        raise ConfigError(
+            f"{config}: its [run] store {store!r} is relative, and this config is installed "
+            "inside the ibias package, where no store belongs; pass --store PATH (or copy the "
+            "config to a folder of your own)"
+        )
+    resolved = store_beside(config, store)
+    try:
+        old = absolute_path(Path.cwd() / written)
+    except OSError:  # the current directory was removed: there is no old place to look at
+        return resolved
+    if old != resolved and not os.path.lexists(resolved) and old.exists():
+        raise ConfigError(
+            f"{config}: its [run] store {store!r} means {resolved} (relative to the config's "
+            f"folder), which does not exist, but {old} does (relative to the current directory, "
+            f"where it was looked for before); move that store to {resolved} or pass --store {old}"
+        )
+    return resolved
 
 
 def url_credentials(url: str) -> str | None:
