@@ -309,6 +309,61 @@ def test_simulator_sim_table_is_validated(tmp_path, sim, expected):
     assert error(text, tmp_path).startswith(expected)
 
 
+@pytest.mark.parametrize(
+    ("url", "part"),
+    [
+        ("https://user:s3cr3t-value@api.example.com/v1", "user info"),
+        ("https://s3cr3t-value@api.example.com", "user info"),
+        ("https://s3cr3t-value:@api.example.com:8443/v1", "user info"),
+        ("https://api.example.com/v1?key=s3cr3t-value", "query parameter 'key'"),
+        ("https://api.example.com/v1?KEY=s3cr3t-value", "query parameter 'key'"),
+        ("https://api.example.com/v1?api_key=s3cr3t-value", "query parameter 'api_key'"),
+        ("https://api.example.com/v1?a=1&Api-Key=s3cr3t-value", "query parameter 'api-key'"),
+        ("https://api.example.com/v1?access_token=s3cr3t-value", "query parameter 'access_token'"),
+        ("https://api.example.com/v1?Token=s3cr3t-value", "query parameter 'token'"),
+        ("https://api.example.com/v1?%6Bey=s3cr3t-value", "query parameter 'key'"),
+        ("https://u:s3cr3t-value@[::1/v1", "user info"),  # a bad host too: still not echoed
+        ("ftp://u:s3cr3t-value@host/v1", "user info"),  # a bad scheme too: still not echoed
+    ],
+)
+def test_credentials_in_base_url_are_refused_without_echoing_them(tmp_path, url, part):
+    """Keys belong in api_key_env: a URL is stored as written with the config (runs.config)."""
+    text = config_text(tmp_path).replace("https://api.example.com/v1", url)
+    line = error(text, tmp_path)
+    assert line.startswith(
+        f"models[0].base_url: base_url of model 'm' carries credentials ({part})"
+    )
+    assert "api_key_env" in line
+    assert "s3cr3t" not in line
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.openai.azure.com/openai/v1?api-version=2024-10-21",
+        "https://api.example.com/v1?monkey=1&tokens=2",
+        "https://api.example.com/v1/key/token",
+        "https://api.example.com/v1#key=x",
+    ],
+)
+def test_urls_without_credentials_stay_accepted(tmp_path, url):
+    text = config_text(tmp_path).replace("https://api.example.com/v1", url)
+    assert parse(text, tmp_path).models[0].base_url == url.rstrip("/")
+
+
+def test_a_refused_base_url_is_never_stored(tmp_path, capsys):
+    """Through the command line: exit 2, one line, no store made, no secret printed."""
+    path = tmp_path / "c.toml"
+    url = "https://user:s3cr3t-value@api.example.com/v1"
+    path.write_text(config_text(tmp_path).replace("https://api.example.com/v1", url))
+    store = tmp_path / "s.duckdb"
+    assert main(["run", str(path), "--store", str(store)]) == 2
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and "s3cr3t" not in out + err
+    assert "carries credentials (user info)" in err
+    assert not store.exists()
+
+
 def test_missing_key_variable_only_matters_for_run(tmp_path):
     cfg = parse(config_text(tmp_path, 'api_key_env = "IBIAS_NOPE"\n'), tmp_path)
     with pytest.raises(ConfigError, match="IBIAS_NOPE is not set"):
