@@ -513,7 +513,7 @@ def read_toml_file(path: Path, what: str = "config") -> str:
         raise ConfigError(f"{path}: is {kind}, expected a TOML {what} file (a regular file)")
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(
-            f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a {what} may be"
+            f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a {what} file may be"
         )
     try:
         return raw.decode("utf-8")
@@ -562,9 +562,9 @@ def loads_toml(text: str, path: Path, what: str = "config") -> dict[str, Any]:
         MAX_CONFIG_BYTES
     ):
         raise ConfigError(
-            f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a {what} may be"
+            f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a {what} file may be"
         )
-    deep = f"{path}: nested deeper than {MAX_CONFIG_DEPTH} levels, the most a {what} may be"
+    deep = f"{path}: nested deeper than {MAX_CONFIG_DEPTH} levels, the most a {what} file may be"
     if _too_deep(text, MAX_CONFIG_DEPTH):
         raise ConfigError(deep)
     try:

@@ -231,3 +231,26 @@ def test_any_bytes_give_a_config_or_one_line(tmp_path, raw):
         assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
     else:
         assert isinstance(cfg, Config)
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [("allocation", "services_file"), ("word_association", "qualities")],
+)
+def test_toml_data_files_a_config_names_get_the_same_checks(tmp_path, capsys, table, key):
+    """A config's own services or qualities file is read like a config: a FIFO is refused
+    (it hung the planner), and so is a deep one; the line names the config and the key."""
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.toml"
+    deep.write_text(nested_array(5000))
+    # (qualities paths are checked to be files first, which a FIFO never passed)
+    fifo_says = "is a FIFO" if key == "services_file" else "file not found"
+    for name, shown in ((fifo, fifo_says), (deep, "nested deeper")):
+        path = tmp_path / "c.toml"
+        path.write_text(
+            '[[models]]\nid = "m"\nprovider = "simulator"\n'
+            f'[experiments.{table}]\n{key} = "{name.name}"\n'
+        )
+        line = refused(capsys, ["plan", "{}", "--store", str(tmp_path / "s.duckdb")], path)
+        assert f"experiments.{table}.{key}" in line and shown in line, line
