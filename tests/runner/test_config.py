@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ibias.prompts.schema import render_path
 from ibias.runner.cli import main
-from ibias.runner.config import ConfigError, parse_config
+from ibias.runner.config import CREDENTIAL_PARAMS, ConfigError, parse_config
 from ibias.runner.run import check_keys
 
 PATH = Path("cfg.toml")
@@ -335,6 +335,34 @@ def test_credentials_in_base_url_are_refused_without_echoing_them(tmp_path, url,
     )
     assert "api_key_env" in line
     assert "s3cr3t" not in line
+
+
+SECRET = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.~", min_size=1, max_size=40)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    secret=SECRET,
+    shape=st.sampled_from(
+        [
+            "https://u:SECRET-{s}@api.example.com/v1",
+            "https://SECRET-{s}@api.example.com/v1",
+            "http://SECRET-{s}:x@127.0.0.1:8000",
+            "https://api.example.com/v1?a=b&{k}=SECRET-{s}",
+            "https://api.example.com/v1?{k}=SECRET-{s}#frag",
+        ]
+    ),
+    name=st.sampled_from(sorted(CREDENTIAL_PARAMS)).flatmap(
+        lambda n: st.sampled_from([n, n.upper(), n.title()])
+    ),
+)
+def test_any_credentials_in_base_url_are_refused_and_never_shown(tmp_path, secret, shape, name):
+    url = shape.format(s=secret, k=name)
+    text = config_text(tmp_path).replace("https://api.example.com/v1", url)
+    line = error(text, tmp_path)
+    assert "carries credentials" in line and "SECRET" not in line, line
 
 
 @pytest.mark.parametrize(
