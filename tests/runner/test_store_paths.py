@@ -208,3 +208,28 @@ def test_shipped_configs_keep_their_stores_where_runs_from_the_root_put_them(nam
     # ... and from anywhere else.
     monkeypatch.chdir(root / "tests")
     assert load_config(root / "configs" / name).store_path() == expected
+
+
+def test_demo_uses_its_own_store_even_from_an_installed_package(tmp_path, capsys, monkeypatch):
+    """`ibias demo` runs the packaged demo config into --out DIR/demo.duckdb: the config's
+    relative store is never asked for, so the installed package's refusal does not apply.
+    (The run and the analysis are replaced here: the whole grid takes minutes.)"""
+    from ibias.runner import run as run_module
+    from ibias.runner.run import RunResult
+
+    monkeypatch.setattr(config, "installed_configs", lambda: CONFIGS.resolve())
+    assert config.is_installed_config(cli.DEMO_CONFIG)
+    seen: list[Path] = []
+
+    async def fake_execute(cfg, options, stop=None):
+        seen.append(options.store)
+        return RunResult(0, ("done",))
+
+    monkeypatch.setattr(run_module, "execute", fake_execute)
+    monkeypatch.setattr(cli, "_analyze", lambda store, out: out / "report.html")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "demo", "--out", "d")
+    assert code == 0, err
+    assert seen == [Path("d") / "demo.duckdb"] and "report: d/report.html" in out
+    with pytest.raises(ConfigError, match="installed inside the ibias package"):
+        load_config(cli.DEMO_CONFIG).store_path()
