@@ -13,6 +13,13 @@ Bounds: every integer within 2^53; `max_concurrency` 1 to 10,000; `rpm` and `tpm
 `sampling_seed` and `[run].seed` 0 to 2^53; prices 0 to 100,000 USD per million tokens;
 `[run].grace_s` 0 to 3,600 (default 10); `outage_limit_s` above 0 and at most a week (default
 600); `top_logprobs` 1 to 20 (default 20, only with `logprobs = true`).
+
+The file: a regular file (never a FIFO or a device, which would hang or fill memory) of at most
+MAX_CONFIG_BYTES (1 MiB), nested at most MAX_CONFIG_DEPTH (32) levels deep. Every relative
+path a config names, `[run] store` included, is relative to the config's folder, so a config
+means the same wherever it is run from; `--store` is relative to the current directory. A
+`base_url` never carries credentials (`url_credentials`): they would be stored with the
+config's text, and keys belong in `api_key_env`.
 """
 
 from __future__ import annotations
