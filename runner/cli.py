@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import orjson
 
-from ibias.runner.config import DEFAULT_STORE, MAX_CONCURRENCY, Config, load_config
+from ibias.runner.config import (
+    DEFAULT_STORE,
+    MAX_CONCURRENCY,
+    Config,
+    absolute_path,
+    load_config,
+)
 from ibias.store.lock import StoreLock
 
 if TYPE_CHECKING:
@@ -568,50 +574,48 @@ def _exit_overdue() -> None:
 
 
 def store_of(args: argparse.Namespace) -> Path:
-    """The store a command means: --store, or the [run] store of --config (or of `status`'s
-    CONFIG argument), else the default.
+    """The store a command means: --store (relative to the current directory), or the [run]
+    store of --config (or of `status`'s CONFIG argument; relative to the config's folder,
+    `config_store_path`), else the default.
 
     Naming it twice is allowed only when both agree: `--store a --config b.toml` whose
     `[run] store` is another file is refused (exit 2) rather than silently picking one, since
     reading the wrong store of an overnight sweep looks exactly like reading the right one.
+    A config installed inside the package has no store of its own to agree with: its
+    relative store means nothing, and --store alone decides.
     """
+    from ibias.runner.config import config_store_path, is_installed_config, store_beside
+
     configs = [c for c in (getattr(args, "config_file", None), args.config) if c is not None]
     if len(configs) == 2 and Path(configs[0]).resolve() != Path(configs[1]).resolve():
         raise UsageError(f"CONFIG {configs[0]} and --config {configs[1]} differ; give one")
     store: str | None = args.store
     if not configs:
         return Path(store or DEFAULT_STORE)
-    config = configs[0]
+    config = Path(configs[0])
     named = config_store(config)
     if store is None:
-        return Path(named or DEFAULT_STORE)
-    if named is not None and Path(named).resolve() != Path(store).resolve():
+        return Path(DEFAULT_STORE) if named is None else config_store_path(config, named)
+    if named is None or (not Path(named).is_absolute() and is_installed_config(config)):
+        return Path(store)
+    if store_beside(config, named).resolve() != Path(store).resolve():
         raise UsageError(
-            f"--store {store} differs from the [run] store {named} of {config}; give one"
+            f"--store {store} differs from the [run] store {store_beside(config, named)} of "
+            f"{config}; give one"
         )
     return Path(store)
 
 
-def config_store(path: str) -> str | None:
-    """The `[run] store` of the config at `path` (only that key is read and checked, so a
-    command that only reads a store starts fast and works with a config whose experiments'
-    data files are elsewhere)."""
-    import tomllib
+def config_store(path: str | Path) -> str | None:
+    """The `[run] store` of the config at `path` as written (only that key is read and checked,
+    so a command that only reads a store starts fast and works with a config whose
+    experiments' data files are elsewhere). The file gets the checks of every config read
+    (`read_toml_file`, `loads_toml`: a regular file, its size, its depth); the path it names
+    is resolved by `config_store_path`."""
+    from ibias.runner.config import ConfigError, loads_toml, read_toml_file
 
-    from ibias.runner.config import ConfigError
-
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, expected a TOML config file") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {' '.join(str(exc).split())}") from None
+    file = Path(path)
+    data = loads_toml(read_toml_file(file), file)
     run = data.get("run", {})
     store = run.get("store") if isinstance(run, dict) else None
     if store is None:
@@ -640,6 +644,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             quiet=args.quiet,
         )
         result = await execute(config, options, stop=stop)
+        # Which store the run filled, wherever it was started from: with the summary of a
+        # run that ended by itself, so that a refused or interrupted run keeps its one line.
+        if result.exit_code in (EXIT_OK, EXIT_FAILED):
+            print(f"store: {absolute_path(options.store)}", file=sys.stderr)
         for line in result.lines:
             print(line, file=sys.stderr)
         return result.exit_code
@@ -651,10 +659,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from ibias.runner.planning_report import plan_report, render_plan
 
     config = _selected_config(args)
-    report = plan_report(config, config.store_path(args.store))
+    store = config.store_path(args.store)
+    report = {"store": str(absolute_path(store)), **plan_report(config, store)}
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:
+        print(f"store: {report['store']}", flush=True)
         render_plan(report)
     return EXIT_OK
 
@@ -676,7 +686,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from ibias.runner.status_report import render_status, status_report
 
-    report = status_report(store_of(args))
+    # Absolute: the report names the store, and it must say which one wherever you stand.
+    report = status_report(absolute_path(store_of(args)))
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:

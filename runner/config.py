@@ -14,16 +14,26 @@ Bounds: every integer within 2^53; `max_concurrency` 1 to 10,000; `rpm` and `tpm
 `[run].grace_s` 0 to 3,600 (default 10); `outage_limit_s` above 0 and at most a week (default
 600); `max_body_bytes` 1,024 to 2^30 (default 16 MiB); `top_logprobs` 1 to 20 (default 20,
 only with `logprobs = true`).
+
+The file: a regular file (never a FIFO or a device, which would hang or fill memory) of at most
+MAX_CONFIG_BYTES (1 MiB), nested at most MAX_CONFIG_DEPTH (32) levels deep. Every relative
+path a config names, `[run] store` included, is relative to the config's folder, so a config
+means the same wherever it is run from; `--store` is relative to the current directory. A
+`base_url` never carries credentials (`url_credentials`): they would be stored with the
+config's text, and keys belong in `api_key_env`.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlparse
 
 import msgspec
 from msgspec import Meta
@@ -44,6 +54,13 @@ def implemented_providers() -> tuple[str, ...]:
 
 
 DEFAULT_STORE = "runs/ibias.duckdb"
+
+#: The largest config (or simulator profile) read, in bytes: the paper's grid takes 20 KB, and
+#: a bound means a wrong path (a log, a dump) fails at once instead of filling memory.
+MAX_CONFIG_BYTES = 1 << 20
+#: The deepest nesting of tables and arrays a config may have (the document is level 1; the
+#: deepest shipped config, demo.toml, uses 6): Python's TOML parser recurses once per level.
+MAX_CONFIG_DEPTH = 32
 
 Provider = Literal["openai", "gemini", "anthropic", "llamacpp", "simulator"]
 assert get_args(Provider) == PROVIDERS
@@ -77,7 +94,28 @@ ModelId = Annotated[
     ),
 ]
 URL_EXPECTED = "an http(s) URL such as 'https://api.openai.com/v1'"
-Url = Annotated[str, Meta(pattern=r"\Ahttps?://[^\s/?#]", extra={"expected": URL_EXPECTED})]
+#: What a base_url must look like. Checked in `_model`, not by the schema, so that a URL
+#: carrying credentials is refused before anything echoes it (the schema quotes bad values).
+URL_PATTERN = re.compile(r"\Ahttps?://[^\s/?#]")
+Url = Annotated[str, Meta(extra={"expected": URL_EXPECTED})]
+#: Query parameters that carry a key or a token (compared case-insensitively). A key in the
+#: URL would be stored with the config text in `runs.config`; keys belong in `api_key_env`.
+CREDENTIAL_PARAMS = frozenset(
+    {
+        "key",
+        "api_key",
+        "api-key",
+        "apikey",
+        "x-api-key",
+        "access_token",
+        "access-token",
+        "token",
+        "auth_token",
+        "password",
+        "secret",
+        "client_secret",
+    }
+)
 EnvName = Annotated[
     str,
     Meta(
@@ -230,8 +268,95 @@ class Config:
         return self.path.parent
 
     def store_path(self, override: str | None = None) -> Path:
-        """--store, else [run].store, else the default; relative to the current directory."""
-        return Path(override or self.run.store or DEFAULT_STORE)
+        """--store (relative to the current directory: it was typed there), else [run].store
+        (relative to this config's folder, `config_store_path`), else the default (relative to
+        the current directory, the same store every command finds without a config)."""
+        if override:
+            return Path(override)
+        if self.run.store is None:
+            return Path(DEFAULT_STORE)
+        return config_store_path(self.path, self.run.store)
+
+
+def absolute_path(path: Path) -> Path:
+    """`path` made absolute the way the system will open it: its folder's symlinks and `..`
+    resolved (so `configs/../runs/x.duckdb` is `runs/x.duckdb` even when `configs` is a
+    symlink), the file's own name kept (a symlinked store keeps its lock beside the link)."""
+    if path.name in ("", ".", ".."):
+        return path.resolve()
+    return path.parent.resolve() / path.name
+
+
+def store_beside(config: Path, store: str) -> Path:
+    """The `[run] store` of the config at `config` as an absolute path: as written if absolute,
+    else in the config's folder, as `stimuli` and every data file a config names.
+
+    The config's folder, not the current directory: a config run from another folder must
+    find the store it already filled, or it starts a new one and pays for every trial again."""
+    written = Path(store)
+    return written if written.is_absolute() else absolute_path(config.parent / written)
+
+
+def installed_configs() -> Path | None:
+    """The `configs` folder of an installed `ibias` package (a wheel's), or None when the
+    package is a source checkout (its folder's parent holds pyproject.toml), whose `configs/`
+    is the repository's and whose relative stores point into the repository's `runs/`."""
+    from importlib import resources
+
+    folder = Path(str(resources.files("ibias") / "configs")).resolve()
+    return None if (folder.parent / "pyproject.toml").is_file() else folder
+
+
+def is_installed_config(config: Path) -> bool:
+    """Whether the config at `config` lies in the installed package's `configs` folder."""
+    folder = installed_configs()
+    return folder is not None and config.parent.resolve().is_relative_to(folder)
+
+
+def config_store_path(config: Path, store: str) -> Path:
+    """`store_beside`, refused in one line (ConfigError) where it cannot be meant:
+    - a relative store of a config installed inside the package: it would land among the
+      package's files (read-only, or wiped by the next upgrade), so `--store` must say where;
+    - a store that does not exist beside the config while the same relative path exists in
+      the current directory, where relative stores were resolved before: that is this
+      config's store at its old place, and starting a new one would re-send every trial."""
+    written = Path(store)
+    if written.is_absolute():
+        return written
+    if is_installed_config(config):
+        raise ConfigError(
+            f"{config}: its [run] store {store!r} is relative, and this config is installed "
+            "inside the ibias package, where no store belongs; pass --store PATH (or copy the "
+            "config to a folder of your own)"
+        )
+    resolved = store_beside(config, store)
+    try:
+        old = absolute_path(Path.cwd() / written)
+    except OSError:  # the current directory was removed: there is no old place to look at
+        return resolved
+    if old != resolved and not os.path.lexists(resolved) and old.exists():
+        raise ConfigError(
+            f"{config}: its [run] store {store!r} means {resolved} (relative to the config's "
+            f"folder), which does not exist, but {old} does (relative to the current directory, "
+            f"where it was looked for before); move that store to {resolved} or pass --store {old}"
+        )
+    return resolved
+
+
+def url_credentials(url: str) -> str | None:
+    """Which part of `url` carries credentials ("user info", "query parameter 'key'"), or None.
+
+    Named, never quoted: the caller's message must not repeat the secret. Read by hand rather
+    than with urlparse, which raises on some malformed hosts before the user info is seen."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" in authority:
+        return "user info"
+    query = url.split("#", 1)[0].split("?", 1)[1] if "?" in url.split("#", 1)[0] else ""
+    for name, _ in parse_qsl(query, keep_blank_values=True):
+        if name.strip().lower() in CREDENTIAL_PARAMS:
+            return f"query parameter {name.strip().lower()!r}"
+    return None
 
 
 def _model(index: int, t: ModelTable) -> ModelConfig:
@@ -246,10 +371,22 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             + " (e.g. 'openai' with the provider's OpenAI-compatible endpoint)",
         )
     if t.base_url is not None:
-        parsed = urlparse(t.base_url)
+        carried = url_credentials(t.base_url)
+        if carried is not None:
+            raise SettingsError(
+                f"{where}.base_url",
+                f"base_url of model {t.id!r} carries credentials ({carried}); remove them and "
+                "name the environment variable holding the key in api_key_env (a URL is "
+                "stored with the config in the store)",
+            )
         try:
-            valid = bool(parsed.hostname) and (parsed.port or 0) >= 0
-        except ValueError:  # a port that is not a number from 0 to 65535
+            parsed = urlparse(t.base_url)
+            valid = (
+                URL_PATTERN.match(t.base_url) is not None
+                and bool(parsed.hostname)
+                and (parsed.port or 0) >= 0
+            )
+        except ValueError:  # a port that is not a number from 0 to 65535, a bad IPv6 host
             valid = False
         if not valid:
             raise SettingsError(
@@ -369,12 +506,154 @@ def _experiments(
     return dict(tables), tuple(built)
 
 
-def parse_config(text: str, path: Path) -> Config:
-    """Validate the TOML `text` of the config at `path`: ConfigError names the key path."""
+def read_toml_file(path: Path, what: str = "config") -> str:
+    """The text of the TOML file at `path`, refused in one line (ConfigError) unless it is a
+    regular file of at most MAX_CONFIG_BYTES in UTF-8.
+
+    The kind of file is checked before anything is read: reading a FIFO waits for a writer
+    forever and `/dev/zero` never ends. The file is opened without blocking and checked
+    again through its descriptor, so a path swapped between the two looks is still refused;
+    at most MAX_CONFIG_BYTES + 1 bytes are read whatever the file claims its size is."""
+    try:
+        kind = _file_kind(os.stat(path).st_mode)
+        if kind is None:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+            try:
+                info = os.fstat(fd)
+                kind = _file_kind(info.st_mode)
+                raw = b"" if kind is not None else _read_at_most(fd, MAX_CONFIG_BYTES + 1)
+            finally:
+                os.close(fd)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if kind is not None:
+        raise ConfigError(f"{path}: is {kind}, expected a TOML {what} file (a regular file)")
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a {what} file may be"
+        )
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+
+
+def _file_kind(mode: int) -> str | None:
+    """None for a regular file, else what the file is, in words."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def loads_toml(text: str, path: Path, what: str = "config") -> dict[str, Any]:
+    """The TOML document `text` (of the file `path`), refused in one line (ConfigError) when it
+    is larger than MAX_CONFIG_BYTES, nested deeper than MAX_CONFIG_DEPTH, or not TOML.
+
+    tomllib parses arrays and inline tables recursively: a few hundred `[` end in a
+    RecursionError. Their depth is counted before parsing (`_too_deep`), RecursionError is
+    caught all the same, and the parsed document is measured again, since dotted keys and
+    table headers nest tables without a single bracket."""
+    if len(text) > MAX_CONFIG_BYTES or len(text.encode("utf-8", "surrogatepass")) > (
+        MAX_CONFIG_BYTES
+    ):
+        raise ConfigError(
+            f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a {what} file may be"
+        )
+    deep = f"{path}: nested deeper than {MAX_CONFIG_DEPTH} levels, the most a {what} file may be"
+    if _too_deep(text, MAX_CONFIG_DEPTH):
+        raise ConfigError(deep)
     try:
         data = tomllib.loads(text)
+    except RecursionError:
+        raise ConfigError(deep) from None
     except ValueError as exc:  # TOMLDecodeError, or an integer of more than 4300 digits
         raise ConfigError(f"{path}: not valid TOML: {one_line(str(exc))}") from None
+    if _depth(data) > MAX_CONFIG_DEPTH:
+        raise ConfigError(deep)
+    return data
+
+
+def _depth(value: Any) -> int:
+    """How many tables and arrays deep `value` is (the document itself is 1), without
+    recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if level > MAX_CONFIG_DEPTH:
+            return level  # deep enough to refuse; measuring on costs time for nothing
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+_TOML_TOKEN = re.compile(r'"""|\'\'\'|["\'#\[\]{}]')
+_STRING_END = {
+    '"""': re.compile(r'(?:[^"\\]|\\.|"(?!""))*"""("{0,2})', re.DOTALL),
+    "'''": re.compile(r"(?:[^']|'(?!''))*'''('{0,2})"),
+    '"': re.compile(r'(?:[^"\\\n]|\\.)*("|\n|\Z)'),
+    "'": re.compile(r"[^'\n]*('|\n|\Z)"),
+}
+
+
+def _too_deep(text: str, limit: int) -> bool:
+    """Whether brackets outside strings and comments nest deeper than `limit` (an upper bound
+    of the document's depth as a parser recurses: `[[table]]` headers count too)."""
+    depth = 0
+    at = 0
+    while True:
+        found = _TOML_TOKEN.search(text, at)
+        if found is None:
+            return False
+        token = found.group()
+        at = found.end()
+        if token == "#":
+            newline = text.find("\n", at)
+            at = len(text) if newline < 0 else newline + 1
+        elif token in _STRING_END:
+            end = _STRING_END[token].match(text, at)
+            at = len(text) if end is None else end.end()
+        elif token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        else:
+            depth = max(depth - 1, 0)
+
+
+def parse_config(text: str, path: Path) -> Config:
+    """Validate the TOML `text` of the config at `path`: ConfigError names the key path."""
+    data = loads_toml(text, path)
     try:
         file = validate(data, ConfigFile)
         run = RunSettings(
@@ -401,17 +680,6 @@ def parse_config(text: str, path: Path) -> Config:
 
 
 def load_config(path: str | Path) -> Config:
+    """Read (`read_toml_file`: a regular file of at most MAX_CONFIG_BYTES) and validate."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: config file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{p}: is a directory, expected a TOML config file") from None
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read config: {exc.strerror}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{p}: not UTF-8 text") from None
-    return parse_config(text, p)
+    return parse_config(read_toml_file(p), p)

@@ -34,7 +34,6 @@ A model table starts from `[default]` and overrides only the keys it names (`fau
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -235,13 +234,13 @@ class SimProfile:
     @classmethod
     def from_toml(cls, path: str | Path) -> SimProfile:
         """Load a profile file; unreadable or invalid files raise ProfileError naming it."""
+        from ibias.runner.config import ConfigError, loads_toml, read_toml_file
+
         p = Path(path)
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise SettingsError(str(p), f"cannot read profile: {exc.strerror or exc}") from exc
-        except (ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError, or > 4300 digits
-            raise SettingsError(str(p), f"invalid TOML: {exc}") from exc
+        try:  # the checks of every config read: a regular file, its size, its depth
+            data = loads_toml(read_toml_file(p, "profile"), p, "profile")
+        except ConfigError as exc:
+            raise SettingsError(str(p), str(exc).removeprefix(f"{p}: ")) from None
         try:
             return cls.from_dict(data)
         except SettingsError as exc:

@@ -9,7 +9,6 @@ their wording per language, names enough for the roster) is checked after it. Er
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,12 +193,13 @@ def _catalogue(t: AllocationTable, base_dir: Path) -> dict[str, Service]:
     if t.services_file is not None:
         path = Path(t.services_file)
         path = path if path.is_absolute() else base_dir / path
+        # The checks of every config file read: a regular file, its size, its depth.
+        from ibias.runner.config import ConfigError, loads_toml, read_toml_file
+
         try:
-            extra = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SettingsError("services_file", f"file not found: {path}") from None
-        except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: TOML errors
-            raise SettingsError("services_file", f"{path}: {exc}") from None
+            extra = loads_toml(read_toml_file(path, "services"), path, "services")
+        except ConfigError as exc:
+            raise SettingsError("services_file", str(exc)) from None
         for slug, service_table in extra.items():
             if not isinstance(service_table, dict):
                 raise SettingsError("services_file", f"{path}: [{slug}] must be a table")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -302,10 +301,11 @@ def load_qualities(path: Path) -> dict[str, dict[str, dict[str, str]]]:
 
 
 def _toml(path: Path) -> dict[str, Any]:
+    """A TOML data file (a config may name its own qualities file) with the checks of every
+    config file read: a regular file (a FIFO would hang the run), its size, its depth."""
+    from ibias.runner.config import ConfigError, loads_toml, read_toml_file
+
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(f"{path}: not valid TOML ({exc})") from None
+        return loads_toml(read_toml_file(path, "data"), path, "data")
+    except ConfigError as exc:
+        raise DataError(str(exc)) from None

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ibias.prompts.schema import render_path
 from ibias.runner.cli import main
-from ibias.runner.config import ConfigError, parse_config
+from ibias.runner.config import CREDENTIAL_PARAMS, ConfigError, parse_config
 from ibias.runner.run import check_keys
 
 PATH = Path("cfg.toml")
@@ -307,6 +307,89 @@ def test_simulator_sim_table_is_validated(tmp_path, sim, expected):
         + f'[models.sim]\n{sim}\n\n[experiments.prompts]\nfile = "p.jsonl"\n'
     )
     assert error(text, tmp_path).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("url", "part"),
+    [
+        ("https://user:s3cr3t-value@api.example.com/v1", "user info"),
+        ("https://s3cr3t-value@api.example.com", "user info"),
+        ("https://s3cr3t-value:@api.example.com:8443/v1", "user info"),
+        ("https://api.example.com/v1?key=s3cr3t-value", "query parameter 'key'"),
+        ("https://api.example.com/v1?KEY=s3cr3t-value", "query parameter 'key'"),
+        ("https://api.example.com/v1?api_key=s3cr3t-value", "query parameter 'api_key'"),
+        ("https://api.example.com/v1?a=1&Api-Key=s3cr3t-value", "query parameter 'api-key'"),
+        ("https://api.example.com/v1?access_token=s3cr3t-value", "query parameter 'access_token'"),
+        ("https://api.example.com/v1?Token=s3cr3t-value", "query parameter 'token'"),
+        ("https://api.example.com/v1?%6Bey=s3cr3t-value", "query parameter 'key'"),
+        ("https://u:s3cr3t-value@[::1/v1", "user info"),  # a bad host too: still not echoed
+        ("ftp://u:s3cr3t-value@host/v1", "user info"),  # a bad scheme too: still not echoed
+    ],
+)
+def test_credentials_in_base_url_are_refused_without_echoing_them(tmp_path, url, part):
+    """Keys belong in api_key_env: a URL is stored as written with the config (runs.config)."""
+    text = config_text(tmp_path).replace("https://api.example.com/v1", url)
+    line = error(text, tmp_path)
+    assert line.startswith(
+        f"models[0].base_url: base_url of model 'm' carries credentials ({part})"
+    )
+    assert "api_key_env" in line
+    assert "s3cr3t" not in line
+
+
+SECRET = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.~", min_size=1, max_size=40)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    secret=SECRET,
+    shape=st.sampled_from(
+        [
+            "https://u:SECRET-{s}@api.example.com/v1",
+            "https://SECRET-{s}@api.example.com/v1",
+            "http://SECRET-{s}:x@127.0.0.1:8000",
+            "https://api.example.com/v1?a=b&{k}=SECRET-{s}",
+            "https://api.example.com/v1?{k}=SECRET-{s}#frag",
+        ]
+    ),
+    name=st.sampled_from(sorted(CREDENTIAL_PARAMS)).flatmap(
+        lambda n: st.sampled_from([n, n.upper(), n.title()])
+    ),
+)
+def test_any_credentials_in_base_url_are_refused_and_never_shown(tmp_path, secret, shape, name):
+    url = shape.format(s=secret, k=name)
+    text = config_text(tmp_path).replace("https://api.example.com/v1", url)
+    line = error(text, tmp_path)
+    assert "carries credentials" in line and "SECRET" not in line, line
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.openai.azure.com/openai/v1?api-version=2024-10-21",
+        "https://api.example.com/v1?monkey=1&tokens=2",
+        "https://api.example.com/v1/key/token",
+        "https://api.example.com/v1#key=x",
+    ],
+)
+def test_urls_without_credentials_stay_accepted(tmp_path, url):
+    text = config_text(tmp_path).replace("https://api.example.com/v1", url)
+    assert parse(text, tmp_path).models[0].base_url == url.rstrip("/")
+
+
+def test_a_refused_base_url_is_never_stored(tmp_path, capsys):
+    """Through the command line: exit 2, one line, no store made, no secret printed."""
+    path = tmp_path / "c.toml"
+    url = "https://user:s3cr3t-value@api.example.com/v1"
+    path.write_text(config_text(tmp_path).replace("https://api.example.com/v1", url))
+    store = tmp_path / "s.duckdb"
+    assert main(["run", str(path), "--store", str(store)]) == 2
+    out, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and "s3cr3t" not in out + err
+    assert "carries credentials (user info)" in err
+    assert not store.exists()
 
 
 def test_missing_key_variable_only_matters_for_run(tmp_path):

@@ -703,11 +703,13 @@ def test_profile_errors_name_the_key(tmp_path: Path, toml: str, key: str) -> Non
 
 
 def test_profile_file_errors(tmp_path: Path) -> None:
-    with pytest.raises(SettingsError, match="cannot read"):
+    with pytest.raises(SettingsError, match="profile file not found"):
         load_profile(tmp_path / "missing.toml")
+    with pytest.raises(SettingsError, match="is a directory, expected a TOML profile file"):
+        load_profile(tmp_path)
     bad = tmp_path / "broken.toml"
     bad.write_text("[default\n")
-    with pytest.raises(SettingsError, match="invalid TOML") as info:
+    with pytest.raises(SettingsError, match="not valid TOML") as info:
         load_profile(bad)
     assert info.value.key == str(bad)
 
