@@ -72,6 +72,8 @@ BATCH_ROWS = 65_536
 MAX_REQUEST = 1 << 20
 
 _LEN = struct.Struct(">I")
+#: The run's retry (store/memory.py) from which relief also hangs up on the readers.
+HANG_UP_AFTER = 3
 #: In place of a chunk's length: the query failed mid-stream, its one-line error follows.
 STREAM_FAILED = 0xFFFFFFFF
 #: What a reader whose query the run interrupted for memory is told.
@@ -205,16 +207,21 @@ class LiveServer:
         with contextlib.suppress(OSError):
             self.path.unlink()
 
-    def relieve(self) -> None:
-        """Interrupt every served query, so DuckDB's memory goes back to the run (called by
-        the run's `MemoryGuard` on the thread of its failing query; never waits). Each
-        reader gets `RELIEVED` as its one-line error."""
+    def relieve(self, attempt: int = 1) -> None:
+        """Hand DuckDB's memory back to the run (called by the run's `MemoryGuard` on the
+        thread of its failing query; never waits): interrupt every served query, whose reader
+        gets `RELIEVED` as its one-line error. From the `HANG_UP_AFTER`-th call in a row, also
+        hang up on every session: a result waiting for a reader that does not read keeps its
+        memory until the session ends, which an interrupt does not reach."""
         with self._guard:
             sessions = list(self._sessions.items())
             self._relieved.update(thread for thread, _ in sessions)
-        for _, (_, cursors) in sessions:
+        for _, (conn, cursors) in sessions:
             for cursor in cursors:
                 _interrupt(cursor)
+            if attempt >= HANG_UP_AFTER:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
 
     def _accept(self) -> None:
         self._sock.settimeout(ACCEPT_POLL_S)

@@ -44,12 +44,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
 class MemoryGuard:
     """Runs the run's own queries: one heavy read at a time, retried after relief on OOM.
 
-    `relieve` is called (on the failing query's thread) before each retry; it must not wait
-    for the readers it interrupts. `sleep` is injectable so tests need no real pauses."""
+    `relieve(n)` is called (on the failing query's thread) before the n-th retry (1, 2, ...);
+    it must not wait for the readers it interrupts, and may act harder as `n` grows. `sleep`
+    is injectable so tests need no real pauses."""
 
     def __init__(
         self,
-        relieve: Callable[[], None] | None = None,
+        relieve: Callable[[int], None] | None = None,
         *,
         tries: int = OOM_TRIES,
         first_pause_s: float = FIRST_PAUSE_S,
@@ -76,7 +77,7 @@ class MemoryGuard:
                 if attempt == self.tries:
                     raise
                 if self.relieve is not None:
-                    self.relieve()
+                    self.relieve(attempt)
                 self.sleep(pause)
                 pause *= 2
         raise AssertionError("unreachable")

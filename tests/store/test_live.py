@@ -19,7 +19,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -32,7 +31,7 @@ from ibias.store.live import LiveServer, socket_paths
 from ibias.store.lock import StoreLock
 from ibias.store.reader import open_reader
 from tests.helpers import IBIAS, model_block, wait_for_status, write_config
-from tests.store.test_importer import lines
+from tests.store.conftest import Served, _serving
 
 TOTAL = 2000
 
@@ -107,44 +106,6 @@ def test_sql_status_plan_show_and_analyze_answer_while_a_run_writes(tmp_path: Pa
 
 
 # -- a store served in-process --------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("live")
-    src = folder / "replies.jsonl"
-    src.write_text("\n".join(json.dumps(r) for r in lines()) + "\n")
-    path = folder / "store.duckdb"
-    assert main(["import", str(src), "--store", str(path)]) == 0
-    return path
-
-
-class Served:
-    """A store held and served as `ibias run` holds and serves it."""
-
-    def __init__(self, store: Path, server: LiveServer, con: duckdb.DuckDBPyConnection) -> None:
-        self.store, self.server, self.con = store, server, con
-
-
-@contextmanager
-def _serving(source: Path, tmp_path: Path) -> Iterator[Served]:
-    store = tmp_path / "store.duckdb"
-    shutil.copy(source, store)
-    with StoreLock(store):
-        con = open_store(store)
-        server = LiveServer.start(con, store)
-        assert server is not None
-        try:
-            yield Served(store, server, con)
-        finally:
-            server.close()
-            con.close()
-
-
-@pytest.fixture
-def served(source: Path, tmp_path: Path) -> Iterator[Served]:
-    with _serving(source, tmp_path) as held:
-        yield held
 
 
 def test_the_socket_is_beside_the_store_and_private(served: Served) -> None:

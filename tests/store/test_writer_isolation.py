@@ -87,7 +87,7 @@ async def test_a_flush_that_finds_the_memory_full_relieves_and_keeps_every_row(t
     con = open_store(tmp_path / "w.duckdb", create=True)
     relieved: list[int] = []
     pauses: list[float] = []
-    guard = MemoryGuard(lambda: relieved.append(1), sleep=pauses.append)
+    guard = MemoryGuard(relieved.append, sleep=pauses.append)
     failures = [2]
 
     def before_commit(_closing: bool) -> None:
@@ -100,7 +100,7 @@ async def test_a_flush_that_finds_the_memory_full_relieves_and_keeps_every_row(t
     await _flush(writer, [(_attempt(k), _response(k), None) for k in keys])
     assert con.execute("SELECT count(*) FROM responses").fetchall()[0][0] == 10
     assert con.execute("SELECT count(*) FROM attempts").fetchall()[0][0] == 10
-    assert relieved == [1, 1] and pauses == [0.05, 0.1] and guard.pressure == 2
+    assert relieved == [1, 2] and pauses == [0.05, 0.1] and guard.pressure == 2
     con.close()
 
 
