@@ -19,6 +19,7 @@ import pytest
 from ibias.runner.cli import main
 from tests.helpers import IBIAS
 from tests.store.test_importer import lines
+from tests.store.test_sandbox import wrapped_writes
 
 SECRET_TEXT = "not-for-your-eyes-7f3a"
 
@@ -111,9 +112,9 @@ def test_copy_creates_and_overwrites_nothing(refusal, other, tmp_path):
     ):
         line = refusal(query)
         assert "COPY statements are refused" in line and "--output" in line
-    # The same COPY hidden behind EXPLAIN ANALYZE reaches DuckDB, whose settings refuse it.
+    # The same COPY hidden behind EXPLAIN ANALYZE is checked as the COPY it wraps.
     line = refusal(f"EXPLAIN ANALYZE COPY responses TO '{target}'")
-    assert "query refused" in line and "disabled by configuration" in line
+    assert "COPY statements are refused (also inside EXPLAIN)" in line
     assert not target.exists()
     assert digest(other) == before
 
@@ -247,6 +248,20 @@ def test_describe_show_summarize_explain(sql):
     assert code == 0 and json.loads(out)[0]["explain_key"]
     code, out, err = sql("FROM responses SELECT count(*) AS n;")
     assert code == 0 and "4" in out and "n" in out
+
+
+def test_duckdbs_temp_folder_is_not_writable_by_a_query(refusal, sql, store, tmp_path):
+    """External access off still lets DuckDB open files in its own temp folder (beside the
+    store): a COPY there, however wrapped, is refused by the statement check."""
+    copy = tmp_path / "store.duckdb"
+    shutil.copy(store, copy)
+    temp = tmp_path / "store.duckdb.tmp"  # DuckDB's temp folder of a read-only store
+    temp.mkdir()
+    for query in wrapped_writes(temp):
+        refusal(query, on=copy)
+    assert list(temp.iterdir()) == []
+    code, out, err = sql("EXPLAIN ANALYZE SELECT count(*) FROM responses", on=copy)
+    assert code == 0 and "analyzed_plan" in out, err
 
 
 # -- --output -------------------------------------------------------------------------------------
