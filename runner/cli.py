@@ -386,6 +386,7 @@ _USER_ERRORS = (
     ("ibias.runner.config", "ConfigError"),
     ("ibias.store.db", "StoreError"),
     ("ibias.store.lock", "StoreBusyError"),
+    ("ibias.store.lock", "StoreLockError"),
     ("ibias.store.writer", "StoreWriteError"),
     ("ibias.store.importer", "ImportFileError"),
     ("ibias.prompts.base", "SettingsError"),
