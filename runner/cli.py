@@ -436,7 +436,14 @@ def entry() -> None:
     tearing down the modules it imported (pyarrow, numpy, DuckDB, aiohttp, Polars) then took
     about 50 ms more, which a 20,000-request run paid in every end-to-end figure (issue 12,
     bench/BENCHMARKS.md). ibias registers no exit handlers. Should a thread that is not a
-    daemon still run, the interpreter ends normally, so it is never cut short."""
+    daemon still run, the interpreter ends normally, so it is never cut short.
+
+    The stop signals are handled from the start (runner/startup.py, where the console script
+    begins): one arriving before `main` has caught it, or after, still ends the command with
+    "interrupted" and exit 130, never a traceback."""
+    from ibias.runner.startup import install, interrupted
+
+    install()
     try:
         code: int = main()
     except SystemExit as exc:  # argparse's --help, --version and usage errors
@@ -445,9 +452,14 @@ def entry() -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = EXIT_FAILED
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a reader that went away (a closed pipe)
-            stream.flush()
+    except KeyboardInterrupt:  # a stop signal outside main's own handling
+        interrupted()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a reader that went away (a closed pipe)
+                stream.flush()
+    except KeyboardInterrupt:  # the command is done; a late stop signal changes nothing
+        pass
     main_thread = threading.main_thread()
     if any(t.is_alive() and not t.daemon and t is not main_thread for t in threading.enumerate()):
         sys.exit(code)
