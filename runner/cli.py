@@ -402,9 +402,20 @@ def _user_error(exc: BaseException) -> bool:
     )
 
 
+#: Commands that open their own stop-signal receiver (`_with_stop_signals`): the start-up
+#: handlers (runner/startup.py) hold until it is open.
+_OWN_RECEIVER = frozenset({"run", "demo"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.command not in _OWN_RECEIVER:
+            # Start-up is over: from here the command's own handling (KeyboardInterrupt on
+            # Ctrl-C, below), as before runner/startup.py took the signals.
+            from ibias.runner.startup import release
+
+            release()
         return _dispatch(args)
     except UsageError as exc:
         return _fail(str(exc))
@@ -452,13 +463,13 @@ def entry() -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = EXIT_FAILED
-    except KeyboardInterrupt:  # a stop signal outside main's own handling
+    except KeyboardInterrupt:  # a Ctrl-C outside main's own handling
         interrupted()
     try:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):  # a reader that went away (a closed pipe)
                 stream.flush()
-    except KeyboardInterrupt:  # the command is done; a late stop signal changes nothing
+    except KeyboardInterrupt:  # the command is done; a late Ctrl-C changes nothing
         pass
     main_thread = threading.main_thread()
     if any(t.is_alive() and not t.daemon and t is not main_thread for t in threading.enumerate()):
@@ -563,6 +574,11 @@ def _with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
         return anyio.run(main, backend_options=event_loop_options())
     finally:
         stop.disarm()
+        # The receiver gave back the start-up handlers (runner/startup.py); what follows
+        # (the demo's analysis) gets the process's own.
+        from ibias.runner.startup import release
+
+        release()
 
 
 #: Seconds after a stop's grace period (in-flight requests) for the final flush and closing;
