@@ -22,7 +22,7 @@ import pytest
 from ibias.runner.cli import main
 from tests.helpers import IBIAS
 from tests.store.test_importer import lines
-from tests.store.test_sandbox import wrapped_writes
+from tests.store.test_sandbox import hidden_writes, wrapped_writes
 
 SECRET_TEXT = "not-for-your-eyes-7f3a"
 
@@ -260,7 +260,7 @@ def test_duckdbs_temp_folder_is_not_writable_by_a_query(refusal, sql, store, tmp
     shutil.copy(store, copy)
     temp = tmp_path / "store.duckdb.tmp"  # DuckDB's temp folder of a read-only store
     temp.mkdir()
-    for query in wrapped_writes(temp):
+    for query in wrapped_writes(temp) + hidden_writes(temp):
         refusal(query, on=copy)
     assert list(temp.iterdir()) == []
     code, out, err = sql("EXPLAIN ANALYZE SELECT count(*) FROM responses", on=copy)

@@ -308,6 +308,17 @@ def wrapped_writes(folder: Path) -> list[str]:
     ]
 
 
+def hidden_writes(folder: Path) -> list[str]:
+    """Writes inside a string that a table function would run: the statement check sees one
+    SELECT; DuckDB's `query()` takes nothing but one SELECT."""
+    x = f"''{folder}/x.csv''"
+    return [
+        f"SELECT * FROM query('COPY (SELECT 1) TO {x}')",
+        f"SELECT * FROM query('EXPLAIN ANALYZE COPY (SELECT 1) TO {x}')",
+        f"SELECT * FROM query('SELECT 1; COPY (SELECT 1) TO {x}')",
+    ]
+
+
 @pytest.mark.parametrize("index", range(len(wrapped_writes(Path("/t")))))
 def test_writes_are_refused_however_wrapped(index, tmp_path):
     """EXPLAIN (ANALYZE) is checked as the statement it wraps: no write passes the check."""
