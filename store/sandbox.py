@@ -10,6 +10,12 @@ inside DuckDB, and the locked configuration refuses the `SET`, `RESET` or `PRAGM
 turn any of it back on. The store is opened read-only, so nothing can change it. The statement
 check on top keeps the surface to exactly one read, so a refusal says what was refused instead
 of surfacing whichever DuckDB error fires first.
+
+One hole in DuckDB's settings makes that check load-bearing: external access off still leaves
+DuckDB's own temp folder (`temp_directory`, `STORE.tmp` by default; DuckDB adds it to
+`allowed_directories` by itself) open to any file operation, so `COPY ... TO 'STORE.tmp/x'`
+writes there. So no COPY, EXPORT, ATTACH or write may reach DuckDB however it is wrapped:
+`read_statement` checks `EXPLAIN [ANALYZE]` as the statement it wraps.
 """
 
 from __future__ import annotations
