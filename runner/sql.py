@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import duckdb
 import orjson
@@ -61,6 +61,10 @@ _PARQUET_LOSSY = re.compile(
 )
 
 
+#: How a column reaches the output (`Column`).
+Kind = Literal["native", "text", "number", "json"]
+
+
 @dataclass(frozen=True)
 class Column:
     """One result column and how it reaches the output: `native` as DuckDB gives it, `text`
@@ -69,7 +73,7 @@ class Column:
 
     name: str
     type: str
-    kind: str
+    kind: Kind
 
 
 def run_query(
@@ -126,7 +130,7 @@ def converted(reader: StoreReader, query: str, fmt: str) -> tuple[str, tuple[Col
     return f"SELECT {', '.join(exprs)} FROM (\n{_body(query)}\n) AS ibias_query", columns
 
 
-def _kind(duck_type: str, fmt: str) -> str:
+def _kind(duck_type: str, fmt: str) -> Kind:
     nested = duck_type.endswith("]") or duck_type.startswith(("STRUCT", "MAP(", "TUPLE("))
     if fmt == "parquet":
         if not _PARQUET_LOSSY.search(duck_type):
