@@ -20,6 +20,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ibias.runner.cli import main
 from ibias.store.db import open_store
@@ -231,3 +233,61 @@ def test_columns_named_alike_are_one_line(
     assert code == 0 and "x" in out, err
     code, _, err = sql(closed, "SELECT 1 AS a, 'x' AS a", "csv", tmp_path, capsys)
     assert code == 2 and "several columns named alike" in err and len(err.splitlines()) == 1
+
+
+#: Values the formats had trouble with, to be nested every way below.
+LEAVES = [
+    "'infinity'::TIMESTAMP",
+    "'-infinity'::DATE",
+    "'-infinity'::TIMESTAMPTZ",
+    "INTERVAL '1 month 1 microsecond'",
+    "'0101'::BIT",
+    "'\\xAA\\x00'::BLOB",
+    "(2::HUGEINT ** 100)::HUGEINT",
+    "340282366920938463463374607431768211455::UHUGEINT",
+    "'10:00:00+02'::TIMETZ",
+    "'nan'::DOUBLE",
+    "'-inf'::FLOAT",
+    "12345678901234567890.12::DECIMAL(38, 2)",
+    "'5b6ac7f4-1234-4a5b-8c9d-0123456789ab'::UUID",
+    "'b'::ENUM('a', 'b')",
+    "union_value(n := 2)::UNION(k VARCHAR, n INT)",
+    "'x,\"y\"\n'",
+    "NULL::INTEGER",
+    "true",
+]
+
+
+def nested() -> st.SearchStrategy[str]:
+    """DuckDB expressions: a hard value, or lists, structs and maps of them, a few deep."""
+    return st.recursive(
+        st.sampled_from(LEAVES),
+        lambda inner: st.one_of(
+            inner.map(lambda x: f"[{x}, NULL]"),
+            inner.map(lambda x: f"[{x}]"),
+            st.tuples(inner, inner).map(lambda xy: f"{{'a': {xy[0]}, 'b': {xy[1]}}}"),
+            inner.map(lambda x: f"MAP {{'k': {x}}}"),
+        ),
+        max_leaves=4,
+    )
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(expr=nested())
+def test_nested_hard_values_convert_in_every_format_closed_and_live(
+    closed: Path, live: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], expr: str
+) -> None:
+    query = f"SELECT {expr} AS v, 1 AS n"
+    for fmt in FORMATS:
+        results = {}
+        for store in (closed, live):
+            code, out, err = sql(store, query, fmt, tmp_path, capsys)
+            assert code == 0 and "Traceback" not in err, (fmt, err)
+            results[store] = out
+        assert results[closed] == results[live], fmt
+        if fmt.endswith("json"):
+            assert json.loads(results[closed])[0]["n"] == 1
