@@ -26,8 +26,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import anyio
-
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
@@ -197,6 +195,8 @@ def run(
     stop: Stop | None = None,
 ) -> RunResult:
     """`ibias run` from synchronous code; see `arun` for code already inside an event loop."""
+    import anyio  # here, not at the top: the `ibias` command imports this package first
+
     from ibias.runner.event_loop import event_loop_options
 
     return anyio.run(

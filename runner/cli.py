@@ -392,6 +392,7 @@ _USER_ERRORS = (
     ("ibias.runner.config", "ConfigError"),
     ("ibias.store.db", "StoreError"),
     ("ibias.store.lock", "StoreBusyError"),
+    ("ibias.store.lock", "StoreLockError"),
     ("ibias.store.writer", "StoreWriteError"),
     ("ibias.store.importer", "ImportFileError"),
     ("ibias.prompts.base", "SettingsError"),
@@ -407,9 +408,20 @@ def _user_error(exc: BaseException) -> bool:
     )
 
 
+#: Commands that open their own stop-signal receiver (`_with_stop_signals`): the start-up
+#: handlers (runner/startup.py) hold until it is open.
+_OWN_RECEIVER = frozenset({"run", "demo"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.command not in _OWN_RECEIVER:
+            # Start-up is over: from here the command's own handling (KeyboardInterrupt on
+            # Ctrl-C, below), as before runner/startup.py took the signals.
+            from ibias.runner.startup import release
+
+            release()
         return _dispatch(args)
     except UsageError as exc:
         return _fail(str(exc))
@@ -441,7 +453,14 @@ def entry() -> None:
     tearing down the modules it imported (pyarrow, numpy, DuckDB, aiohttp, Polars) then took
     about 50 ms more, which a 20,000-request run paid in every end-to-end figure (issue 12,
     bench/BENCHMARKS.md). ibias registers no exit handlers. Should a thread that is not a
-    daemon still run, the interpreter ends normally, so it is never cut short."""
+    daemon still run, the interpreter ends normally, so it is never cut short.
+
+    The stop signals are handled from the start (runner/startup.py, where the console script
+    begins): one arriving before `main` has caught it, or after, still ends the command with
+    "interrupted" and exit 130, never a traceback."""
+    from ibias.runner.startup import install, interrupted
+
+    install()
     try:
         code: int = main()
     except SystemExit as exc:  # argparse's --help, --version and usage errors
@@ -450,9 +469,14 @@ def entry() -> None:
         else:
             print(exc.code, file=sys.stderr)
             code = EXIT_FAILED
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a reader that went away (a closed pipe)
-            stream.flush()
+    except KeyboardInterrupt:  # a Ctrl-C outside main's own handling
+        interrupted()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a reader that went away (a closed pipe)
+                stream.flush()
+    except KeyboardInterrupt:  # the command is done; a late Ctrl-C changes nothing
+        pass
     main_thread = threading.main_thread()
     if any(t.is_alive() and not t.daemon and t is not main_thread for t in threading.enumerate()):
         sys.exit(code)
@@ -556,6 +580,11 @@ def _with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
         return anyio.run(main, backend_options=event_loop_options())
     finally:
         stop.disarm()
+        # The receiver gave back the start-up handlers (runner/startup.py); what follows
+        # (the demo's analysis) gets the process's own.
+        from ibias.runner.startup import release
+
+        release()
 
 
 #: Seconds after a stop's grace period (in-flight requests) for the final flush and closing;

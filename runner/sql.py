@@ -3,16 +3,31 @@
 The query runs through `open_reader` (store/reader.py) under the sandbox of store/sandbox.py,
 on the file or, while a run holds the store, served by that run: DuckDB itself refuses every
 file but the store, so a result reaches a file only through `--output`, written here by Polars.
+
+Every DuckDB type reaches every format. Python, orjson, Arrow and Polars each lack some of
+DuckDB's types or values (infinite dates and timestamps, INTERVAL, BIT, UNION, TIMETZ's offset,
+integers beyond 64 bits, NaN inside a list), so before the query runs its columns are described
+(`DESCRIBE query`, which binds without executing) and those a format cannot carry are converted
+by DuckDB itself, in the same query: to DuckDB's own text for a value (`CAST(x AS VARCHAR)`,
+what the DuckDB shell prints: `infinity`, `1 month 2 days 03:00:00`, `10:00:00+02`), and to
+JSON (`to_json`) for a list, struct or map, which CSV and the table print as JSON text and the
+JSON format embeds. Whatever still fails to convert is refused in one line naming the column.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
+import json
+import math
 import os
+import re
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 import duckdb
 import orjson
@@ -20,15 +35,45 @@ from rich.console import Console
 from rich.table import Table
 
 from ibias.runner.status import status_path
-from ibias.store.db import StoreError
-from ibias.store.reader import open_reader
+from ibias.store.db import StoreError, _first_line
+from ibias.store.reader import StoreReader, open_reader
 from ibias.store.sandbox import read_statement
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
 
 #: `--output` formats, by the file's extension.
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
+
+#: DuckDB types every text format (table, CSV, JSON) carries as they are.
+_TEXT_NATIVE = re.compile(
+    r"(BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|FLOAT"
+    r"|DOUBLE|VARCHAR|UUID|JSON|DECIMAL\(\d+,\s*\d+\)|ENUM\(.*\))",
+    re.DOTALL,
+)
+#: Whole numbers beyond 64 bits: text for CSV and the table, a number in JSON.
+_BIG_NUMBERS = frozenset({"HUGEINT", "UHUGEINT", "BIGNUM", "VARINT"})
+#: Types Parquet (through Arrow and Polars) cannot carry, or carries without part of the value.
+_PARQUET_LOSSY = re.compile(
+    r"INTERVAL|UNION\(|\bBIT\b|TIME WITH TIME ZONE|TIMETZ|BIGNUM|VARINT|GEOMETRY|TIME_NS|TUPLE\("
+    r"|VARIANT|STRUCT(?!\()"  # the last: an empty STRUCT, which Parquet has no form for
+)
+
+
+#: How a column reaches the output (`Column`).
+Kind = Literal["native", "text", "number", "json"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One result column and how it reaches the output: `native` as DuckDB gives it, `text`
+    as DuckDB's own text, `number` as text that JSON writes as a number, `json` as JSON text
+    (a list, struct or map)."""
+
+    name: str
+    type: str
+    kind: Kind
 
 
 def run_query(
@@ -36,23 +81,125 @@ def run_query(
 ) -> int:
     out_fmt = _check_output(store, output, force) if output is not None else None
     statement = read_statement(query)
-    if output is None and fmt != "csv":
-        # Python rows, not a Polars frame: the same values, without loading Polars or pyarrow.
-        with open_reader(store) as reader:
-            names, records = reader.records(statement.query)
-        if fmt == "json":
-            sys.stdout.write(_json_array([dict(zip(names, r, strict=True)) for r in records]))
-        else:
-            _print_table(names, records)
-        return 0
-    frame = query_frame(store, statement)
+    target = out_fmt or fmt
+    with open_reader(store) as reader:
+        sql, columns = converted(reader, statement.query, target)
+        if output is None and fmt != "csv":
+            # Python rows, not a Polars frame: the same values, without loading Polars or
+            # pyarrow on a closed store.
+            names, records = reader.records(sql)
+            rows = _cells(records, columns, as_json=fmt == "json")
+            if fmt == "json":
+                sys.stdout.write(_json_array(names, rows, columns))
+            else:
+                _print_table(names, rows)
+            return 0
+        frame = _frame(reader.table(sql), columns, target)
     if output is not None and out_fmt is not None:
-        _write(frame, output, out_fmt)
-        rows = "row" if frame.height == 1 else "rows"
-        print(f"wrote {frame.height} {rows} to {output}")
+        _write(frame, output, out_fmt, columns)
+        rows_word = "row" if frame.height == 1 else "rows"
+        print(f"wrote {frame.height} {rows_word} to {output}")
     else:
-        sys.stdout.write(_csv(frame))
+        sys.stdout.write(_csv(frame, columns))
     return 0
+
+
+def converted(reader: StoreReader, query: str, fmt: str) -> tuple[str, tuple[Column, ...]]:
+    """The query, with the columns `fmt` cannot carry converted by DuckDB, and its columns.
+
+    A statement DuckDB cannot describe (EXPLAIN) runs as written: its columns are text."""
+    try:
+        _, described = reader.records(f"DESCRIBE {query}")
+    except StoreError:
+        return query, ()
+    columns = tuple(
+        Column(str(r[0]), str(r[1]), _kind(str(r[1]), fmt)) for r in described if len(r) > 1
+    )
+    if all(c.kind == "native" for c in columns):
+        return query, columns
+    exprs = []
+    for i, column in enumerate(columns, start=1):
+        ref = f"#{i}"
+        if column.kind == "json":
+            value = f"CAST(to_json({ref}) AS VARCHAR)"
+        elif column.kind in {"text", "number"}:
+            value = f"CAST({ref} AS VARCHAR)"
+        else:
+            value = ref
+        exprs.append(f"{value} AS {_quoted(column.name)}")
+    return f"SELECT {', '.join(exprs)} FROM (\n{_body(query)}\n) AS ibias_query", columns
+
+
+def _kind(duck_type: str, fmt: str) -> Kind:
+    nested = duck_type.endswith("]") or duck_type.startswith(("STRUCT", "MAP(", "TUPLE("))
+    if fmt == "parquet":
+        if not _PARQUET_LOSSY.search(duck_type):
+            return "native"
+        return "json" if nested else "text"
+    if nested:
+        return "json"
+    if _TEXT_NATIVE.fullmatch(duck_type):
+        return "native"
+    return "number" if duck_type in _BIG_NUMBERS else "text"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _body(query: str) -> str:
+    """The statement without its closing `;` (and what follows it), to sit in a subquery."""
+    tokens = [(pos, kind.name) for pos, kind in duckdb.tokenize(query)]
+    while tokens and tokens[-1][1] == "comment":
+        tokens.pop()
+    if tokens and query[tokens[-1][0] :].strip().startswith(";"):
+        return query[: tokens[-1][0]]
+    return query
+
+
+def _cells(
+    records: Iterable[Sequence[Any]], columns: Sequence[Column], *, as_json: bool
+) -> list[tuple[Any, ...]]:
+    """Rows with `json` and `number` columns made ready for the table or a JSON document."""
+    convert: list[Callable[[Any], Any] | None] = [None] * len(columns)
+    for i, column in enumerate(columns):
+        if column.kind == "json":
+            convert[i] = _json_value if as_json else _json_text
+        elif column.kind == "number" and as_json:
+            convert[i] = _number
+    if not any(convert):
+        return [tuple(r) for r in records]
+    return [
+        tuple(v if f is None or v is None else f(v) for f, v in zip(convert, r, strict=False))
+        for r in records
+    ]
+
+
+def _json_value(text: str) -> Any:
+    """DuckDB's `to_json` text as a value orjson writes: NaN and infinities (which `to_json`
+    writes as bare tokens, not JSON) become null, as orjson writes such a float; integers
+    beyond 64 bits are written as they are."""
+    return _plain(json.loads(text))
+
+
+def _json_text(text: str) -> str:
+    return orjson.dumps(_json_value(text)).decode()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return orjson.Fragment(str(value))
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _number(text: str) -> Any:
+    return orjson.Fragment(text) if re.fullmatch(r"-?\d+", text) else text
 
 
 def _print_table(names: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
@@ -64,11 +211,69 @@ def _print_table(names: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     Console().print(table)
 
 
-def query_frame(store: Path, statement: duckdb.Statement) -> pl.DataFrame:
+def query_frame(store: Path, statement: duckdb.Statement, fmt: str = "csv") -> pl.DataFrame:
     """The statement's result through the store's one read entry point (store/reader.py):
-    sandboxed on the file, or served by the run holding the store; refusals as one line."""
+    sandboxed on the file, or served by the run holding the store, converted for `fmt`;
+    refusals as one line."""
     with open_reader(store) as reader:
-        return reader.frame(statement.query)
+        sql, columns = converted(reader, statement.query, fmt)
+        return _frame(reader.table(sql), columns, fmt)
+
+
+def _frame(table: pa.Table, columns: Sequence[Column], fmt: str) -> pl.DataFrame:
+    """The Arrow result as a Polars frame; a column Polars cannot take is named in one line."""
+    import polars as pl
+
+    try:
+        frame = pl.from_arrow(table)
+    except BaseException as exc:  # Polars raises its own errors and, for some types, panics
+        names = table.column_names
+        if _polars_error(exc) and len(set(names)) < len(names):
+            raise StoreError(
+                f"query has several columns named alike ({', '.join(names)}); give each its "
+                "own name (AS ...) to write it as a file or CSV"
+            ) from None
+        raise _named(exc, names, columns, fmt, lambda i: pl.from_arrow(table.select([i]))) from None
+    assert isinstance(frame, pl.DataFrame)  # a table always converts to a DataFrame
+    return frame
+
+
+def _polars_error(exc: BaseException) -> bool:
+    """An error of Polars or Arrow, including a Rust panic inside Polars (pyo3's
+    PanicException derives from BaseException, so `except Exception` misses it)."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+def _named(
+    exc: BaseException,
+    names: Sequence[str],
+    columns: Sequence[Column],
+    fmt: str,
+    attempt: Callable[[int], object],
+) -> BaseException:
+    """What to raise for `exc`: the one-line refusal naming the first column that fails alone
+    (`attempt(i)` converts or writes column i by itself), or `exc` itself if it is not a
+    conversion error (an interrupt)."""
+    if not _polars_error(exc):
+        return exc
+    for i, name in enumerate(names):
+        try:
+            attempt(i)
+        except BaseException as inner:
+            if not _polars_error(inner):
+                raise
+            return _refused(name, columns, i, fmt, inner)
+    return StoreError(f"query result cannot be written as {fmt}: {_first_line(str(exc))}")
+
+
+def _refused(
+    name: str, columns: Sequence[Column], i: int, fmt: str, exc: BaseException
+) -> StoreError:
+    duck_type = columns[i].type if i < len(columns) else "?"
+    return StoreError(
+        f"column {name!r} (DuckDB type {duck_type}) cannot be written as {fmt}: "
+        f"{_first_line(str(exc))}; cast it in the query, e.g. CAST({_quoted(name)} AS VARCHAR)"
+    )
 
 
 def _check_output(store: Path, output: Path, force: bool) -> str:
@@ -91,16 +296,28 @@ def _check_output(store: Path, output: Path, force: bool) -> str:
     return fmt
 
 
-def _write(frame: pl.DataFrame, output: Path, fmt: str) -> None:
-    """Write to a temporary file beside `output`, then rename it: never a half-written file."""
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+def _write(frame: pl.DataFrame, output: Path, fmt: str, columns: Sequence[Column] = ()) -> None:
+    """Write to a new temporary file beside `output`, then rename it over `output`: never a
+    half-written file, and never a file someone else prepared. The temporary file is created
+    exclusively (`mkstemp`: O_CREAT | O_EXCL, a random name, mode 0600), so a symbolic link
+    planted at any name it could take is never followed; the rename replaces `output` itself
+    (a link there is replaced, not followed). It gets the mode a new file would have."""
     try:
-        if fmt == "parquet":
-            frame.write_parquet(tmp)
-        elif fmt == "csv":
-            tmp.write_text(_csv(frame), encoding="utf-8")
-        else:
-            tmp.write_text(_json(frame), encoding="utf-8")
+        fd, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    except OSError as exc:
+        raise StoreError(f"--output {output} cannot be written: {exc.strerror or exc}") from None
+    tmp = Path(name)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as fh:
+            if fmt == "parquet":
+                _parquet(frame, fh, columns)
+            elif fmt == "csv":
+                fh.write(_csv(frame, columns).encode("utf-8"))
+            else:
+                fh.write(_json(frame, columns).encode("utf-8"))
         os.replace(tmp, output)
     except OSError as exc:
         raise StoreError(f"--output {output} cannot be written: {exc.strerror or exc}") from None
@@ -109,24 +326,80 @@ def _write(frame: pl.DataFrame, output: Path, fmt: str) -> None:
             tmp.unlink()
 
 
-def _json(frame: pl.DataFrame) -> str:
-    return _json_array(frame.to_dicts())
-
-
-def _json_array(objects: list[dict[str, Any]]) -> str:
-    """One JSON array of the rows as objects (values orjson cannot write, as text)."""
-    return orjson.dumps(objects, default=str).decode() + "\n"
-
-
-def _csv(frame: pl.DataFrame) -> str:
+def _parquet(frame: pl.DataFrame, fh: IO[bytes], columns: Sequence[Column]) -> None:
     import polars as pl
 
-    nested = [n for n, t in frame.schema.items() if t.is_nested() or t == pl.Object]
+    try:
+        frame.write_parquet(fh)
+    except BaseException as exc:  # Polars' own errors: name the column it cannot write
+        raise _named(
+            exc,
+            frame.columns,
+            columns,
+            "parquet",
+            lambda i: frame.select(pl.nth(i)).write_parquet(io.BytesIO()),
+        ) from None
+
+
+def _json(frame: pl.DataFrame, columns: Sequence[Column] = ()) -> str:
+    rows = _cells(frame.iter_rows(), columns, as_json=True)
+    return _json_array(frame.columns, rows, columns)
+
+
+def _json_array(
+    names: Sequence[str], rows: Iterable[Sequence[Any]], columns: Sequence[Column] = ()
+) -> str:
+    """One JSON array of the rows as objects (values orjson cannot write, as text); a value
+    that cannot be written at all is refused in one line naming its column."""
+    objects = [dict(zip(names, r, strict=True)) for r in rows]
+    try:
+        return orjson.dumps(objects, default=str).decode() + "\n"
+    except TypeError as exc:
+        for obj in objects:
+            for i, (name, value) in enumerate(obj.items()):
+                try:
+                    orjson.dumps(value, default=str)
+                except TypeError as inner:
+                    raise _refused(name, columns, i, "json", inner) from None
+        raise StoreError(f"query result cannot be written as json: {exc}") from None
+
+
+def _csv(frame: pl.DataFrame, columns: Sequence[Column] = ()) -> str:
+    import polars as pl
+
+    as_json = {c.name for c in columns if c.kind == "json"}
+    nested = [n for n, t in frame.schema.items() if t.is_nested() or t == pl.Object or n in as_json]
     if nested:
         frame = frame.with_columns(
-            pl.col(n).map_elements(
-                lambda v: orjson.dumps(v, default=str).decode(), return_dtype=pl.String
+            pl.Series(
+                n,
+                [None if v is None else _csv_json(v, n in as_json) for v in frame[n].to_list()],
+                dtype=pl.String,
             )
             for n in nested
         )
-    return frame.write_csv()
+    try:
+        return frame.write_csv()
+    except BaseException as exc:  # Polars' own errors: name the column it cannot write
+        raise _named(
+            exc, frame.columns, columns, "csv", lambda i: frame.select(pl.nth(i)).write_csv()
+        ) from None
+
+
+def _csv_json(value: Any, from_duckdb: bool) -> str:
+    """A list, struct or map cell as JSON text: DuckDB's `to_json` text made strict JSON, or a
+    Polars value (a Series for a list) written by orjson."""
+    if from_duckdb and isinstance(value, str):
+        return _json_text(value)
+    return orjson.dumps(_python(value), default=str).decode()
+
+
+def _python(value: Any) -> Any:
+    to_list = getattr(value, "to_list", None)
+    if callable(to_list):
+        return [_python(v) for v in to_list()]
+    if isinstance(value, dict):
+        return {k: _python(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_python(v) for v in value]
+    return value

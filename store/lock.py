@@ -2,13 +2,20 @@
 
 DuckDB's own file lock refuses a second writer too, but with a message about file handles; this
 lock lets every command say plainly which process holds the store.
+
+The lock file is written (truncated, then the holder's name), so it is opened with `O_NOFOLLOW`
+and must be a regular file: a symbolic link planted at `STORE.lock` would otherwise have its
+target truncated, and a FIFO there would hang the open. A store that is a device or a folder is
+refused before any lock is made, so `--store /dev/null` leaves no `/dev/null.lock`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import stat
 import sys
 import time
 from pathlib import Path
@@ -24,6 +31,11 @@ class StoreBusyError(Exception):
     """The store is held by another process; the message names it."""
 
 
+class StoreLockError(Exception):
+    """The store or its lock file is not something a lock can be made beside or kept in (a
+    device, a folder, a symbolic link); the message names the path."""
+
+
 def lock_path(store: Path) -> Path:
     return store.with_name(store.name + ".lock")
 
@@ -37,10 +49,13 @@ def holder(store: Path) -> str | None:
     """
     path = lock_path(store)
     try:
-        fh = path.open("r")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
-    with fh:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "r") as fh:
         try:  # shared: readers probing at once do not take the store from each other
             fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -59,8 +74,9 @@ class StoreLock:
         self._fh: IO[str] | None = None
 
     def acquire(self) -> None:
+        _check_store(self.store)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = self.path.open("a+")
+        fh = _open_lock_file(self.path)
         deadline = time.monotonic() + PROBE_WAIT_S
         while True:
             try:
@@ -103,3 +119,42 @@ class StoreLock:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+
+def _check_store(store: Path) -> None:
+    """Refuse a store that exists and is not a regular file (through a link, as DuckDB opens
+    it): no lock file is made beside a device (`/dev/null.lock`) or a folder."""
+    try:
+        mode = store.stat().st_mode
+    except FileNotFoundError:
+        return  # a new store: the run creates it
+    except OSError as exc:
+        raise StoreLockError(f"store {store} cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise StoreLockError(f"store {store} is a directory, expected a DuckDB file")
+    if not stat.S_ISREG(mode):
+        raise StoreLockError(f"store {store} is not a regular file (a device, FIFO or socket)")
+
+
+def _open_lock_file(path: Path) -> IO[str]:
+    """The lock file, created if missing, never through a symbolic link (`O_NOFOLLOW`) and never
+    anything but a regular file (`O_NONBLOCK` so a FIFO cannot hang the open)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreLockError(
+                f"lock file {path} is a symbolic link; remove it (a lock file is never followed)"
+            ) from None
+        if exc.errno == errno.EISDIR:
+            raise StoreLockError(f"lock file {path} is a directory; remove it") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreLockError(f"lock file {path} is not a regular file; remove it")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a+")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -10,6 +10,12 @@ inside DuckDB, and the locked configuration refuses the `SET`, `RESET` or `PRAGM
 turn any of it back on. The store is opened read-only, so nothing can change it. The statement
 check on top keeps the surface to exactly one read, so a refusal says what was refused instead
 of surfacing whichever DuckDB error fires first.
+
+One hole in DuckDB's settings makes that check load-bearing: external access off still leaves
+DuckDB's own temp folder (`temp_directory`, `STORE.tmp` by default; DuckDB adds it to
+`allowed_directories` by itself) open to any file operation, so `COPY ... TO 'STORE.tmp/x'`
+writes there. So no COPY, EXPORT, ATTACH or write may reach DuckDB however it is wrapped:
+`read_statement` checks `EXPLAIN [ANALYZE]` as the statement it wraps.
 """
 
 from __future__ import annotations
@@ -114,7 +120,22 @@ def open_query_connection(store: Path) -> duckdb.DuckDBPyConnection:
 
 
 def read_statement(query: str) -> duckdb.Statement:
-    """The query's one statement, parsed by DuckDB, if it is a read; else a one-line refusal."""
+    """The query's one statement, parsed by DuckDB, if it is a read; else a one-line refusal.
+
+    `EXPLAIN` and `EXPLAIN ANALYZE` are checked as the statement they wrap: `EXPLAIN ANALYZE`
+    executes it, so `EXPLAIN ANALYZE COPY (...) TO 'STORE.tmp/x.csv'` would write a file.
+    DuckDB's settings alone do not stop that one: with external access off it still lets a
+    query open files in its own `temp_directory` (beside the store, where it spills), so a
+    COPY into that folder succeeds. The statement check is what keeps every write, COPY,
+    EXPORT or ATTACH out, however it is wrapped (a CTE, a PIVOT and several statements are
+    parsed by DuckDB as what they are: SELECT, or refused as MULTI or as more than one).
+    """
+    statement = _one_statement(query)
+    _check_read(statement, explained=False)
+    return statement
+
+
+def _one_statement(query: str) -> duckdb.Statement:
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as exc:
@@ -125,14 +146,60 @@ def read_statement(query: str) -> duckdb.Statement:
         raise StoreError(
             f"query has {len(statements)} statements; exactly one is allowed ({ALLOWED})"
         )
-    statement = statements[0]
+    return statements[0]
+
+
+def _check_read(statement: duckdb.Statement, *, explained: bool) -> None:
     try:
         kind = statement.type.name
     except ValueError:  # a statement type newer than this duckdb's Python enum
         kind = "this kind of"
+    if kind == duckdb.StatementType.EXPLAIN.name:
+        _check_read(_explained(statement.query), explained=True)
+        return
     if kind in {t.name for t in READ_STATEMENTS}:
-        return statement
+        return
+    where = " (also inside EXPLAIN)" if explained else ""
     raise StoreError(
-        f"{_NAMES.get(kind, kind)} statements are refused: only one read is allowed "
+        f"{_NAMES.get(kind, kind)} statements are refused{where}: only one read is allowed "
         f"({ALLOWED}){_HINTS.get(kind, '')}"
     )
+
+
+#: Words between EXPLAIN and the statement it wraps (`EXPLAIN ANALYZE SELECT ...`).
+_EXPLAIN_WORDS = frozenset({"ANALYZE", "ANALYSE", "VERBOSE"})
+
+
+def _explained(query: str) -> duckdb.Statement:
+    """The statement an `EXPLAIN [ANALYZE] [(options)] STATEMENT` wraps, parsed by DuckDB.
+
+    DuckDB's tokenizer finds where it starts (comments and quoted text are tokens of their
+    own, so neither can hide a word); a parenthesised group right after the keywords is the
+    options, unless nothing follows it, in which case it is the statement (`EXPLAIN (SELECT
+    1)`). Whatever cannot be read this way is refused, never let through."""
+    every = [(pos, kind.name) for pos, kind in duckdb.tokenize(query)]
+    ends = [pos for pos, _ in every[1:]] + [len(query)]
+    kept = [(t, end) for t, end in zip(every, ends, strict=True) if t[1] != "comment"]
+    tokens = [t for t, _ in kept]
+    words = [query[pos:end].strip() for (pos, _), end in kept]
+    refused = StoreError(f"EXPLAIN refused: the statement it wraps cannot be checked ({ALLOWED})")
+    if not words or words[0].upper() != "EXPLAIN":
+        raise refused
+    i = 1
+    while i < len(words) and tokens[i][1] == "keyword" and words[i].upper() in _EXPLAIN_WORDS:
+        i += 1
+    if i < len(words) and words[i] == "(":
+        depth, j = 0, i
+        while j < len(words):
+            depth += {"(": 1, ")": -1}.get(words[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        if j < len(words) and words[j] != ";":
+            i = j  # the group was the options; the statement follows it
+    if i >= len(words):
+        raise refused
+    try:
+        return _one_statement(query[tokens[i][0] :])
+    except StoreError:
+        raise refused from None

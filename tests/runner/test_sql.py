@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import duckdb
@@ -19,6 +22,7 @@ import pytest
 from ibias.runner.cli import main
 from tests.helpers import IBIAS
 from tests.store.test_importer import lines
+from tests.store.test_sandbox import hidden_writes, wrapped_writes
 
 SECRET_TEXT = "not-for-your-eyes-7f3a"
 
@@ -111,9 +115,9 @@ def test_copy_creates_and_overwrites_nothing(refusal, other, tmp_path):
     ):
         line = refusal(query)
         assert "COPY statements are refused" in line and "--output" in line
-    # The same COPY hidden behind EXPLAIN ANALYZE reaches DuckDB, whose settings refuse it.
+    # The same COPY hidden behind EXPLAIN ANALYZE is checked as the COPY it wraps.
     line = refusal(f"EXPLAIN ANALYZE COPY responses TO '{target}'")
-    assert "query refused" in line and "disabled by configuration" in line
+    assert "COPY statements are refused (also inside EXPLAIN)" in line
     assert not target.exists()
     assert digest(other) == before
 
@@ -249,6 +253,20 @@ def test_describe_show_summarize_explain(sql):
     assert code == 0 and "4" in out and "n" in out
 
 
+def test_duckdbs_temp_folder_is_not_writable_by_a_query(refusal, sql, store, tmp_path):
+    """External access off still lets DuckDB open files in its own temp folder (beside the
+    store): a COPY there, however wrapped, is refused by the statement check."""
+    copy = tmp_path / "store.duckdb"
+    shutil.copy(store, copy)
+    temp = tmp_path / "store.duckdb.tmp"  # DuckDB's temp folder of a read-only store
+    temp.mkdir()
+    for query in wrapped_writes(temp) + hidden_writes(temp):
+        refusal(query, on=copy)
+    assert list(temp.iterdir()) == []
+    code, out, err = sql("EXPLAIN ANALYZE SELECT count(*) FROM responses", on=copy)
+    assert code == 0 and "analyzed_plan" in out, err
+
+
 # -- --output -------------------------------------------------------------------------------------
 
 QUERY = "SELECT trial_key, model_id, content FROM responses ORDER BY trial_key"
@@ -350,6 +368,38 @@ def test_output_problems_are_one_line(sql, refusal, tmp_path):
     assert "COPY statements are refused" in line and not target.exists()
 
 
+@pytest.mark.parametrize("ext", [".csv", ".json", ".parquet"])
+def test_output_never_follows_a_planted_link(sql, tmp_path, monkeypatch, ext):
+    """The temporary file is created exclusively under a fresh name: links planted at the old
+    predictable name and at the very name `mkstemp` tries first are left alone, and a link at
+    the target itself is replaced (with --force), never written through."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    target = tmp_path / f"out{ext}"
+    (tmp_path / f".{target.name}.{os.getpid()}.tmp").symlink_to(victim)
+    (tmp_path / f".{target.name}.planted.tmp").symlink_to(victim)
+    names = iter(["planted", "fresh"])
+    monkeypatch.setattr(tempfile, "_get_candidate_names", lambda: names)
+    code, _, err = sql(QUERY, "--output", str(target))
+    assert code == 0, err
+    assert victim.read_text() == "precious"
+    assert target.is_file() and not target.is_symlink() and target.stat().st_size > 0
+    assert not (tmp_path / f".{target.name}.fresh.tmp").exists()  # renamed into place
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~_umask()
+    monkeypatch.undo()
+    target.unlink()
+    target.symlink_to(victim)
+    code, _, err = sql(QUERY, "--output", str(target), "--force")
+    assert code == 0, err
+    assert victim.read_text() == "precious" and target.is_file() and not target.is_symlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 # -- as a subprocess ------------------------------------------------------------------------------
 
 
@@ -390,17 +440,20 @@ TYPED = (
 def test_table_and_json_show_the_values_a_polars_frame_holds(sql, store, capsys, fmt):
     """The table and JSON formats print Python rows read straight from DuckDB (so Polars and
     pyarrow are not loaded); every value prints as the frame's row printed it before."""
-    from ibias.runner.sql import _json, _print_table, query_frame
+    from ibias.runner.sql import _cells, _json, _print_table, converted, query_frame
+    from ibias.store.reader import open_reader
     from ibias.store.sandbox import read_statement
 
     code, out, _ = sql("--format", fmt, TYPED)
     assert code == 0
-    frame = query_frame(store, read_statement(TYPED))
+    frame = query_frame(store, read_statement(TYPED), fmt)
+    with open_reader(store) as reader:
+        _, columns = converted(reader, TYPED, fmt)
     if fmt == "json":
-        assert out == _json(frame)
+        assert out == _json(frame, columns)
     else:
         capsys.readouterr()
-        _print_table(frame.columns, frame.iter_rows())
+        _print_table(frame.columns, _cells(frame.iter_rows(), columns, as_json=False))
         assert out == capsys.readouterr().out
 
 

@@ -32,6 +32,7 @@ from ibias.store.lock import StoreLock
 from ibias.store.reader import open_reader
 from tests.helpers import IBIAS, model_block, wait_for_status, write_config
 from tests.store.conftest import Served, _serving
+from tests.store.test_sandbox import hidden_writes, wrapped_writes
 
 TOTAL = 2000
 
@@ -169,6 +170,31 @@ def test_sandbox_escapes_are_refused_when_served_live(
         # the session is still usable after a refusal
         assert reader.execute("SELECT count(*) FROM responses").fetchone() == (4,)
     assert {p.name for p in tmp_path.iterdir()} == before and other.read_text() == "secret"
+
+
+def test_the_runs_temp_folder_is_not_writable_by_a_served_query(
+    served: Served, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's DuckDB may open files in its temp folder whatever its settings; no served
+    query, EXPLAIN ANALYZE COPY or otherwise, reaches it."""
+    (setting,) = served.con.execute("SELECT current_setting('temp_directory')").fetchall()[0]
+    temp = Path(setting)
+    temp.mkdir(parents=True, exist_ok=True)
+    before = sorted(temp.iterdir())
+    with open_reader(served.store) as reader:
+        assert reader.live
+        for query in wrapped_writes(temp) + hidden_writes(temp):
+            with pytest.raises(StoreError) as info:
+                reader.table(query)
+            assert "\n" not in str(info.value)
+        plan = reader.table("EXPLAIN ANALYZE SELECT count(*) FROM responses")
+        assert plan.num_rows == 1
+    query = f"EXPLAIN ANALYZE COPY (SELECT 1) TO '{temp}/x.csv'"
+    assert main(["sql", "--store", str(served.store), query]) == 2
+    err = capsys.readouterr().err
+    assert "COPY statements are refused (also inside EXPLAIN)" in err
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(temp.iterdir()) == before
 
 
 def test_the_settings_hold_on_the_served_database_itself(served: Served) -> None:

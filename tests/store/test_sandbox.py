@@ -215,6 +215,12 @@ def test_missing_and_foreign_files_are_one_line(tmp_path):
         "SUMMARIZE responses",
         "PIVOT responses ON model_id IN ('ext') USING count(*)",
         "EXPLAIN SELECT 1",
+        "EXPLAIN ANALYZE SELECT 1",
+        "EXPLAIN (FORMAT json) SELECT 1",
+        "EXPLAIN ANALYZE (FORMAT json) FROM responses",
+        "EXPLAIN (SELECT 1)",
+        "EXPLAIN ANALYZE WITH a AS (SELECT 1) SELECT * FROM a",
+        "/* ( */ EXPLAIN -- )\n ANALYZE SELECT ')'",
         "SELECT 1;",
         "-- a comment\nSELECT 1 -- another\n",
     ],
@@ -271,3 +277,56 @@ def test_other_statements_are_refused_by_name(sql, named):
 def test_one_statement_exactly(sql, expected):
     with pytest.raises(StoreError, match=expected):
         read_statement(sql)
+
+
+def wrapped_writes(folder: Path) -> list[str]:
+    """Writes, COPY, EXPORT and ATTACH into `folder` (DuckDB's temp folder in the tests, which
+    external access off does not protect), wrapped every way a statement can be wrapped."""
+    x = f"'{folder}/x.csv'"
+    return [
+        f"EXPLAIN ANALYZE COPY (SELECT 1) TO {x}",
+        f"EXPLAIN COPY (SELECT 1) TO {x}",
+        f"explain analyse copy (select 1) to {x}",
+        f"EXPLAIN (FORMAT json) COPY (SELECT 1) TO {x}",
+        f"EXPLAIN ANALYZE (FORMAT json) COPY (SELECT 1) TO {x}",
+        f"/* ( */ EXPLAIN /* ) */ ANALYZE -- (\n COPY (SELECT 1) TO {x}",
+        f"EXPLAIN ANALYZE COPY (WITH a AS (SELECT 1) SELECT * FROM a) TO {x}",
+        f"EXPLAIN ANALYZE COPY (PIVOT (SELECT 1 AS a) ON a IN (1)) TO {x}",
+        f"EXPLAIN ANALYZE COPY (PIVOT responses ON model_id) TO {x}",
+        f"EXPLAIN ANALYZE EXPORT DATABASE '{folder}/db'",
+        f"EXPLAIN ANALYZE ATTACH '{folder}/a.duckdb'",
+        "EXPLAIN ANALYZE INSERT INTO responses SELECT * FROM responses",
+        "EXPLAIN ANALYZE CREATE TEMP TABLE t AS SELECT 1",
+        f"EXPLAIN ANALYZE SELECT 1; COPY (SELECT 1) TO {x}",
+        f"SELECT 1; EXPLAIN ANALYZE COPY (SELECT 1) TO {x}",
+        f"WITH a AS (SELECT 1) SELECT * FROM a; COPY a TO {x}",
+        f"COPY (WITH a AS (SELECT 1) SELECT * FROM a) TO {x}",
+        f"COPY (PIVOT (SELECT 1 AS a) ON a IN (1)) TO {x}",
+        f"COPY (SELECT 1) TO {x}",
+        f"EXPORT DATABASE '{folder}/db'",
+        f"ATTACH '{folder}/a.duckdb'",
+    ]
+
+
+def hidden_writes(folder: Path) -> list[str]:
+    """Writes inside a string that a table function would run: the statement check sees one
+    SELECT; DuckDB's `query()` takes nothing but one SELECT."""
+    x = f"''{folder}/x.csv''"
+    return [
+        f"SELECT * FROM query('COPY (SELECT 1) TO {x}')",
+        f"SELECT * FROM query('EXPLAIN ANALYZE COPY (SELECT 1) TO {x}')",
+        f"SELECT * FROM query('SELECT 1; COPY (SELECT 1) TO {x}')",
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(wrapped_writes(Path("/t")))))
+def test_writes_are_refused_however_wrapped(index, tmp_path):
+    """EXPLAIN (ANALYZE) is checked as the statement it wraps: no write passes the check."""
+    with pytest.raises(StoreError) as info:
+        read_statement(wrapped_writes(tmp_path)[index])
+    assert "\n" not in str(info.value)
+    assert (
+        "refused" in str(info.value)
+        or "statements; exactly one" in str(info.value)
+        or (str(info.value).startswith("query failed: Parser Error"))
+    )
