@@ -1306,8 +1306,13 @@ class Simulator:
         require_key: str | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        count_prompts: bool = True,
     ) -> None:
         self.profile = profile
+        #: Count what was served per prompt (`served_by_prompt`): tests and `ibias simulate`
+        #: read it; a run's own loopback simulator, which nobody asks, does not keep it (a
+        #: key per prompt: about 250 bytes each, 350 MB on a 1.4-million-trial grid).
+        self._count_prompts = count_prompts
         self._key = require_key
         self._clock = clock
         self._sleep = sleep
@@ -1566,8 +1571,9 @@ class Simulator:
             return web.Response(status=499)  # the client left during latency: nothing was sent
         self._served += 1
         self._served_by_model[model] = self._served_by_model.get(model, 0) + 1
-        key = (model, stable_hash(list(messages)))
-        self._served_by_prompt[key] = self._served_by_prompt.get(key, 0) + 1
+        if self._count_prompts:
+            key = (model, stable_hash(list(messages)))
+            self._served_by_prompt[key] = self._served_by_prompt.get(key, 0) + 1
         return web.Response(status=200, body=payload, content_type=_JSON, headers=headers)
 
     def _enforce_limits(

@@ -61,7 +61,7 @@ class LoopbackSimulator:
                 # actually talk to a simulated model.
                 from ibias.runner.simulator import Simulator
 
-                sim = Simulator(self.profile)
+                sim = Simulator(self.profile, count_prompts=False)
                 self._url = await sim.start("127.0.0.1", 0)
                 self._sim = sim
             return self._url
