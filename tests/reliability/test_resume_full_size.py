@@ -86,9 +86,7 @@ class Segment:
 
 def _config(folder: Path) -> Path:
     """The demo grid as shipped, its store beside this copy."""
-    text = re.sub(
-        r'^store = ".*"$', 'store = "store.duckdb"', DEMO.read_text(), count=1, flags=re.M
-    )
+    text = re.sub(r"^store = .*$", 'store = "store.duckdb"', DEMO.read_text(), count=1, flags=re.M)
     path = folder / "demo.toml"
     path.write_text(text)
     return path
