@@ -26,15 +26,18 @@ demo: $(STAMP)
 test: $(STAMP) browser
 	$(BIN)/pytest
 
-# The long torture run (20,000 trials, 5% faults, 10 kill -9s); `make test` runs the short one.
+# The long torture runs (20,000 trials, 5% faults, 10 kill -9s; the paper-sized grid stopped
+# 12 times by SIGINT, SIGTERM and kill -9 in every phase); `make test` runs the short ones.
 torture: $(STAMP)
-	IBIAS_TORTURE=1 $(BIN)/pytest -p no:cacheprovider -s tests/reliability/test_torture.py -k long
+	IBIAS_TORTURE=1 $(BIN)/pytest -p no:cacheprovider -s -k long \
+		tests/reliability/test_torture.py tests/reliability/test_resume_full_size.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_runner
 	$(BIN)/python -m bench.bench_bootstrap
 	$(BIN)/python -m bench.bench_analyze
 	$(BIN)/python -m bench.bench_live
+	$(BIN)/python -m bench.bench_grid
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

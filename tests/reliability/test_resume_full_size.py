@@ -62,9 +62,11 @@ def draw(seed: int, count: int) -> list[Interruption]:
     rng = random.Random(seed)
     extra = [rng.choice(("planning", "requests", "requests")) for _ in range(count - 3)]
     phases = [*sorted([*PHASES[:2], *extra], key=PHASES.index), "final_flush"]
+    # Every kind of stop at least once: the first three in a drawn order, then drawn freely.
+    signals = rng.sample(SIGNALS, len(SIGNALS))
+    signals += [rng.choice(SIGNALS) for _ in range(count - len(SIGNALS))]
     out = []
-    for phase in phases:
-        sig = rng.choice(SIGNALS)
+    for phase, sig in zip(phases, signals, strict=True):
         if phase == "planning":  # 29 batches of 5,000 trials: interrupt in the first third
             out.append(Interruption(phase, rng.randint(1, 10), sig, True, 0.0))
         elif phase == "requests":  # a flush a second: a few seconds to half a minute in
@@ -86,7 +88,8 @@ class Segment:
 
 def _config(folder: Path) -> Path:
     """The demo grid as shipped, its store beside this copy."""
-    text = re.sub(r"^store = .*$", 'store = "store.duckdb"', DEMO.read_text(), count=1, flags=re.M)
+    store = f'store = "{folder / "store.duckdb"}"'
+    text = re.sub(r"^store = .*$", store, DEMO.read_text(), count=1, flags=re.M)
     path = folder / "demo.toml"
     path.write_text(text)
     return path
@@ -189,6 +192,7 @@ def test_the_draw_interrupts_every_phase_in_run_order():
         assert set(phases) == set(PHASES)
         assert phases == sorted(phases, key=PHASES.index)
         assert phases[-1] == "final_flush" and phases.count("final_flush") == 1
+        assert {c.signal for c in cuts[:3]} == set(SIGNALS)
     assert draw(7, 3) == draw(7, 3)  # a failure can be replayed
 
 
