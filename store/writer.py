@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from ibias.prompts.base import canonical_json
 from ibias.store.arrow_scan import registered
-from ibias.store.memory import MemoryGuard
+from ibias.store.memory import MemoryGuard, is_out_of_memory
 from ibias.store.specs import spec_key
 from ibias.store.trial import Trial
 
@@ -470,17 +470,23 @@ class Writer:
         """Commit the batch; when it cannot be committed whole for any reason but the disk's,
         store it in parts (`_write_apart`), so one reply DuckDB refuses, or a batch too large
         for the memory cap, costs at most that reply, never the others."""
+        self._store(attempts, responses, landed)
+        # Written: free the rows (and the reply bodies they hold) here, on the writer's
+        # thread, rather than on the event loop's when the flush returns.
+        attempts.clear()
+        responses.clear()
+        landed.clear()
+
+    def _store(
+        self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
+    ) -> None:
+        """Commit these rows, or, failing for any reason but the disk's, store them apart."""
         try:
             self._guarded(attempts, responses, landed)
         except Exception as exc:
             if is_write_failure(exc):
                 raise
             self._write_apart(attempts, responses, landed, exc)
-        # Written: free the rows (and the reply bodies they hold) here, on the writer's
-        # thread, rather than on the event loop's when the flush returns.
-        attempts.clear()
-        responses.clear()
-        landed.clear()
 
     def _guarded(
         self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
@@ -510,13 +516,7 @@ class Writer:
                 if first:  # attempts of trials without a response in this batch go first
                     every = {r.trial_key for r in responses}
                     own += [a for a in attempts if a.trial_key not in every]
-                mine = [item for item in landed if item.trial_key in keys]
-                try:
-                    self._guarded(own, part, mine)
-                except Exception as exc:
-                    if is_write_failure(exc):
-                        raise
-                    self._write_apart(own, part, mine, exc)
+                self._store(own, part, [item for item in landed if item.trial_key in keys])
             return
         if responses and landed:
             try:
@@ -526,6 +526,10 @@ class Writer:
                 if is_write_failure(exc):
                     raise
                 error = exc
+        if is_out_of_memory(error):
+            # Not this reply's fault (one reply is at most `max_body_bytes`): the memory is
+            # full even after the readers gave theirs back. Give up rather than bisect on.
+            raise error
         why = f"the store refused the reply: {os_cause(error)}"[:ERROR_MESSAGE_CHARS]
         keys = {r.trial_key for r in responses}
         kept = [

@@ -37,7 +37,7 @@ def _rows(store, sql: str) -> list[tuple[object, ...]]:
         con.close()
 
 
-def _config(tmp_path, dead_url: str):
+def _config(tmp_path, dead_url: str, outage_limit_s: float = 1):
     models = [
         model_block(
             "dead",
@@ -46,7 +46,7 @@ def _config(tmp_path, dead_url: str):
             model="gpt-x",
             max_concurrency=4,
             timeout_s=5,
-            outage_limit_s=1,
+            outage_limit_s=outage_limit_s,
         ),
         model_block("alive", provider="simulator", max_concurrency=4),
     ]
@@ -186,19 +186,7 @@ async def test_an_endpoint_that_never_answered_stops_at_once_naming_its_url(tmp_
     on. (The breaker's own tests show the 30 s default on a fake clock.)"""
     monkeypatch.setattr(breaker, "NEVER_ANSWERED_S", 0.5)
     dead_url = f"http://127.0.0.1:{free_port()}/v1"
-    models = [
-        model_block(
-            "dead",
-            provider="openai",
-            base_url=dead_url,
-            model="gpt-x",
-            max_concurrency=4,
-            timeout_s=5,
-            outage_limit_s=600,
-        ),
-        model_block("alive", provider="simulator", max_concurrency=4),
-    ]
-    path = write_config(tmp_path, models, n_prompts=N)
+    path = _config(tmp_path, dead_url, outage_limit_s=600)
     store = tmp_path / "store.duckdb"
     lines: list[str] = []
     with anyio.fail_after(60):  # a guard against waiting out the 600 s, not a timing

@@ -135,3 +135,27 @@ def test_an_error_inside_a_transaction_surfaces_as_itself():
     with registered(con, "_b", pa.table({"i": [2]})):  # the name is usable again
         con.execute("INSERT INTO x SELECT i FROM _b")
     assert con.execute("SELECT i FROM x").fetchall() == [(2,)]
+
+
+async def test_memory_that_stays_full_ends_the_flush_instead_of_bisecting_forever(tmp_path):
+    """Out of memory even for one reply, after relief: not the reply's fault, so it is not
+    recorded as unstorable; the flush gives up after one descent of the halving."""
+    con = open_store(tmp_path / "w.duckdb", create=True)
+    commits: list[int] = []
+
+    def before_commit(_closing: bool) -> None:
+        commits.append(1)
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+
+    guard = MemoryGuard(sleep=lambda _s: None, tries=2)
+    writer = Writer(con, guard=guard, before_commit=before_commit)
+    keys = [f"k{i:02d}" for i in range(64)]
+    for k in keys:
+        writer.add_attempt(_attempt(k))
+        writer.add_response(_response(k))
+    with pytest.raises(duckdb.OutOfMemoryException):
+        await writer.flush()
+    # 64 -> 32 -> 16 -> 8 -> 4 -> 2 -> 1: seven commits, two tries each
+    assert len(commits) == 7 * 2 and writer.unstorable == 0
+    assert con.execute("SELECT count(*) FROM attempts").fetchall()[0][0] == 0
+    con.close()
