@@ -110,10 +110,10 @@ def test_a_served_query_larger_than_the_memory_fails_alone_and_the_run_finishes(
 ) -> None:
     """During a real run (its DuckDB memory capped as always), a reader asks for far more
     memory than the cap: the reader gets one line, the run answers every trial."""
-    total = 3000
+    total = 2000  # 10 s at 12,000 RPM: the reader asks well before the end
     cfg = write_config(
         tmp_path,
-        [model_block("m", provider="simulator", model="x", rpm=6000, max_concurrency=8)],
+        [model_block("m", provider="simulator", model="x", rpm=12_000, max_concurrency=8)],
         n_prompts=total,
     )
     store = tmp_path / "store.duckdb"
