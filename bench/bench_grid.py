@@ -4,14 +4,14 @@ finished store. Not a test: it measures and prints.
 
 The grid is `configs/demo.toml` (7 simulated models, both experiments, every condition:
 142,240 trials) as shipped, and scaled by 10 (`trials_per_category`, `pairs_per_service` and
-`roster_size` times ten: 1,422,400 trials). The simulated models answer at zero latency in
-the run's own process, so the run is bound by its own CPU: these are the heaviest runs a
-machine can give ibias. Peak RSS is the process's VmHWM (the simulator included, as
-`ibias demo` runs it), read every 50 ms while it runs (a high-water mark: no peak is missed
-between readings, only the last 50 ms before exit may go unread).
+`roster_size` times ten; the explicit checks are not scaled: 1,402,240 trials). The simulated
+models answer at zero latency in the run's own process, so the run is bound by its own CPU:
+these are the heaviest runs a machine can give ibias. Peak RSS is the process's VmHWM (the
+simulator included, as `ibias demo` runs it), read every 50 ms while it runs (a high-water
+mark: no peak is missed between readings, only the last 50 ms before exit may go unread).
 
 Run with `python -m bench.bench_grid [1] [10]` (default both; the 10x grid takes about 20
-minutes on 2 cores).
+minutes or more on 2 cores).
 """
 
 from __future__ import annotations
