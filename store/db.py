@@ -6,6 +6,7 @@ open so that an old ibias never writes into a store it does not understand.
 
 from __future__ import annotations
 
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -153,3 +154,35 @@ def open_store(
         con.close()
         raise
     return con
+
+
+#: Tries of a ROLLBACK that failed (other than for want of a transaction).
+ROLLBACK_TRIES = 3
+
+
+def rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """End whatever transaction a failed statement left on `con`, never raising: the error
+    that failed it is the one to report. "No transaction is active" is the normal case (a
+    failed COMMIT has ended it already; an autocommit read rolls back by itself); any other
+    failure is tried again, because a connection left in an aborted transaction would fail
+    every statement after it with "Current transaction is aborted" and hide the real cause."""
+    for attempt in range(ROLLBACK_TRIES):
+        try:
+            con.execute("ROLLBACK").fetchall()
+            return
+        except duckdb.TransactionException as exc:
+            if "no transaction is active" in str(exc).lower():
+                return
+        except duckdb.Error:
+            pass
+        time.sleep(0.01 * (attempt + 1))
+
+
+def begin(con: duckdb.DuckDBPyConnection) -> None:
+    """BEGIN a transaction; if `con` is still inside one a failure left behind, end that one
+    first (`rollback`) instead of failing this flush too."""
+    try:
+        con.execute("BEGIN TRANSACTION").fetchall()
+    except duckdb.TransactionException:
+        rollback(con)
+        con.execute("BEGIN TRANSACTION").fetchall()

@@ -64,17 +64,19 @@ class MemoryGuard:
         #: How many times a query of the run found the pool full (for tests and the bench).
         self.pressure = 0
 
-    def call(self, query: Callable[[], _T]) -> _T:
-        """`query()`, retried while DuckDB is out of memory (after relief)."""
+    def call(self, query: Callable[[], _T], *, tries: int | None = None) -> _T:
+        """`query()`, retried while DuckDB is out of memory (after relief), `tries` times in
+        all (default: the guard's)."""
         pause = self.first_pause_s
-        for attempt in range(1, self.tries + 1):
+        tries = self.tries if tries is None else max(1, min(tries, self.tries))
+        for attempt in range(1, tries + 1):
             try:
                 return query()
             except duckdb.Error as exc:
                 if not is_out_of_memory(exc):
                     raise
                 self.pressure += 1
-                if attempt == self.tries:
+                if attempt == tries:
                     raise
                 if self.relieve is not None:
                     self.relieve(attempt)

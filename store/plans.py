@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from ibias.prompts.base import Message
 from ibias.store.arrow_scan import registered
+from ibias.store.db import rollback
 from ibias.store.memory import MemoryGuard
 from ibias.store.writer import SPEC_COLUMNS, TRIAL_ROW_COLUMNS
 
@@ -282,8 +283,12 @@ def remaining(
 
     def query(sql: str, args: list[Any], *, numpy: bool = False) -> Any:
         def fetch() -> Any:
-            result = con.execute(sql, args)
-            return result.fetchnumpy() if numpy else result.fetchall()
+            try:
+                result = con.execute(sql, args)
+                return result.fetchnumpy() if numpy else result.fetchall()
+            except duckdb.Error:
+                rollback(con)  # no aborted transaction may outlive a failed read
+                raise
 
         return fetch() if guard is None else guard.exclusive(fetch)
 

@@ -20,7 +20,6 @@ before stays readable and a rerun after the cause is fixed resumes from it.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections import Counter
@@ -36,6 +35,7 @@ import pyarrow as pa
 
 from ibias.prompts.base import canonical_json
 from ibias.store.arrow_scan import registered
+from ibias.store.db import begin, rollback
 from ibias.store.memory import MemoryGuard, is_out_of_memory
 from ibias.store.specs import spec_key
 from ibias.store.trial import Trial
@@ -354,6 +354,8 @@ def write_failure(exc: BaseException, stored: int | None = None) -> StoreWriteEr
 
 #: `attempts.error_kind` of a reply the store refused even alone (the trial stays unanswered).
 UNSTORABLE = "unstorable"
+#: Tries of a batch of several replies that finds DuckDB's memory full before it is halved.
+BATCH_OOM_TRIES = 2
 #: Characters of such an attempt's `error_message`.
 ERROR_MESSAGE_CHARS = 500
 
@@ -491,11 +493,14 @@ class Writer:
     def _guarded(
         self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
     ) -> None:
-        """One transaction, tried again after relief while DuckDB is out of memory."""
+        """One transaction, tried again after relief while DuckDB is out of memory: all the
+        guard's tries for one reply; once for several, which are halved rather than retried
+        (a batch can be too large for the memory by itself: then only halving helps)."""
         if self.guard is None:
             self._commit(attempts, responses, landed)
         else:
-            self.guard.call(lambda: self._commit(attempts, responses, landed))
+            tries = None if len(responses) <= 1 else BATCH_OOM_TRIES
+            self.guard.call(lambda: self._commit(attempts, responses, landed), tries=tries)
 
     def _write_apart(
         self,
@@ -561,7 +566,7 @@ class Writer:
         self, attempts: list[AttemptRow], responses: list[ResponseRow], landed: list[Landed]
     ) -> None:
         con = self.con
-        con.execute("BEGIN TRANSACTION").fetchall()
+        begin(con)
         try:
             insert_attempts(con, attempts)
             new = insert_responses(con, responses)
@@ -571,7 +576,7 @@ class Writer:
                 self.before_commit(self._closing)
             con.execute("COMMIT").fetchall()
         except BaseException:
-            _rollback(con)
+            rollback(con)
             raise
         self.stored += new
         if new == len(responses):  # every row was new (the scheduler sends a trial once)
@@ -597,11 +602,3 @@ class Writer:
             if self._stopped is not None:
                 await self._stopped.wait()
             await self.flush()
-
-
-def _rollback(con: duckdb.DuckDBPyConnection) -> None:
-    """Roll back after a failed statement, keeping the original error: a COMMIT that failed
-    (e.g. the WAL could not be written) has already ended the transaction, and DuckDB's
-    "cannot rollback - no transaction is active" would otherwise hide the real cause."""
-    with contextlib.suppress(duckdb.Error):
-        con.execute("ROLLBACK").fetchall()

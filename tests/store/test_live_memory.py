@@ -10,6 +10,7 @@ query too large for the pool fails alone.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -122,6 +123,7 @@ def test_a_served_query_larger_than_the_memory_fails_alone_and_the_run_finishes(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "IBIAS_DEBUG": "1"},  # a failure shows its traceback
     )
     try:
         wait_for_status(store, lambda data: data.get("state") == "running", proc=run)

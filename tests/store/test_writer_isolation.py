@@ -80,10 +80,12 @@ async def test_a_parse_that_fails_keeps_the_reply_and_the_other_parses(tmp_path)
     con.close()
 
 
-async def test_a_flush_that_finds_the_memory_full_relieves_and_keeps_every_row(tmp_path):
+@pytest.mark.parametrize("rows", [1, 10])
+async def test_a_flush_that_finds_the_memory_full_relieves_and_keeps_every_row(tmp_path, rows):
     """The first two commits fail for want of memory (as when a served query holds the
-    pool): the readers are asked to give memory back, the flush is tried again, and every
-    row is stored once; no retry left a partial batch behind."""
+    pool): the readers are asked to give memory back and every row is stored once; no retry
+    left a partial batch behind. One reply is tried again after each relief; a batch of
+    several is tried twice, then halved (it may be too large for the memory by itself)."""
     con = open_store(tmp_path / "w.duckdb", create=True)
     relieved: list[int] = []
     pauses: list[float] = []
@@ -96,11 +98,15 @@ async def test_a_flush_that_finds_the_memory_full_relieves_and_keeps_every_row(t
             raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
 
     writer = Writer(con, guard=guard, before_commit=before_commit)
-    keys = [f"k{i}" for i in range(10)]
+    keys = [f"k{i}" for i in range(rows)]
     await _flush(writer, [(_attempt(k), _response(k), None) for k in keys])
-    assert con.execute("SELECT count(*) FROM responses").fetchall()[0][0] == 10
-    assert con.execute("SELECT count(*) FROM attempts").fetchall()[0][0] == 10
-    assert relieved == [1, 2] and pauses == [0.05, 0.1] and guard.pressure == 2
+    assert con.execute("SELECT count(*) FROM responses").fetchall()[0][0] == rows
+    assert con.execute("SELECT count(*) FROM attempts").fetchall()[0][0] == rows
+    assert guard.pressure == 2 and writer.unstorable == 0
+    if rows == 1:
+        assert relieved == [1, 2] and pauses == [0.05, 0.1]
+    else:
+        assert relieved == [1] and pauses == [0.05]  # then halved: 5 + 5, both commit
     con.close()
 
 
@@ -159,3 +165,23 @@ async def test_memory_that_stays_full_ends_the_flush_instead_of_bisecting_foreve
     assert len(commits) == 7 * 2 and writer.unstorable == 0
     assert con.execute("SELECT count(*) FROM attempts").fetchall()[0][0] == 0
     con.close()
+
+
+def test_a_transaction_a_failure_left_behind_never_fails_the_next_flush():
+    """A connection still inside an aborted transaction (its ROLLBACK lost) would fail every
+    statement after it with "Current transaction is aborted": `begin` ends it first, and
+    `rollback` never raises."""
+    from ibias.store.db import begin, rollback
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE x (i INTEGER)")
+    con.execute("BEGIN TRANSACTION")
+    with pytest.raises(duckdb.InvalidInputException):
+        con.execute("INSERT INTO x SELECT 1 WHERE error('boom') IS NULL")
+    with pytest.raises(duckdb.TransactionException, match="aborted"):
+        con.execute("INSERT INTO x VALUES (1)")
+    begin(con)  # ends the aborted one, starts a fresh one
+    con.execute("INSERT INTO x VALUES (2)")
+    con.execute("COMMIT")
+    rollback(con)  # nothing to roll back: no error
+    assert con.execute("SELECT i FROM x").fetchall() == [(2,)]
