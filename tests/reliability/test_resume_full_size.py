@@ -87,9 +87,14 @@ class Segment:
 
 
 def _config(folder: Path) -> Path:
-    """The demo grid as shipped, its store beside this copy."""
+    """The demo grid as shipped (its rare faults included), its store beside this copy, with
+    room for a loaded machine: a 30 s timeout instead of 5 (at a load of 6 on 2 cores, a few
+    replies took longer than 5 s, and trials that fail for good end a run with exit 1), and a
+    hang fault that drops its connection after 2 s instead of outlasting the timeout."""
     store = f'store = "{folder / "store.duckdb"}"'
     text = re.sub(r"^store = .*$", store, DEMO.read_text(), count=1, flags=re.M)
+    text = re.sub(r"^timeout_s = \d+$", "timeout_s = 30", text, flags=re.M)
+    text = text.replace("[models.sim]\n", "[models.sim]\nhang_s = 2\n")
     path = folder / "demo.toml"
     path.write_text(text)
     return path
