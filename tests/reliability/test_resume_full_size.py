@@ -116,6 +116,13 @@ def _answered(store: Path) -> tuple[int, int, int]:
     return int(row[0]), int(row[1]), int(row[2])
 
 
+def _default_stop_signals() -> None:
+    """In the child: SIGINT and SIGTERM at their defaults (a shell's background job inherits
+    SIGINT ignored, and an ignored signal stays ignored by design)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _run(config: Path, hooks: Path, cut: Interruption | None) -> tuple[int, str]:
     """One `ibias run`, interrupted as `cut` says (None: to the end); (exit code, stderr)."""
     for name in os.listdir(hooks):
@@ -129,9 +136,10 @@ def _run(config: Path, hooks: Path, cut: Interruption | None) -> tuple[int, str]
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=_default_stop_signals,
     )
     if cut is not None:
-        deadline = time.monotonic() + 600
+        deadline = time.monotonic() + 3600  # a guard against a hang only: a loaded machine is slow
         while not (hooks / "held").exists():
             if proc.poll() is not None:
                 _, err = proc.communicate()
@@ -144,7 +152,7 @@ def _run(config: Path, hooks: Path, cut: Interruption | None) -> tuple[int, str]
         proc.send_signal(cut.signal)
         time.sleep(0.2)  # the signal is handled before the held moment goes on
         (hooks / "release").touch()
-    _, err = proc.communicate(timeout=900)
+    _, err = proc.communicate(timeout=3600)
     return proc.returncode, err
 
 

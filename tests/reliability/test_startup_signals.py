@@ -46,6 +46,14 @@ def caught(pid: int) -> int:
     return 0
 
 
+def default_stop_signals() -> None:
+    """In the child: the stop signals at their defaults, whatever the test runner inherited
+    (`nohup` ignores SIGHUP, a shell's background job SIGINT; an ignored signal stays ignored
+    by design, which is not what these tests are about)."""
+    for signum in SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def run_and_stop(config: Path, signum: int, delay_s: float) -> tuple[int | None, str]:
     """`ibias run CONFIG`, the signal `delay_s` after its handlers are in place; (code, stderr)."""
     proc = subprocess.Popen(
@@ -53,6 +61,7 @@ def run_and_stop(config: Path, signum: int, delay_s: float) -> tuple[int | None,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_stop_signals,
     )
     try:
         deadline = time.monotonic() + 60
@@ -123,7 +132,12 @@ def test_the_handlers_are_in_place_before_the_command_loads() -> None:
     """`python -m ibias` (and the console script, which calls the same `entry`) handles the
     stop signals before it imports the command line and all it needs; no timing involved."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=default_stop_signals,
     )
     assert done.returncode == 0, done.stderr
     handlers = json.loads(done.stdout.splitlines()[0])
