@@ -41,6 +41,7 @@ from msgspec import Meta
 from ibias.prompts.base import Experiment, SettingsError
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
 from ibias.prompts.schema import MAX_INT, join_key, one_line, render_path, show, validate
+from ibias.runner.providers.names import DEFAULT_BASE_URLS
 
 PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
 
@@ -169,6 +170,9 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     thinking_level: Text | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, Meta(ge=1, le=MAX_TOP_LOGPROBS)] | None = None
+    #: Per-model request rules for names the table cannot know (runner/providers/params.py).
+    reasoning: bool | None = None
+    send_temperature: bool | None = None
 
 
 class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -226,6 +230,14 @@ class ModelConfig:
     top_logprobs: int | None = None
     """Alternatives per token asked for with the reply's token logprobs (`logprobs = true`);
     None when the model does not ask for logprobs."""
+    reasoning: bool | None = None
+    """OpenAI-compatible only: `true` applies the OpenAI reasoning rule to a name the table
+    cannot know (`max_completion_tokens`, no temperature), `false` no rule; None: the table."""
+    send_temperature: bool | None = None
+    """`false`: never send `temperature` to this model; None: the rule table decides."""
+    not_sent: tuple[str, ...] = ()
+    """Neutral parameters this model's rule newly stops sending (params.not_sent): recorded in
+    the trial's params so its key says what was sent; empty for every config that ran before."""
 
     def params(self) -> dict[str, Any]:
         """Sampling parameters sent with every request (part of the trial key).
@@ -248,6 +260,8 @@ class ModelConfig:
         if self.top_logprobs is not None:
             out["logprobs"] = True
             out["top_logprobs"] = self.top_logprobs
+        if self.not_sent:
+            out["not_sent"] = list(self.not_sent)
         return out
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
@@ -390,10 +404,11 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             valid = False
         if not valid:
             raise SettingsError(
-                f"{where}.base_url", f"expected {URL_EXPECTED}, got {show(t.base_url)}"
+                f"{where}.base_url",
+                f"expected {_url_expected(t.provider)}, got {show(t.base_url)}",
             )
-    elif t.provider != "simulator":
-        raise SettingsError(f"{where}.base_url", f"missing (expected {URL_EXPECTED})")
+    elif t.provider not in DEFAULT_BASE_URLS and t.provider != "simulator":
+        raise SettingsError(f"{where}.base_url", f"missing (expected {_url_expected(t.provider)})")
     if t.sim is not None:
         if t.provider != "simulator":
             raise SettingsError(
@@ -441,19 +456,42 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             + " and ".join(repr(p) for p in LOGPROBS_PROVIDERS)
             + " (OpenAI-compatible) models can ask for them",
         )
-    if t.provider == "openai":
-        from ibias.runner.providers.params import check_sampling, rule_for  # no imports of its own
+    if t.reasoning is not None and t.provider != "openai":
+        raise SettingsError(
+            f"{where}.reasoning", "unknown key (it is for provider = 'openai' models)"
+        )
+    if t.provider == "anthropic" and t.temperature > 1:
+        raise SettingsError(
+            f"{where}.temperature",
+            f"Anthropic's Messages API takes temperature 0 to 1, got {show(t.temperature)}",
+        )
+    not_sent: tuple[str, ...] = ()
+    if t.provider in ("openai", "anthropic"):
+        from ibias.runner.providers import params as rules  # no imports of its own
 
-        rule = rule_for(t.base_url, t.model if t.model is not None else t.id)
-        why = check_sampling(rule, {"temperature": t.temperature})
+        name = t.model if t.model is not None else t.id
+        rule = rules.rule_for(
+            t.base_url,
+            name,
+            provider=t.provider,
+            reasoning=t.reasoning,
+            send_temperature=t.send_temperature,
+        )
+        # Anthropic had no rules before: every parameter its table drops is newly dropped.
+        legacy = rules.legacy_rule_for(
+            (t.base_url or DEFAULT_BASE_URLS[t.provider]) if t.provider == "openai" else None,
+            name,
+        )
+        not_sent = rules.not_sent(rule, legacy)
+        why = rules.check_sampling(rule, {"temperature": t.temperature})
         if why is not None:
             raise SettingsError(f"{where}.temperature", why)
-        if t.logprobs and "logprobs" in rule.rejects:
-            raise SettingsError(
-                f"{where}.logprobs",
-                f"{rule.label}s refuse logprobs (see {rule.source}); remove logprobs = true "
-                "for this model",
-            )
+    if t.provider == "openai" and t.logprobs and "logprobs" in rule.rejects:
+        raise SettingsError(
+            f"{where}.logprobs",
+            f"{rule.label}s refuse logprobs (see {rule.source}); remove logprobs = true "
+            "for this model",
+        )
     return ModelConfig(
         id=t.id,
         provider=t.provider,
@@ -480,7 +518,18 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             if t.logprobs
             else None
         ),
+        reasoning=t.reasoning,
+        send_temperature=t.send_temperature,
+        not_sent=not_sent,
     )
+
+
+def _url_expected(provider: str) -> str:
+    """What a base_url must look like, with this provider's documented URL as the example."""
+    example = DEFAULT_BASE_URLS.get(provider)
+    if example is None:
+        return URL_EXPECTED
+    return f"an http(s) URL such as {example!r}"
 
 
 def _experiments(

@@ -71,6 +71,7 @@ from aiohttp import web
 
 from ibias.prompts import registry
 from ibias.prompts.base import Message, Persona, rng_for, stable_hash
+from ibias.runner.providers.params import rule_for
 from ibias.runner.sim_profile import FAULT_KINDS, ModelProfile, SimProfile
 
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
@@ -800,6 +801,11 @@ class _Anthropic(_Dialect):
             or not 0 <= temperature <= 1
         ):
             return bad("temperature: range: 0..1")
+        if (
+            temperature is not None
+            and "temperature" in rule_for(None, model, provider="anthropic").rejects
+        ):
+            return bad("`temperature` is deprecated for this model.")
         if body.get("stream"):
             return bad("stream: the simulator does not stream")
         raw_messages = body.get("messages")

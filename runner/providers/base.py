@@ -162,6 +162,8 @@ _SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "seed", "logprobs", "to
 #: in the key because they change the reply; the provider sends them from its model's config,
 #: the config these params were made from.
 _OPTION_KEYS = frozenset({"safety_settings", "thinking_budget", "thinking_level"})
+#: What a trial records about parameters its model's rule newly stops sending (params.py).
+_RECORD_KEYS = frozenset({"not_sent"})
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,7 @@ class Sampling:
     def from_params(cls, params: Mapping[str, Any]) -> Sampling:
         """Read a trial's stored `params`; an unknown key is an error rather than silently
         not sent, because it is part of the trial key and so of what the trial promised."""
-        unknown = sorted(set(params) - _SAMPLING_KEYS - _OPTION_KEYS)
+        unknown = sorted(set(params) - _SAMPLING_KEYS - _OPTION_KEYS - _RECORD_KEYS)
         if unknown:
             raise ValueError(f"unknown sampling parameter {unknown[0]!r} in trial params")
         seed = params.get("seed")

@@ -205,9 +205,9 @@ def test_missing_keys(tmp_path):
     assert error(text.replace('id = "m"\n', ""), tmp_path).startswith(
         "models[0].id: missing (expected a model id"
     )
-    assert error(text.replace('base_url = "https://api.example.com/v1"\n', ""), tmp_path) == (
-        "models[0].base_url: missing (expected an http(s) URL such as 'https://api.openai.com/v1')"
-    )
+    # openai, anthropic and gemini default to their provider's documented URL
+    native = parse(text.replace('base_url = "https://api.example.com/v1"\n', ""), tmp_path)
+    assert native.models[0].base_url is None
     assert error("[run]\n", tmp_path) == "models: missing (expected an array of [[models]] tables)"
     assert error(MODEL, tmp_path).startswith("experiments: missing (expected an [experiments]")
     assert error(MODEL + "[experiments]\n", tmp_path).startswith(
