@@ -11,7 +11,7 @@ The simulator enforces 600 RPM at 100 ms latency; ibias runs against it, in each
   quota its first 429 names): the run learns and paces by it. Goal: at least 0.95 of the limit,
   and no 429 after the first 60 s.
 
-Run with `python -m bench.bench_limits [--seconds 180] [--rpm 600 ...] [case ...]` (cases like
+Run with `python -m bench.bench_limits [case ...] [--seconds 180] [--rpm 600 ...]` (cases like
 `openai-hidden`; default all six, each at every `--rpm`, default 600). `make bench` runs
 `openai-hidden` at 60, 120, 600 and 6,000 RPM (issue 22: limits learnt at any rate; goal after
 the first 60 s: at least 0.9 of the limit and at most 5% 429s). The simulator runs in the same
