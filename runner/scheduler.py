@@ -70,7 +70,7 @@ class ModelRuntime:
         cached = self._sampling
         if cached is not None and (cached[0] is params or cached[0] == params):
             return cached[1]
-        sampling = Sampling.from_params(params)
+        sampling = Sampling.from_params(params, self.config.options)
         self._sampling = (params, sampling)
         return sampling
 

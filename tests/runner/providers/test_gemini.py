@@ -7,8 +7,7 @@ finish reasons, list-wrapped errors, a quota of zero).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -523,12 +522,6 @@ def test_options_are_checked_with_the_key_named(table: dict[str, Any], key: str)
 
 
 def test_options_from_a_model_config() -> None:
-    @dataclass(frozen=True)
-    class WithOptions(ModelConfig):  # the config's future fields, by the same names
-        safety_settings: Mapping[str, str] | None = None
-        thinking_budget: int | None = None
-        thinking_level: str | None = None
-
     base = {
         "id": "g",
         "provider": "gemini",
@@ -545,8 +538,12 @@ def test_options_from_a_model_config() -> None:
         "price_input": 0.0,
         "price_output": 0.0,
     }
-    model = WithOptions(
-        **base, safety_settings={"HARM_CATEGORY_HATE_SPEECH": "BLOCK_NONE"}, thinking_budget=0
+    model = ModelConfig(
+        **base,
+        options={
+            "safety_settings": {"HARM_CATEGORY_HATE_SPEECH": "BLOCK_NONE"},
+            "thinking_budget": 0,
+        },
     )
     built = GeminiProvider.from_config(model, KEY, ProviderContext())
     assert built.options == GeminiOptions(
