@@ -732,6 +732,13 @@ _ANTHROPIC_FIELDS = frozenset(
         "tool_choice",
         "thinking",
         "service_tier",
+        # Optional fields the official SDK may send; accepted and ignored where they do not
+        # apply to a text chat, as the service does.
+        "output_config",
+        "cache_control",
+        "container",
+        "context_management",
+        "mcp_servers",
     }
 )
 _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
@@ -1047,8 +1054,24 @@ def _gemini_parts(content: Any, where: str) -> str:
     return "".join(texts)
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _camel_keys(value: Any) -> Any:
+    """`value` with every object key in camelCase (`generation_config` -> `generationConfig`);
+    values (e.g. `HARM_CATEGORY_*` names) are left as they are."""
+    if isinstance(value, dict):
+        return {(_camel(k) if "_" in k else k): _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value
+
+
 class _Gemini(_Dialect):
-    """POST /v1beta/models/{model}:generateContent, Google's native Gemini protocol."""
+    """POST /v1beta/models/{model}:generateContent (and /v1, google-genai's default),
+    Google's native Gemini protocol."""
 
     def authorized(self, request: web.Request, key: str) -> bool:
         given = request.headers.get("x-goog-api-key") or request.query.get("key", "")
@@ -1070,6 +1093,9 @@ class _Gemini(_Dialect):
             return bad("Invalid JSON payload received.")
         if not isinstance(body, dict):
             return bad("Invalid JSON payload received. Expected an object.")
+        # The REST API takes each field by its proto name (snake_case, what google-genai and
+        # the docs' curl examples may send) or its JSON name (camelCase): read both.
+        body = _camel_keys(body)
         for key in body:
             if key not in _GEMINI_FIELDS:
                 return bad(
@@ -1342,6 +1368,7 @@ class Simulator:
         app.router.add_post("/v1/chat/completions", self._handler(OPENAI))
         app.router.add_post("/v1/messages", self._handler(ANTHROPIC))
         app.router.add_post("/v1beta/models/{model}:generateContent", self._handler(GEMINI))
+        app.router.add_post("/v1/models/{model}:generateContent", self._handler(GEMINI))
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_get("/stats", self._stats)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
