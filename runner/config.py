@@ -169,6 +169,8 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     sampling_seed: Seed | None = None
     price_input: Price = 0.0
     price_output: Price = 0.0
+    price_cache_read: Price | None = None
+    price_cache_write: Price | None = None
     sim: dict[str, Any] | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, Meta(ge=1, le=MAX_TOP_LOGPROBS)] | None = None
@@ -235,6 +237,10 @@ class ModelConfig:
     cannot know (`max_completion_tokens`, no temperature), `false` no rule; None: the table."""
     send_temperature: bool | None = None
     """`false`: never send `temperature` to this model; None: the rule table decides."""
+    price_cache_read: float | None = None
+    """USD per million prompt tokens read from the cache; None: priced as `price_input`."""
+    price_cache_write: float | None = None
+    """USD per million prompt tokens written to the cache; None: priced as `price_input`."""
     not_sent: tuple[str, ...] = ()
     """Neutral parameters this model's rule newly stops sending (params.not_sent): recorded in
     the trial's params so its key says what was sent; empty for every config that ran before."""
@@ -265,8 +271,23 @@ class ModelConfig:
             out["not_sent"] = list(self.not_sent)
         return out
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.price_input + completion_tokens * self.price_output) / 1e6
+    def cost(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+    ) -> float:
+        """USD for these tokens. Cache tokens are inside `prompt_tokens`; those with a cache
+        price given are priced at it instead of `price_input`."""
+        prompt = prompt_tokens * self.price_input
+        for tokens, price in (
+            (cache_read_tokens, self.price_cache_read),
+            (cache_write_tokens, self.price_cache_write),
+        ):
+            if tokens and price is not None:
+                prompt += tokens * (price - self.price_input)
+        return (prompt + completion_tokens * self.price_output) / 1e6
 
 
 @dataclass(frozen=True)
@@ -580,6 +601,8 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
         reasoning=t.reasoning,
         send_temperature=t.send_temperature,
         not_sent=not_sent,
+        price_cache_read=t.price_cache_read,
+        price_cache_write=t.price_cache_write,
     )
 
 

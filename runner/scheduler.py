@@ -680,7 +680,12 @@ class Scheduler:
         cfg = rt.config
         cost: float | None = None
         if reply.prompt_tokens is not None and reply.completion_tokens is not None:
-            cost = cfg.cost(reply.prompt_tokens, reply.completion_tokens)
+            cost = cfg.cost(
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
+            )
         else:
             self._unknown_cost += est_cost
             rt.stats.cost_unknown += 1
@@ -717,6 +722,8 @@ class Scheduler:
                 reply.reasoning,
                 reply.reasoning_tokens,
                 reply.logprobs,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
             ),
             Landed(
                 key,

@@ -1118,7 +1118,11 @@ class _Gemini(_Dialect):
         thinking: int | None = None
         think = config.get("thinkingConfig")
         if think is not None:
-            if not isinstance(think, dict) or set(think) - {"thinkingBudget", "thinkingLevel"}:
+            if not isinstance(think, dict) or set(think) - {
+                "thinkingBudget",
+                "thinkingLevel",
+                "includeThoughts",
+            }:
                 return bad("generation_config.thinking_config: unknown field")
             if "thinkingBudget" in think and "thinkingLevel" in think:
                 return bad("thinking_budget and thinking_level are not supported together.")

@@ -78,6 +78,9 @@ class ResponseRow(NamedTuple):
     reasoning_tokens: int | None = None
     logprobs: Sequence[Mapping[str, Any]] | None = None
     """The reply's token logprobs (migration 007), serialised on the writer's thread."""
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    """Prompt tokens read from / written to the provider's cache (migration 009)."""
 
 
 class Landed(NamedTuple):
@@ -115,12 +118,16 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "reasoning_content": pa.string(),
     "reasoning_tokens": pa.int32(),
     "logprobs": pa.string(),
+    "cache_read_tokens": pa.int32(),
+    "cache_write_tokens": pa.int32(),
 }
 
 
 #: Columns that are None for most rows (reasoning, migration 006; logprobs, 007): left out of
 #: a batch in which every value is None.
-_SPARSE = frozenset({"reasoning_content", "reasoning_tokens", "logprobs"})
+_SPARSE = frozenset(
+    {"reasoning_content", "reasoning_tokens", "logprobs", "cache_read_tokens", "cache_write_tokens"}
+)
 
 
 def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | ResponseRow]) -> pa.Table:

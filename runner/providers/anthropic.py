@@ -226,8 +226,10 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
         refusal = explanation if isinstance(explanation, str) and explanation else "refused"
         content = None  # a partial answer cut by the classifiers is not an answer; raw keeps it
     usage = data.get("usage")
-    prompt_tokens = completion_tokens = None
+    prompt_tokens = completion_tokens = cache_read = cache_write = None
     if isinstance(usage, dict):
+        cache_read = token_count(usage.get("cache_read_input_tokens"))
+        cache_write = token_count(usage.get("cache_creation_input_tokens"))
         # Checked counts (runner/providers/usage.py): the cache counts are absent when no
         # cache was used (0), but one that is present and not a count makes the total unknown.
         prompt_tokens = token_count(usage.get("input_tokens"))
@@ -247,6 +249,8 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
         status=status,
         headers=headers,
         reasoning="\n\n".join(thinking) if thinking else None,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
     )
 
 

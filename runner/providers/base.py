@@ -58,6 +58,13 @@ class Reply:
     reasoning_tokens: int | None = None
     """Reasoning tokens the provider reported. Already included in `completion_tokens` (they
     are billed as output, so they count in the cost and the budget); kept apart for queries."""
+    cache_read_tokens: int | None = None
+    """Prompt tokens read from the provider's cache (Anthropic's `cache_read_input_tokens`,
+    OpenAI's `prompt_tokens_details.cached_tokens`, Gemini's `cachedContentTokenCount`):
+    already inside `prompt_tokens`; priced at `price_cache_read` when the config gives one."""
+    cache_write_tokens: int | None = None
+    """Prompt tokens written to the cache (Anthropic's `cache_creation_input_tokens`): inside
+    `prompt_tokens`; priced at `price_cache_write` when the config gives one."""
     logprobs: tuple[Mapping[str, Any], ...] | None = None
     """The reply's token logprobs when they were asked for (OpenAI's
     `choices[0].logprobs.content`: `{token, logprob, top_logprobs: [{token, logprob}]}` per

@@ -193,9 +193,14 @@ class GeminiOptions:
     def generation_extras(self) -> dict[str, Any]:
         """The `thinkingConfig` entry of `generationConfig`, if any."""
         if self.thinking_budget is not None:
-            return {"thinkingConfig": {"thinkingBudget": self.thinking_budget}}
+            think: dict[str, Any] = {"thinkingBudget": self.thinking_budget}
+            if self.thinking_budget != 0:  # thought summaries, stored as the reasoning
+                think["includeThoughts"] = True
+            return {"thinkingConfig": think}
         if self.thinking_level is not None:
-            return {"thinkingConfig": {"thinkingLevel": self.thinking_level}}
+            return {
+                "thinkingConfig": {"thinkingLevel": self.thinking_level, "includeThoughts": True}
+            }
         return {}
 
 
@@ -356,6 +361,9 @@ def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str])
         headers=headers,
         reasoning=reasoning,
         reasoning_tokens=thoughts,
+        cache_read_tokens=(
+            token_count(usage.get("cachedContentTokenCount")) if isinstance(usage, dict) else None
+        ),
     )
 
 

@@ -430,9 +430,16 @@ def parse_chat_completion(
         headers=headers,
         reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
         reasoning_tokens=reasoning_tokens,
+        cache_read_tokens=_cached_tokens(usage),
         logprobs=tokens,
     )
 
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _cached_tokens(usage: Mapping[str, Any]) -> int | None:
+    """`usage.prompt_tokens_details.cached_tokens` (inside `prompt_tokens`), checked."""
+    details = usage.get("prompt_tokens_details")
+    return token_count(details.get("cached_tokens")) if isinstance(details, dict) else None

@@ -4,6 +4,10 @@
 -- 'refused' (the provider said so). Stored rows get it derived from their content, refusal,
 -- finish reason and reasoning, by the same rule the writer applies to new rows; nothing else
 -- of theirs changes. Before this, an empty reply with NULL content was read as a refusal.
+-- Beside it, usage as sent: prompt tokens read from and written to the provider's cache (both
+-- already inside prompt_tokens; priced at the config's cache prices when it gives them).
+ALTER TABLE responses ADD COLUMN cache_read_tokens INTEGER;
+ALTER TABLE responses ADD COLUMN cache_write_tokens INTEGER;
 ALTER TABLE responses ADD COLUMN outcome VARCHAR;
 ALTER TABLE responses ADD COLUMN outcome_reason VARCHAR;
 UPDATE responses SET

@@ -204,3 +204,74 @@ def test_upgrade_changes_only_the_empty_cases(tmp_path: Path, rows):
         "anthropic thinking only",
         "openai null content at the token limit",
     }
+
+
+def test_cache_tokens_are_stored_and_priced_at_the_cache_price(tmp_path: Path):
+    """Usage as sent: Anthropic's cache read and creation tokens (inside the prompt tokens),
+    OpenAI's cached tokens, Gemini's cached content; a cache price when the config gives one."""
+    from ibias.runner.config import ModelConfig
+
+    anthropic = parse_message(
+        orjson.dumps(
+            {
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": "hi"}],
+                "stop_reason": "end_turn",
+                "usage": {
+                    "input_tokens": 10,
+                    "cache_read_input_tokens": 1000,
+                    "cache_creation_input_tokens": 200,
+                    "output_tokens": 5,
+                },
+            }
+        ),
+        200,
+        {},
+    )
+    assert (anthropic.prompt_tokens, anthropic.cache_read_tokens) == (1210, 1000)
+    assert anthropic.cache_write_tokens == 200
+    openai = _openai("hi", "stop")
+    assert openai.cache_read_tokens is None
+    cached = parse_chat_completion(
+        orjson.dumps(
+            {
+                "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}],
+                "usage": {
+                    "prompt_tokens": 2000,
+                    "completion_tokens": 1,
+                    "prompt_tokens_details": {"cached_tokens": 1024},
+                },
+            }
+        ),
+        200,
+        {},
+    )
+    assert cached.cache_read_tokens == 1024
+    gemini = parse_generate_content(
+        orjson.dumps(
+            {
+                "candidates": [{"content": {"parts": [{"text": "hi"}]}, "finishReason": "STOP"}],
+                "usageMetadata": {"promptTokenCount": 50, "cachedContentTokenCount": 40},
+            }
+        ),
+        200,
+        {},
+    )
+    assert gemini.cache_read_tokens == 40
+    base: dict[str, Any] = {
+        "id": "c", "provider": "anthropic", "base_url": None, "model": "m", "api_key_env": None,
+        "rpm": None, "tpm": None, "max_concurrency": 1, "timeout_s": 5.0, "temperature": 0.0,
+        "max_tokens": 8, "sampling_seed": None, "price_input": 3.0, "price_output": 15.0,
+    }  # fmt: skip
+    plain = ModelConfig(**base)
+    priced = ModelConfig(**base, price_cache_read=0.3, price_cache_write=3.75)
+    assert plain.cost(1210, 5, 1000, 200) == pytest.approx((1210 * 3 + 5 * 15) / 1e6)
+    assert priced.cost(1210, 5, 1000, 200) == pytest.approx(
+        (10 * 3 + 1000 * 0.3 + 200 * 3.75 + 5 * 15) / 1e6
+    )
+    con = open_store(tmp_path / "s.duckdb", create=True)
+    row = _row("a", anthropic)._replace(cache_read_tokens=1000, cache_write_tokens=200)
+    insert_responses(con, [row])
+    assert con.execute(
+        "SELECT cache_read_tokens, cache_write_tokens FROM responses"
+    ).fetchall() == [(1000, 200)]

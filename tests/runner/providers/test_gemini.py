@@ -449,7 +449,16 @@ async def test_request_shape_and_options(server: str) -> None:
         "generationConfig": {"temperature": 0.0, "maxOutputTokens": 8},
     }
     level = gemini_request([], Sampling(0.0, 8), GeminiOptions(thinking_level="low"))
-    assert level["generationConfig"]["thinkingConfig"] == {"thinkingLevel": "low"}
+    # thinking configured: thought summaries asked for (`includeThoughts`), kept as reasoning
+    assert level["generationConfig"]["thinkingConfig"] == {
+        "thinkingLevel": "low",
+        "includeThoughts": True,
+    }
+    dynamic = gemini_request([], Sampling(0.0, 8), GeminiOptions(thinking_budget=-1))
+    assert dynamic["generationConfig"]["thinkingConfig"] == {
+        "thinkingBudget": -1,
+        "includeThoughts": True,
+    }
 
 
 async def test_thought_parts_are_not_content_but_their_tokens_count(server: str) -> None:
