@@ -772,8 +772,12 @@ class _Anthropic(_Dialect):
     """POST /v1/messages, Anthropic's Messages protocol."""
 
     def authorized(self, request: web.Request, key: str) -> bool:
-        given = request.headers.get("x-api-key", "").encode()
-        return hmac.compare_digest(given, key.encode())
+        """`x-api-key`, or `Authorization: Bearer` (what the official SDK sends today)."""
+        given = request.headers.get("x-api-key")
+        if given is None:
+            auth = request.headers.get("Authorization", "")
+            given = auth[7:] if auth[:7].lower() == "bearer " else ""
+        return hmac.compare_digest(given.encode(), key.encode())
 
     def unauthorized(self) -> _Refusal:
         return 401, _ANTHROPIC_BAD_KEY
