@@ -517,16 +517,20 @@ async def test_api_key_checks_in_each_protocol() -> None:
             "invalid x-api-key",
         )
         assert (await client.anthropic("m", "hi", headers={"x-api-key": "sk-test"}))[0] == 200
-        # the OpenAI header does not open the other protocols
+        # Anthropic also takes the key as `Authorization: Bearer` (the official SDK sends it
+        # so today); Gemini does not
         bearer = {"Authorization": "Bearer sk-test"}
-        assert (await client.anthropic("m", "hi", headers=bearer))[0] == 401
+        assert (await client.anthropic("m", "hi", headers=bearer))[0] == 200
+        wrong = {"Authorization": "Bearer sk-wrong"}
+        assert (await client.anthropic("m", "hi", headers=wrong))[0] == 401
+        assert (await client.gemini("m", "hi", headers=bearer))[0] == 400
         status, _, raw = await client.gemini("m", "hi", headers={"x-goog-api-key": "sk-wrong"})
         error = orjson.loads(raw)["error"]
         assert status == 400 and error["details"][0]["reason"] == "API_KEY_INVALID"
         assert "sk-wrong" not in raw.decode()
         assert (await client.gemini("m", "hi", headers={"x-goog-api-key": "sk-test"}))[0] == 200
         assert (await client.gemini("m", "hi", query="?key=sk-test"))[0] == 200
-    assert sim.stats().served == 3
+    assert sim.stats().served == 4
 
 
 async def test_what_the_official_sdks_may_send_is_accepted() -> None:
