@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_analyze
 	$(BIN)/python -m bench.bench_live
 	$(BIN)/python -m bench.bench_grid
+	$(BIN)/python -m bench.bench_limits openai-hidden --rpm 60 120 600 6000
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -39,7 +39,7 @@ SELECT roster_id, person_id, language, age, sex_assigned_at_birth, gender_identi
 # One row per response with the experiment it answered; narrow on purpose (no content, no raw).
 _RESPONSES_SQL = """
 SELECT r.trial_key, r.model_id, t.experiment, r.provider_model, r.system_fingerprint,
-       r.finish_reason
+       r.finish_reason, r.outcome
 FROM responses r
 JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
   ON t.trial_key = r.trial_key

@@ -65,6 +65,8 @@ def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFr
         .cast(pl.Int64)
         .alias("content_filtered"),
         (pl.col("finish_reason") == "length").sum().cast(pl.Int64).alias("truncated"),
+        # store/outcome.py: no text and not withheld (never a refusal); a share of responses
+        (pl.col("outcome") == "empty").sum().cast(pl.Int64).alias("empty"),
     )
     parsed = pl.concat(
         [*(o.select("model_id", "refused", "unparseable") for o in outcomes),
@@ -99,6 +101,7 @@ def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFr
                 "unparseable",
                 "content_filtered",
                 "truncated",
+                "empty",
                 "n_fingerprints",
             ).fill_null(0)
         )
@@ -109,13 +112,16 @@ def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFr
             pl.when(pl.col("parsed") > 0)
             .then(pl.col("unparseable") / pl.col("parsed"))
             .alias("unparseable_rate"),
+            pl.when(pl.col("responses") > 0)
+            .then(pl.col("empty") / pl.col("responses"))
+            .alias("empty_rate"),
         )
         .sort("model_id")
     )
     return table.select(
         "model_id", "provider_models", "n_fingerprints", "fingerprints", "planned", "done",
-        "failed", "responses", "parsed", "refusals", "refusal_rate", "unparseable",
-        "unparseable_rate", "content_filtered", "truncated",
+        "failed", "responses", "parsed", "refusals", "refusal_rate", "empty", "empty_rate",
+        "unparseable", "unparseable_rate", "content_filtered", "truncated",
     )  # fmt: skip
 
 

@@ -248,7 +248,10 @@ def _models(inp: ReportInput) -> str:
         + (
             "<p>Provider model strings and system fingerprints are what the providers reported in "
             "their responses. Refusal and unparseable rates are over parsed trials (implicit and "
-            "explicit); a refused or unreadable trial is kept as data and counted, never scored."
+            "explicit); a refused or unreadable trial is kept as data and counted, never scored. "
+            "Empty replies (no text, and the provider did not say it withheld one: a reply cut "
+            "by its token limit while thinking, a recitation stop) are not refusals: they are "
+            "counted apart, as a share of responses, and parse as unparseable."
             "</p>"
         )
         + _drift(models)
@@ -266,6 +269,8 @@ def _models(inp: ReportInput) -> str:
                 col("parsed", "parsed", count),
                 col("refusals", "refusals", count),
                 col("refusal rate", "refusal_rate", pct),
+                col("empty", "empty", count),
+                col("empty rate", "empty_rate", pct),
                 col("unparseable", "unparseable", count),
                 col("unparseable rate", "unparseable_rate", pct),
                 col("content filter", "content_filtered", count),

@@ -32,7 +32,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any
 from urllib.parse import parse_qsl, urlparse
 
 import msgspec
@@ -41,6 +41,7 @@ from msgspec import Meta
 from ibias.prompts.base import Experiment, SettingsError
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
 from ibias.prompts.schema import MAX_INT, join_key, one_line, render_path, show, validate
+from ibias.runner.providers.names import DEFAULT_BASE_URLS
 
 PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
 
@@ -62,8 +63,13 @@ MAX_CONFIG_BYTES = 1 << 20
 #: deepest shipped config, demo.toml, uses 6): Python's TOML parser recurses once per level.
 MAX_CONFIG_DEPTH = 32
 
-Provider = Literal["openai", "gemini", "anthropic", "llamacpp", "simulator"]
-assert get_args(Provider) == PROVIDERS
+ProviderName = Annotated[
+    str,
+    Meta(
+        pattern=r"\A[^\s]{1,100}\Z",
+        extra={"expected": "a provider name such as 'openai', 'anthropic' or 'gemini'"},
+    ),
+]
 
 #: Upper bounds of a model's limits (a typo like 100000000 fails instead of eating memory).
 MAX_CONCURRENCY = 10_000
@@ -141,7 +147,7 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     """The schema of one `[[models]]` entry (its `sim` table: `sim_profile.SimModelTable`)."""
 
     id: ModelId
-    provider: Provider
+    provider: ProviderName
     base_url: Url | None = None
     model: Text | None = None
     api_key_env: EnvName | None = None
@@ -163,12 +169,14 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     sampling_seed: Seed | None = None
     price_input: Price = 0.0
     price_output: Price = 0.0
+    price_cache_read: Price | None = None
+    price_cache_write: Price | None = None
     sim: dict[str, Any] | None = None
-    safety_settings: dict[str, str] | None = None
-    thinking_budget: Annotated[int, Meta(ge=-1, le=32768)] | None = None
-    thinking_level: Text | None = None
     logprobs: bool = False
     top_logprobs: Annotated[int, Meta(ge=1, le=MAX_TOP_LOGPROBS)] | None = None
+    #: Per-model request rules for names the table cannot know (runner/providers/params.py).
+    reasoning: bool | None = None
+    send_temperature: bool | None = None
 
 
 class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -213,12 +221,10 @@ class ModelConfig:
     price_input: float
     price_output: float
     sim: Mapping[str, Any] = field(default_factory=dict)
-    safety_settings: Mapping[str, str] | None = None
-    """Gemini only: harm category -> block threshold (runner/providers/gemini.py)."""
-    thinking_budget: int | None = None
-    """Gemini only: thinking tokens (-1 dynamic, 0 off)."""
-    thinking_level: str | None = None
-    """Gemini only: minimal, low, medium or high (not with thinking_budget)."""
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The provider's own options (its `options_schema`, runner/providers/base.py), as set in
+    the model's table: only the keys given (e.g. Gemini's `safety_settings`,
+    `thinking_budget`, `thinking_level`)."""
     outage_limit_s: float = DEFAULT_OUTAGE_LIMIT_S
     """Seconds the endpoint may stay unreachable before the model stops for this run."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -226,32 +232,62 @@ class ModelConfig:
     top_logprobs: int | None = None
     """Alternatives per token asked for with the reply's token logprobs (`logprobs = true`);
     None when the model does not ask for logprobs."""
+    reasoning: bool | None = None
+    """OpenAI-compatible only: `true` applies the OpenAI reasoning rule to a name the table
+    cannot know (`max_completion_tokens`, no temperature), `false` no rule; None: the table."""
+    send_temperature: bool | None = None
+    """`false`: never send `temperature` to this model; None: the rule table decides."""
+    price_cache_read: float | None = None
+    """USD per million prompt tokens read from the cache; None: priced as `price_input`."""
+    price_cache_write: float | None = None
+    """USD per million prompt tokens written to the cache; None: priced as `price_input`."""
+    not_sent: tuple[str, ...] = ()
+    """Neutral parameters this model's rule newly stops sending (params.not_sent): recorded in
+    the trial's params so its key says what was sent; empty for every config that ran before."""
 
     def params(self) -> dict[str, Any]:
         """Sampling parameters sent with every request (part of the trial key).
 
         Every option that changes the reply is here, but an optional one only when it is set,
         so the keys of trials planned before it existed stay what they were: the sampling seed,
-        Gemini's `safety_settings`, `thinking_budget` and `thinking_level` (the providers
-        read these from the model's config, the same config these params come from), and
+        the provider's own options (Gemini's `safety_settings`, `thinking_budget` and
+        `thinking_level`; an empty table is not set; the providers read these from the
+        model's config, the same config these params come from), and
         `logprobs`/`top_logprobs` when the model asks for token logprobs (sent as they are
         stored, so the key says what was asked)."""
         out: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.sampling_seed is not None:
             out["seed"] = self.sampling_seed
-        if self.safety_settings:
-            out["safety_settings"] = dict(sorted(self.safety_settings.items()))
-        if self.thinking_budget is not None:
-            out["thinking_budget"] = self.thinking_budget
-        if self.thinking_level is not None:
-            out["thinking_level"] = self.thinking_level
+        for name, value in self.options.items():
+            if isinstance(value, Mapping):
+                if value:
+                    out[name] = dict(sorted(value.items()))
+            elif value is not None:
+                out[name] = value
         if self.top_logprobs is not None:
             out["logprobs"] = True
             out["top_logprobs"] = self.top_logprobs
+        if self.not_sent:
+            out["not_sent"] = list(self.not_sent)
         return out
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.price_input + completion_tokens * self.price_output) / 1e6
+    def cost(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+    ) -> float:
+        """USD for these tokens. Cache tokens are inside `prompt_tokens`; those with a cache
+        price given are priced at it instead of `price_input`."""
+        prompt = prompt_tokens * self.price_input
+        for tokens, price in (
+            (cache_read_tokens, self.price_cache_read),
+            (cache_write_tokens, self.price_cache_write),
+        ):
+            if tokens and price is not None:
+                prompt += tokens * (price - self.price_input)
+        return (prompt + completion_tokens * self.price_output) / 1e6
 
 
 @dataclass(frozen=True)
@@ -359,17 +395,95 @@ def url_credentials(url: str) -> str | None:
     return None
 
 
-def _model(index: int, t: ModelTable) -> ModelConfig:
+_CORE_MODEL_KEYS = frozenset(ModelTable.__struct_fields__)
+
+
+def _split_models(data: Any) -> list[dict[str, Any]]:
+    """Take every key that is not a core key out of each `[[models]]` table of `data` (in
+    place), returning them per model: they are the provider's own options, validated by its
+    `options_schema` once the provider is known (`_provider_options`)."""
+    models = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(models, list):
+        return []
+    extras: list[dict[str, Any]] = []
+    for table in models:
+        if isinstance(table, dict):
+            extras.append({k: table.pop(k) for k in list(table) if k not in _CORE_MODEL_KEYS})
+        else:
+            extras.append({})
+    return extras
+
+
+def _provider_class(where: str, name: str) -> Any:
+    """The registered class of provider `name` (built in or from an entry point), or a
+    one-line SettingsError naming the known ones."""
+    from ibias.runner.providers.registry import (  # only when a model needs it
+        UnknownProviderError,
+        known_providers,
+        provider_class,
+    )
+
+    try:
+        return provider_class(name)
+    except UnknownProviderError:
+        raise SettingsError(
+            f"{where}.provider",
+            f"no provider registered as {name!r}; use one of " + ", ".join(known_providers()),
+        ) from None
+
+
+def _provider_options(
+    where: str, t: ModelTable, extras: Mapping[str, Any], cls: Any
+) -> dict[str, Any]:
+    """The provider's own options from the keys beyond the core ones, validated by its
+    `options_schema` (a msgspec Struct) with the same one-line errors as the core keys; a
+    key no schema takes is an unknown key, named as such."""
+    schema = getattr(cls, "options_schema", None) if cls is not None else None
+    fields = frozenset(schema.__struct_fields__) if schema is not None else frozenset()
+    for key in extras:
+        if key in fields:
+            continue
+        owner = _builtin_owner(key)
+        if owner is not None and owner != t.provider:
+            raise SettingsError(f"{where}.{key}", f"unknown key (it is for provider = {owner!r})")
+        validate({**msgspec.structs.asdict(t), key: extras[key]}, ModelTable, where)
+    if schema is None or not extras:
+        return {}
+    options = validate(dict(extras), schema, where)
+    try:
+        cls.check_options(options)
+    except SettingsError as exc:
+        raise SettingsError(join_key(where, exc.key), exc.message) from None
+    return {k: v for k, v in msgspec.structs.asdict(options).items() if k in extras}
+
+
+def _builtin_owner(key: str) -> str | None:
+    """The built-in provider whose options include `key` (for the error naming it)."""
+    from ibias.runner.providers.names import BUILTIN_OPTIONS
+
+    return next((name for name, keys in BUILTIN_OPTIONS.items() if key in keys), None)
+
+
+def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -> ModelConfig:
     """A validated `[[models]]` entry, after the checks that span several keys."""
     where = f"models[{index}]"
-    implemented = implemented_providers()
-    if t.provider not in implemented:
+    extras = extras or {}
+    builtin = t.provider in PROVIDERS
+    if builtin and t.provider not in implemented_providers():
         raise SettingsError(
             f"{where}.provider",
             f"provider {t.provider!r} is not implemented yet; use one of "
-            + ", ".join(implemented)
+            + ", ".join(implemented_providers())
             + " (e.g. 'openai' with the provider's OpenAI-compatible endpoint)",
         )
+    # A registered provider from elsewhere (an entry point) is looked up now; a built-in one
+    # only when it has options to check (loading a provider loads aiohttp).
+    cls = _provider_class(where, t.provider) if (not builtin or extras) else None
+    needs_base_url = (
+        t.provider not in DEFAULT_BASE_URLS and t.provider != "simulator"
+        if builtin
+        else bool(getattr(cls, "needs_base_url", True))
+    )
     if t.base_url is not None:
         carried = url_credentials(t.base_url)
         if carried is not None:
@@ -390,10 +504,11 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             valid = False
         if not valid:
             raise SettingsError(
-                f"{where}.base_url", f"expected {URL_EXPECTED}, got {show(t.base_url)}"
+                f"{where}.base_url",
+                f"expected {_url_expected(t.provider)}, got {show(t.base_url)}",
             )
-    elif t.provider != "simulator":
-        raise SettingsError(f"{where}.base_url", f"missing (expected {URL_EXPECTED})")
+    elif needs_base_url:
+        raise SettingsError(f"{where}.base_url", f"missing (expected {_url_expected(t.provider)})")
     if t.sim is not None:
         if t.provider != "simulator":
             raise SettingsError(
@@ -405,25 +520,7 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             model_profile_from_dict(t.sim)
         except SettingsError as exc:
             raise SettingsError(join_key(f"{where}.sim", exc.key), exc.message) from None
-    gemini_keys = {
-        k: v
-        for k, v in (
-            ("safety_settings", t.safety_settings),
-            ("thinking_budget", t.thinking_budget),
-            ("thinking_level", t.thinking_level),
-        )
-        if v is not None
-    }
-    if gemini_keys and t.provider != "gemini":
-        key = next(iter(gemini_keys))
-        raise SettingsError(f"{where}.{key}", "unknown key (it is for provider = 'gemini')")
-    if gemini_keys:
-        from ibias.runner.providers.gemini import GeminiOptions  # only Gemini models
-
-        try:
-            GeminiOptions.from_mapping(gemini_keys)
-        except SettingsError as exc:
-            raise SettingsError(join_key(where, exc.key), exc.message) from None
+    options = _provider_options(where, t, extras, cls)
     if t.provider == "anthropic" and t.sampling_seed is not None:
         raise SettingsError(
             f"{where}.sampling_seed",
@@ -441,19 +538,42 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             + " and ".join(repr(p) for p in LOGPROBS_PROVIDERS)
             + " (OpenAI-compatible) models can ask for them",
         )
-    if t.provider == "openai":
-        from ibias.runner.providers.params import check_sampling, rule_for  # no imports of its own
+    if t.reasoning is not None and t.provider != "openai":
+        raise SettingsError(
+            f"{where}.reasoning", "unknown key (it is for provider = 'openai' models)"
+        )
+    if t.provider == "anthropic" and t.temperature > 1:
+        raise SettingsError(
+            f"{where}.temperature",
+            f"Anthropic's Messages API takes temperature 0 to 1, got {show(t.temperature)}",
+        )
+    not_sent: tuple[str, ...] = ()
+    if t.provider in ("openai", "anthropic"):
+        from ibias.runner.providers import params as rules  # no imports of its own
 
-        rule = rule_for(t.base_url, t.model if t.model is not None else t.id)
-        why = check_sampling(rule, {"temperature": t.temperature})
+        name = t.model if t.model is not None else t.id
+        rule = rules.rule_for(
+            t.base_url,
+            name,
+            provider=t.provider,
+            reasoning=t.reasoning,
+            send_temperature=t.send_temperature,
+        )
+        # Anthropic had no rules before: every parameter its table drops is newly dropped.
+        legacy = rules.legacy_rule_for(
+            (t.base_url or DEFAULT_BASE_URLS[t.provider]) if t.provider == "openai" else None,
+            name,
+        )
+        not_sent = rules.not_sent(rule, legacy)
+        why = rules.check_sampling(rule, {"temperature": t.temperature})
         if why is not None:
             raise SettingsError(f"{where}.temperature", why)
-        if t.logprobs and "logprobs" in rule.rejects:
-            raise SettingsError(
-                f"{where}.logprobs",
-                f"{rule.label}s refuse logprobs (see {rule.source}); remove logprobs = true "
-                "for this model",
-            )
+    if t.provider == "openai" and t.logprobs and "logprobs" in rule.rejects:
+        raise SettingsError(
+            f"{where}.logprobs",
+            f"{rule.label}s refuse logprobs (see {rule.source}); remove logprobs = true "
+            "for this model",
+        )
     return ModelConfig(
         id=t.id,
         provider=t.provider,
@@ -470,9 +590,7 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
         price_input=t.price_input,
         price_output=t.price_output,
         sim=t.sim if t.sim is not None else {},
-        safety_settings=t.safety_settings,
-        thinking_budget=t.thinking_budget,
-        thinking_level=t.thinking_level,
+        options=options,
         outage_limit_s=t.outage_limit_s,
         max_body_bytes=t.max_body_bytes,
         top_logprobs=(
@@ -480,7 +598,20 @@ def _model(index: int, t: ModelTable) -> ModelConfig:
             if t.logprobs
             else None
         ),
+        reasoning=t.reasoning,
+        send_temperature=t.send_temperature,
+        not_sent=not_sent,
+        price_cache_read=t.price_cache_read,
+        price_cache_write=t.price_cache_write,
     )
+
+
+def _url_expected(provider: str) -> str:
+    """What a base_url must look like, with this provider's documented URL as the example."""
+    example = DEFAULT_BASE_URLS.get(provider)
+    if example is None:
+        return URL_EXPECTED
+    return f"an http(s) URL such as {example!r}"
 
 
 def _experiments(
@@ -655,6 +786,7 @@ def parse_config(text: str, path: Path) -> Config:
     """Validate the TOML `text` of the config at `path`: ConfigError names the key path."""
     data = loads_toml(text, path)
     try:
+        extras = _split_models(data)
         file = validate(data, ConfigFile)
         run = RunSettings(
             name=file.run.name if file.run.name is not None else path.stem,
@@ -662,7 +794,7 @@ def parse_config(text: str, path: Path) -> Config:
             store=file.run.store,
             grace_s=file.run.grace_s,
         )
-        models = tuple(_model(i, m) for i, m in enumerate(file.models))
+        models = tuple(_model(i, m, extras[i]) for i, m in enumerate(file.models))
         seen: dict[str, int] = {}
         for i, m in enumerate(models):
             if m.id in seen:

@@ -24,7 +24,11 @@ API. What aiolimiter cannot express is wrapped around it:
   number of requests in flight follows an AIMD controller (runner/adaptive.py) fed by each
   request's outcome (`release(..., outcome=...)`); the first announced rate ends it and the cap
   goes back to ``max_concurrency``. A lowered cap is reached as requests finish: a slot freed
-  while the cap is exceeded is retired instead of handed on.
+  while the cap is exceeded is retired instead of handed on;
+* **a learnt rate** - beside it, `AdaptiveRate` learns the hidden request rate from the 429s
+  (runner/adaptive.py); once learnt, requests are paced by it (the request bucket, as if it
+  had been announced) and the cap goes back to ``max_concurrency``: below about one request
+  in flight per latency, only a rate can keep a hidden limit. An announced rate ends both.
 
 All requests pass the rate stage one at a time in FIFO order (an ``asyncio.Lock``): this keeps
 aiolimiter's smallest-amount-first wake-up order from starving large requests, and means at
@@ -44,7 +48,7 @@ from typing import Literal, NamedTuple
 
 from aiolimiter import AsyncLimiter
 
-from ibias.runner.adaptive import AdaptiveConcurrency
+from ibias.runner.adaptive import AdaptiveConcurrency, AdaptiveRate
 
 __all__ = ["EndpointLimiter", "Outcome", "Permit"]
 
@@ -64,6 +68,8 @@ class Permit(NamedTuple):
     est_tokens: int
     serial: int = -1
     epoch: int = 0
+    admitted_at: float = 0.0
+    """Loop time of admission (what a learnt rate counts by, runner/adaptive.py)."""
 
 
 class EndpointLimiter:
@@ -86,6 +92,7 @@ class EndpointLimiter:
         burst_s: float = 0.0,
         token_burst_s: float = 1.0,
         adaptive: bool | AdaptiveConcurrency = False,
+        learn_rate: bool | AdaptiveRate = True,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -97,6 +104,10 @@ class EndpointLimiter:
         self._adaptive: AdaptiveConcurrency | None = None
         if adaptive is not False and rpm is None and tpm is None:
             self._adaptive = AdaptiveConcurrency(max_concurrency) if adaptive is True else adaptive
+        #: Learns a hidden rate while adapting (``learn_rate``; see the module docstring).
+        self._rate_learner: AdaptiveRate | None = None
+        if self._adaptive is not None and learn_rate is not False:
+            self._rate_learner = AdaptiveRate() if learn_rate is True else learn_rate
         self._concurrency = max_concurrency if self._adaptive is None else self._adaptive.limit
         self._burst_s = burst_s
         self._token_burst_s = token_burst_s
@@ -171,6 +182,7 @@ class EndpointLimiter:
             return
         if rpm is not None or tpm is not None:
             self._stop_adapting()
+            self._rate_learner = None
         self._install(rpm, tpm)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -191,6 +203,11 @@ class EndpointLimiter:
     def concurrency(self) -> int:
         """The cap on requests in flight now (below `max_concurrency` while adapting)."""
         return self._concurrency
+
+    @property
+    def rate_learner(self) -> AdaptiveRate | None:
+        """The controller learning a hidden rate, or None (a rate is known, or none asked)."""
+        return self._rate_learner
 
     @property
     def adaptive(self) -> AdaptiveConcurrency | None:
@@ -214,19 +231,37 @@ class EndpointLimiter:
             self._set_concurrency(self._max_concurrency)
 
     def _adapt(self, permit: Permit, outcome: Outcome) -> None:
+        learner = self._rate_learner
         adaptive = self._adaptive
-        if adaptive is None or outcome == "other":
+        if (adaptive is None and learner is None) or outcome == "other":
             return
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         now = loop.time()
+        if learner is not None:
+            rate = learner.finished(permit.admitted_at, outcome == "rate_limited", now)
+            if rate is not None:
+                self._pace_learnt(rate)
+        adaptive = self._adaptive
+        if adaptive is None:
+            return
         if outcome == "ok":
             changed = adaptive.on_success(permit.epoch, now)
         else:
             changed = adaptive.on_rate_limited(permit.epoch, now)
         if changed is not None:
             self._set_concurrency(changed)
+
+    def _pace_learnt(self, rate_per_s: float) -> None:
+        """Pace by a learnt rate (requests per second): the request bucket as if the rate had
+        been announced, concurrency no longer adapted (the rate is what keeps the limit)."""
+        self._stop_adapting()
+        rpm = max(1, round(rate_per_s * 60.0))
+        if rpm != self._rpm:
+            self._install(rpm, self._tpm)
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
 
     @property
     def in_flight(self) -> int:
@@ -367,7 +402,7 @@ class EndpointLimiter:
             if self._paused_until <= now:
                 self._last_admit_at = now
                 self._last_tokens_paid = 0.0
-                return self._permit(est_tokens)
+                return self._permit(est_tokens, now)
         try:
             async with self._gate:
                 await self._wait_pause()
@@ -379,7 +414,7 @@ class EndpointLimiter:
         except BaseException:
             self._release_slot()
             raise
-        return self._permit(est_tokens)
+        return self._permit(est_tokens, self._last_admit_at)
 
     async def _wait_for_slot(self) -> None:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -406,12 +441,14 @@ class EndpointLimiter:
                 return
         self._free_slots += 1
 
-    def _permit(self, est_tokens: int) -> Permit:
+    def _permit(self, est_tokens: int, now: float) -> Permit:
         serial = next(self._serials)
         self._outstanding.add(serial)
         self._in_flight += 1
         epoch = 0 if self._adaptive is None else self._adaptive.epoch
-        return Permit(est_tokens=est_tokens, serial=serial, epoch=epoch)
+        if self._rate_learner is not None:
+            self._rate_learner.admitted(now)
+        return Permit(est_tokens=est_tokens, serial=serial, epoch=epoch, admitted_at=now)
 
     def release(
         self, permit: Permit, actual_tokens: int | None, *, outcome: Outcome = "other"

@@ -283,6 +283,8 @@ OPERATIONAL_MODEL_KEYS = frozenset(
         "outage_limit_s",
         "price_input",
         "price_output",
+        "price_cache_read",
+        "price_cache_write",
         "sim",
     }
 )

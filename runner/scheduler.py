@@ -70,7 +70,7 @@ class ModelRuntime:
         cached = self._sampling
         if cached is not None and (cached[0] is params or cached[0] == params):
             return cached[1]
-        sampling = Sampling.from_params(params)
+        sampling = Sampling.from_params(params, self.config.options)
         self._sampling = (params, sampling)
         return sampling
 
@@ -410,9 +410,12 @@ class Scheduler:
     async def _process(self, rt: ModelRuntime, trial: Trial, worker: _Worker) -> None:
         """Request `trial` until it has a reply, fails for good, or the model or run stops.
 
-        `attempt` numbers every request made (the attempts table); `counted` only those that
-        use up the trial's retries: failures during an outage of the endpoint (its breaker is
-        open) do not, so a short outage costs no trial."""
+        `attempt` numbers every request made (the attempts table); `counted` those that
+        lengthen its backoff: failures during an outage of the endpoint (its breaker is open)
+        do not, so a short outage costs no trial. Of those, 429s do not use up the trial's
+        retries (`limited`): a rate limit only slows the run (the endpoint's pause and pacing),
+        it never makes a trial fail for good; a `Retry-After` beyond the outage limit stops the
+        model instead (above)."""
         cfg = rt.config
         breaker = rt.breaker
         sampling = rt.sampling(trial.params)
@@ -420,6 +423,7 @@ class Scheduler:
         est_cost = cfg.cost(est - cfg.max_tokens, cfg.max_tokens)
         attempt = 0
         counted = 0
+        limited = 0
         while True:
             if self._stopping or rt.stats.fatal:
                 return
@@ -539,9 +543,10 @@ class Scheduler:
                 continue  # no backoff of its own: the breaker spaces the probes
             counted += 1
             if cls.is_rate_limit:
+                limited += 1
                 rt.stats.rate_limited += 1
                 rt.limiter.pause(cls.delay_hint_s or self.backoff.window(counted))
-            if self.backoff.exhausted(counted):
+            if self.backoff.exhausted(counted - limited):
                 self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "gave_up")
                 rt.stats.failed += 1
                 rt.last_failure = f"{cls.kind}: {cls.message}"
@@ -675,7 +680,12 @@ class Scheduler:
         cfg = rt.config
         cost: float | None = None
         if reply.prompt_tokens is not None and reply.completion_tokens is not None:
-            cost = cfg.cost(reply.prompt_tokens, reply.completion_tokens)
+            cost = cfg.cost(
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
+            )
         else:
             self._unknown_cost += est_cost
             rt.stats.cost_unknown += 1
@@ -712,6 +722,8 @@ class Scheduler:
                 reply.reasoning,
                 reply.reasoning_tokens,
                 reply.logprobs,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
             ),
             Landed(
                 key,

@@ -71,6 +71,7 @@ from aiohttp import web
 
 from ibias.prompts import registry
 from ibias.prompts.base import Message, Persona, rng_for, stable_hash
+from ibias.runner.providers.params import rule_for
 from ibias.runner.sim_profile import FAULT_KINDS, ModelProfile, SimProfile
 
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
@@ -731,6 +732,13 @@ _ANTHROPIC_FIELDS = frozenset(
         "tool_choice",
         "thinking",
         "service_tier",
+        # Optional fields the official SDK may send; accepted and ignored where they do not
+        # apply to a text chat, as the service does.
+        "output_config",
+        "cache_control",
+        "container",
+        "context_management",
+        "mcp_servers",
     }
 )
 _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
@@ -764,8 +772,12 @@ class _Anthropic(_Dialect):
     """POST /v1/messages, Anthropic's Messages protocol."""
 
     def authorized(self, request: web.Request, key: str) -> bool:
-        given = request.headers.get("x-api-key", "").encode()
-        return hmac.compare_digest(given, key.encode())
+        """`x-api-key`, or `Authorization: Bearer` (what the official SDK sends today)."""
+        given = request.headers.get("x-api-key")
+        if given is None:
+            auth = request.headers.get("Authorization", "")
+            given = auth[7:] if auth[:7].lower() == "bearer " else ""
+        return hmac.compare_digest(given.encode(), key.encode())
 
     def unauthorized(self) -> _Refusal:
         return 401, _ANTHROPIC_BAD_KEY
@@ -800,6 +812,11 @@ class _Anthropic(_Dialect):
             or not 0 <= temperature <= 1
         ):
             return bad("temperature: range: 0..1")
+        if (
+            temperature is not None
+            and "temperature" in rule_for(None, model, provider="anthropic").rejects
+        ):
+            return bad("`temperature` is deprecated for this model.")
         if body.get("stream"):
             return bad("stream: the simulator does not stream")
         raw_messages = body.get("messages")
@@ -1041,8 +1058,24 @@ def _gemini_parts(content: Any, where: str) -> str:
     return "".join(texts)
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _camel_keys(value: Any) -> Any:
+    """`value` with every object key in camelCase (`generation_config` -> `generationConfig`);
+    values (e.g. `HARM_CATEGORY_*` names) are left as they are."""
+    if isinstance(value, dict):
+        return {(_camel(k) if "_" in k else k): _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value
+
+
 class _Gemini(_Dialect):
-    """POST /v1beta/models/{model}:generateContent, Google's native Gemini protocol."""
+    """POST /v1beta/models/{model}:generateContent (and /v1, google-genai's default),
+    Google's native Gemini protocol."""
 
     def authorized(self, request: web.Request, key: str) -> bool:
         given = request.headers.get("x-goog-api-key") or request.query.get("key", "")
@@ -1064,6 +1097,9 @@ class _Gemini(_Dialect):
             return bad("Invalid JSON payload received.")
         if not isinstance(body, dict):
             return bad("Invalid JSON payload received. Expected an object.")
+        # The REST API takes each field by its proto name (snake_case, what google-genai and
+        # the docs' curl examples may send) or its JSON name (camelCase): read both.
+        body = _camel_keys(body)
         for key in body:
             if key not in _GEMINI_FIELDS:
                 return bad(
@@ -1086,7 +1122,11 @@ class _Gemini(_Dialect):
         thinking: int | None = None
         think = config.get("thinkingConfig")
         if think is not None:
-            if not isinstance(think, dict) or set(think) - {"thinkingBudget", "thinkingLevel"}:
+            if not isinstance(think, dict) or set(think) - {
+                "thinkingBudget",
+                "thinkingLevel",
+                "includeThoughts",
+            }:
                 return bad("generation_config.thinking_config: unknown field")
             if "thinkingBudget" in think and "thinkingLevel" in think:
                 return bad("thinking_budget and thinking_level are not supported together.")
@@ -1336,6 +1376,7 @@ class Simulator:
         app.router.add_post("/v1/chat/completions", self._handler(OPENAI))
         app.router.add_post("/v1/messages", self._handler(ANTHROPIC))
         app.router.add_post("/v1beta/models/{model}:generateContent", self._handler(GEMINI))
+        app.router.add_post("/v1/models/{model}:generateContent", self._handler(GEMINI))
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_get("/stats", self._stats)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)

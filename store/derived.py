@@ -22,19 +22,21 @@ from ibias.store.writer import Landed
 
 
 def reply_text(content: str | None, finish_reason: str | None, refusal: str | None) -> str | None:
-    """What a parser sees: None when the provider withheld the answer (a content filter with
-    no text, or an OpenAI `refusal` with no content), so parsers count it as refused rather
-    than unparseable. `_REPLY_TEXT_SQL` is the same rule for stored rows."""
+    """What a parser sees: None only when the provider withheld the answer (a content filter
+    with no text, or a `refusal` with no content: store/outcome.py's "refused"), so parsers
+    count it as refused; an empty reply (no text for any other reason, content NULL or "") is
+    "", which parsers count as unparseable, never as refused. `_REPLY_TEXT_SQL` is the same
+    rule for stored rows."""
     if content:
         return content
-    if finish_reason == "content_filter" or refusal:
+    if finish_reason == "content_filter" or refusal is not None:
         return None
-    return content
+    return ""
 
 
 _REPLY_TEXT_SQL = (
     "CASE WHEN coalesce(r.content, '') = '' AND (r.finish_reason = 'content_filter' "
-    "OR r.refusal IS NOT NULL) THEN NULL ELSE r.content END"
+    "OR r.refusal IS NOT NULL) THEN NULL ELSE coalesce(r.content, '') END"
 )
 
 

@@ -37,6 +37,7 @@ from ibias.prompts.base import canonical_json
 from ibias.store.arrow_scan import registered
 from ibias.store.db import begin, rollback
 from ibias.store.memory import MemoryGuard, is_out_of_memory
+from ibias.store.outcome import reply_outcome
 from ibias.store.specs import spec_key
 from ibias.store.trial import Trial
 
@@ -77,6 +78,9 @@ class ResponseRow(NamedTuple):
     reasoning_tokens: int | None = None
     logprobs: Sequence[Mapping[str, Any]] | None = None
     """The reply's token logprobs (migration 007), serialised on the writer's thread."""
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    """Prompt tokens read from / written to the provider's cache (migration 009)."""
 
 
 class Landed(NamedTuple):
@@ -114,12 +118,16 @@ _ARROW_TYPES: dict[str, pa.DataType] = {
     "reasoning_content": pa.string(),
     "reasoning_tokens": pa.int32(),
     "logprobs": pa.string(),
+    "cache_read_tokens": pa.int32(),
+    "cache_write_tokens": pa.int32(),
 }
 
 
 #: Columns that are None for most rows (reasoning, migration 006; logprobs, 007): left out of
 #: a batch in which every value is None.
-_SPARSE = frozenset({"reasoning_content", "reasoning_tokens", "logprobs"})
+_SPARSE = frozenset(
+    {"reasoning_content", "reasoning_tokens", "logprobs", "cache_read_tokens", "cache_write_tokens"}
+)
 
 
 def to_arrow(rows: Sequence[tuple[Any, ...]], row_type: type[AttemptRow | ResponseRow]) -> pa.Table:
@@ -181,7 +189,7 @@ def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]
         for r in rows:
             kept.setdefault(r.trial_key, r)
         rows = list(kept.values())
-    batch = to_arrow(rows, ResponseRow)
+    batch = _with_outcomes(to_arrow(rows, ResponseRow), rows)
     names = ", ".join(batch.column_names)
     with registered(con, "_response_batch", batch):
         return _inserted(
@@ -190,6 +198,17 @@ def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]
                 f"WHERE b.trial_key NOT IN ({_existing('responses', '_response_batch')})"
             ).fetchall()
         )
+
+
+def _with_outcomes(batch: pa.Table, rows: Sequence[ResponseRow]) -> pa.Table:
+    """`batch` with each reply's outcome and reason (store/outcome.py, migration 009), decided
+    here from the stored fields so every path into the store (a run, an import) agrees."""
+    decided = [
+        reply_outcome(r.content, r.finish_reason, r.refusal, r.reasoning_content) for r in rows
+    ]
+    return batch.append_column(
+        "outcome", pa.array([o for o, _ in decided], type=pa.string())
+    ).append_column("outcome_reason", pa.array([why for _, why in decided], type=pa.string()))
 
 
 def _existing(table: str, batch: str) -> str:

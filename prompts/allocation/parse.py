@@ -37,9 +37,10 @@ from ibias.prompts.codes import (
     UNPARSEABLE,
 )
 
-PARSER_VERSION = 3
+PARSER_VERSION = 4
 # 2: withheld answers (content filter, refusal) arrive as None
 # 3: a name both candidates share is undecidable (SAME_NAME), not "both"
+# 4: an empty reply (no text, not withheld: store/outcome.py) arrives as "", unparseable
 
 
 @dataclass(frozen=True)

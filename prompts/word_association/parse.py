@@ -72,12 +72,13 @@ from ibias.prompts.word_association.labels import Form, group_name, label_forms
 from ibias.prompts.word_association.score import bias_score
 from ibias.prompts.word_association.text import flat, fold, is_break, phrase, tokens
 
-PARSER_VERSION = 3
+PARSER_VERSION = 4
 # 2: withheld answers (content filter, refusal) arrive as None.
 # 3: free formats of the paper design: a misspelled or pluralised trial word counts as that word
 #    (it was an extra word), tables with one column per label (or ticks), "Transgender words:",
 #    "N/A" reads as neither, JSON is read as JSON, <think> blocks are not read, more refusal
 #    phrasings.
+# 4: an empty reply (no text, not withheld: store/outcome.py) arrives as "", unparseable.
 
 _SEGMENT_BREAKS = frozenset(",;|().!?")
 

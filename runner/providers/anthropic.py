@@ -11,8 +11,10 @@ The dialect, as this class speaks it:
   message) and `anthropic-version`; body `model`, `system` (every system message of the chat,
   joined by a blank line, as the top-level field the API wants), `messages` (user and assistant
   turns), `max_tokens` (required by the API; the trial's neutral `max_tokens`) and
-  `temperature`. The neutral `seed` has no Anthropic counterpart: a config giving an anthropic
-  model a `sampling_seed` is refused (runner/config.py), so no trial key promises one.
+  `temperature`, except for the models that refuse it (runner/providers/params.py's
+  `ANTHROPIC_RULES`, or `send_temperature = false` in the config). The neutral `seed` has no
+  Anthropic counterpart: a config giving an anthropic model a `sampling_seed` is refused
+  (runner/config.py), so no trial key promises one.
 * reply: the text blocks of `content` joined (`thinking` blocks kept apart as `Reply.reasoning`;
   their tokens are inside `output_tokens`); `stop_reason` stored in the vocabulary the analysis
   reads (`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` ->
@@ -52,6 +54,7 @@ from ibias.runner.providers.base import (
 )
 from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
+from ibias.runner.providers.params import ParamRule, rule_for
 from ibias.runner.providers.registry import provider
 from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
@@ -97,9 +100,15 @@ _LOW_CREDIT = re.compile(r"(?i)credit balance is too low|purchase credits|billin
 
 
 def anthropic_request(
-    model: str, messages: Sequence[Message], sampling: Sampling
+    model: str,
+    messages: Sequence[Message],
+    sampling: Sampling,
+    rule: ParamRule | None = None,
 ) -> dict[str, Any]:
-    """The Messages request body for a chat and the trial's neutral sampling parameters."""
+    """The Messages request body for a chat and the trial's neutral sampling parameters;
+    `rule` (default: the table's, by model name) says which of them the model refuses."""
+    if rule is None:
+        rule = rule_for(None, model, provider="anthropic")
     system = [m["content"] for m in messages if m["role"] == "system"]
     turns = [
         {"role": m["role"], "content": m["content"]} for m in messages if m["role"] != "system"
@@ -109,7 +118,8 @@ def anthropic_request(
         body["system"] = "\n\n".join(system)
     body["messages"] = turns
     body["max_tokens"] = sampling.max_tokens
-    body["temperature"] = sampling.temperature
+    if "temperature" not in rule.rejects:
+        body["temperature"] = sampling.temperature
     return body
 
 
@@ -216,8 +226,10 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
         refusal = explanation if isinstance(explanation, str) and explanation else "refused"
         content = None  # a partial answer cut by the classifiers is not an answer; raw keeps it
     usage = data.get("usage")
-    prompt_tokens = completion_tokens = None
+    prompt_tokens = completion_tokens = cache_read = cache_write = None
     if isinstance(usage, dict):
+        cache_read = token_count(usage.get("cache_read_input_tokens"))
+        cache_write = token_count(usage.get("cache_creation_input_tokens"))
         # Checked counts (runner/providers/usage.py): the cache counts are absent when no
         # cache was used (0), but one that is present and not a count makes the total unknown.
         prompt_tokens = token_count(usage.get("input_tokens"))
@@ -237,6 +249,8 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
         status=status,
         headers=headers,
         reasoning="\n\n".join(thinking) if thinking else None,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
     )
 
 
@@ -254,6 +268,7 @@ class AnthropicProvider(HTTPProvider):
         max_connections: int,
         max_body_bytes: int | None = None,
         version: str = ANTHROPIC_VERSION,
+        rule: ParamRule | None = None,
     ) -> None:
         super().__init__(
             url=base_url.rstrip("/") + "/messages",
@@ -264,6 +279,10 @@ class AnthropicProvider(HTTPProvider):
             max_body_bytes=max_body_bytes,
         )
         self.version = version
+        #: Which neutral parameters this model refuses (decided once, from its name).
+        self.rule: ParamRule = (
+            rule if rule is not None else rule_for(None, model, provider="anthropic")
+        )
 
     @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
@@ -274,13 +293,21 @@ class AnthropicProvider(HTTPProvider):
             timeout_s=model.timeout_s,
             max_connections=model.max_concurrency,
             max_body_bytes=_max_body_bytes(model),
+            rule=rule_for(
+                model.base_url,
+                model.model,
+                provider="anthropic",
+                send_temperature=model.send_temperature,
+            ),
         )
 
     def session_headers(self, api_key: str | None) -> dict[str, str]:
         return {"anthropic-version": self.version, **({"x-api-key": api_key} if api_key else {})}
 
     async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        status, headers, body = await self.post(anthropic_request(self.model, messages, sampling))
+        status, headers, body = await self.post(
+            anthropic_request(self.model, messages, sampling, self.rule)
+        )
         verdict = classify_anthropic(status, headers, body, now=time.time())
         if verdict.verdict is not Verdict.OK:
             raise ProviderError(verdict, status=status, headers=headers)

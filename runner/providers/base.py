@@ -14,13 +14,16 @@ Failures are raised as `ProviderError` carrying the retry classification (runner
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
+
+import msgspec
 
 from ibias.prompts.base import Message
 from ibias.runner import retries
 from ibias.runner.config import ModelConfig
+from ibias.runner.providers.names import BUILTIN_OPTIONS
 from ibias.runner.retries import Classification
 
 __all__ = [
@@ -55,6 +58,13 @@ class Reply:
     reasoning_tokens: int | None = None
     """Reasoning tokens the provider reported. Already included in `completion_tokens` (they
     are billed as output, so they count in the cost and the budget); kept apart for queries."""
+    cache_read_tokens: int | None = None
+    """Prompt tokens read from the provider's cache (Anthropic's `cache_read_input_tokens`,
+    OpenAI's `prompt_tokens_details.cached_tokens`, Gemini's `cachedContentTokenCount`):
+    already inside `prompt_tokens`; priced at `price_cache_read` when the config gives one."""
+    cache_write_tokens: int | None = None
+    """Prompt tokens written to the cache (Anthropic's `cache_creation_input_tokens`): inside
+    `prompt_tokens`; priced at `price_cache_write` when the config gives one."""
     logprobs: tuple[Mapping[str, Any], ...] | None = None
     """The reply's token logprobs when they were asked for (OpenAI's
     `choices[0].logprobs.content`: `{token, logprob, top_logprobs: [{token, logprob}]}` per
@@ -161,7 +171,9 @@ _SAMPLING_KEYS = frozenset({"temperature", "max_tokens", "seed", "logprobs", "to
 #: Provider options in a trial's params (present only when set, see `ModelConfig.params`):
 #: in the key because they change the reply; the provider sends them from its model's config,
 #: the config these params were made from.
-_OPTION_KEYS = frozenset({"safety_settings", "thinking_budget", "thinking_level"})
+_OPTION_KEYS = frozenset().union(*BUILTIN_OPTIONS.values())
+#: What a trial records about parameters its model's rule newly stops sending (params.py).
+_RECORD_KEYS = frozenset({"not_sent"})
 
 
 @dataclass(frozen=True)
@@ -182,10 +194,13 @@ class Sampling:
     `logprobs: true, top_logprobs: N`, present only when the model opted in); None: not asked."""
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> Sampling:
+    def from_params(cls, params: Mapping[str, Any], option_keys: Collection[str] = ()) -> Sampling:
         """Read a trial's stored `params`; an unknown key is an error rather than silently
-        not sent, because it is part of the trial key and so of what the trial promised."""
-        unknown = sorted(set(params) - _SAMPLING_KEYS - _OPTION_KEYS)
+        not sent, because it is part of the trial key and so of what the trial promised.
+        `option_keys`: the model's provider options (its provider sends them)."""
+        unknown = sorted(
+            set(params) - _SAMPLING_KEYS - _OPTION_KEYS - _RECORD_KEYS - set(option_keys)
+        )
         if unknown:
             raise ValueError(f"unknown sampling parameter {unknown[0]!r} in trial params")
         seed = params.get("seed")
@@ -227,6 +242,20 @@ class Provider(ABC):
 
     #: The registry name (the config's `provider`); set by the `@provider` decorator.
     name: ClassVar[str] = ""
+    #: The provider's own config keys, as a msgspec Struct (`forbid_unknown_fields=True`,
+    #: every field optional, defaulting to None): the config loader validates the keys of a
+    #: `[[models]]` table that are not core keys with it, with the same one-line errors, and
+    #: hands the keys given to the provider as `ModelConfig.options` (they are part of the
+    #: trial key when set). None: the provider takes no options of its own.
+    options_schema: ClassVar[type[msgspec.Struct] | None] = None
+    #: Whether a model of this provider must give a `base_url` (a native API with a documented
+    #: URL, or an in-process provider, needs none).
+    needs_base_url: ClassVar[bool] = True
+
+    @classmethod  # noqa: B027  (optional hook: most providers check nothing more)
+    def check_options(cls, options: Any) -> None:
+        """Checks across the options (an `options_schema` instance) that a schema cannot
+        express; raise `ibias.prompts.base.SettingsError(key, message)`. Default: none."""
 
     @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:

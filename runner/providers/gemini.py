@@ -38,9 +38,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from types import MappingProxyType
-from typing import Any, Self
+from typing import Annotated, Any, Self
 from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import msgspec
+from msgspec import Meta
 
 from ibias.prompts.base import Message, SettingsError
 from ibias.runner.config import ModelConfig
@@ -183,21 +186,21 @@ class GeminiOptions:
 
     @classmethod
     def from_model(cls, model: ModelConfig) -> GeminiOptions:
-        """The options a model config carries, read from attributes of the same names, absent
-        ones as None (the config grows these keys separately from the provider)."""
-        table = {
-            name: value
-            for name in ("safety_settings", "thinking_budget", "thinking_level")
-            if (value := getattr(model, name, None)) is not None
-        }
-        return cls.from_mapping(table)
+        """The options a model config carries (`ModelConfig.options`, validated by
+        `GeminiConfigOptions` when the config was read)."""
+        return cls.from_mapping({k: v for k, v in model.options.items() if v is not None})
 
     def generation_extras(self) -> dict[str, Any]:
         """The `thinkingConfig` entry of `generationConfig`, if any."""
         if self.thinking_budget is not None:
-            return {"thinkingConfig": {"thinkingBudget": self.thinking_budget}}
+            think: dict[str, Any] = {"thinkingBudget": self.thinking_budget}
+            if self.thinking_budget != 0:  # thought summaries, stored as the reasoning
+                think["includeThoughts"] = True
+            return {"thinkingConfig": think}
         if self.thinking_level is not None:
-            return {"thinkingConfig": {"thinkingLevel": self.thinking_level}}
+            return {
+                "thinkingConfig": {"thinkingLevel": self.thinking_level, "includeThoughts": True}
+            }
         return {}
 
 
@@ -358,6 +361,9 @@ def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str])
         headers=headers,
         reasoning=reasoning,
         reasoning_tokens=thoughts,
+        cache_read_tokens=(
+            token_count(usage.get("cachedContentTokenCount")) if isinstance(usage, dict) else None
+        ),
     )
 
 
@@ -377,9 +383,30 @@ def _candidate_text(candidate: Mapping[str, Any], *, thought: bool = False) -> s
     return "".join(texts) if texts else None
 
 
+class GeminiConfigOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The Gemini provider's own keys in a `[[models]]` table (`Provider.options_schema`):
+    types and bounds here, the checks across keys in `GeminiOptions`."""
+
+    safety_settings: dict[str, str] | None = None
+    thinking_budget: Annotated[int, Meta(ge=-1, le=32768)] | None = None
+    thinking_level: (
+        Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})] | None
+    ) = None
+
+
 @provider("gemini")
 class GeminiProvider(HTTPProvider):
     """`Provider` for POST {base_url}/models/{model}:generateContent."""
+
+    options_schema = GeminiConfigOptions
+    needs_base_url = False
+
+    @classmethod
+    def check_options(cls, options: Any) -> None:
+        assert isinstance(options, GeminiConfigOptions)
+        GeminiOptions.from_mapping(
+            {k: v for k, v in msgspec.structs.asdict(options).items() if v is not None}
+        )
 
     def __init__(
         self,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP"]
+__all__ = ["BUILTIN", "BUILTIN_OPTIONS", "DEFAULT_BASE_URLS", "ENTRY_POINT_GROUP"]
 
 #: Config name -> the module whose `@provider` decorator registers it (imported on first use).
 BUILTIN: Mapping[str, str] = MappingProxyType(
@@ -19,3 +19,17 @@ BUILTIN: Mapping[str, str] = MappingProxyType(
 )
 #: The entry-point group third-party providers register under.
 ENTRY_POINT_GROUP = "ibias.providers"
+#: Each native provider's documented base URL, used when a model's config gives none (and
+#: named as the example when a config's base_url is not a URL).
+DEFAULT_BASE_URLS: Mapping[str, str] = MappingProxyType(
+    {
+        "anthropic": "https://api.anthropic.com/v1",
+        "gemini": "https://generativelanguage.googleapis.com/v1beta",
+        "openai": "https://api.openai.com/v1",
+    }
+)
+#: The option keys of each built-in provider's `options_schema` (a test checks they agree):
+#: a key of another provider's is refused naming that provider, without loading it.
+BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {"gemini": frozenset({"safety_settings", "thinking_budget", "thinking_level"})}
+)

@@ -29,6 +29,7 @@ from ibias.runner.providers.base import (
 )
 from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
+from ibias.runner.providers.names import DEFAULT_BASE_URLS
 from ibias.runner.providers.params import ParamRule, rule_for, wire_params
 from ibias.runner.providers.registry import provider
 from ibias.runner.providers.usage import token_count, token_sum
@@ -183,15 +184,20 @@ class OpenAIProvider(HTTPProvider):
 
     @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
-        if model.base_url is None:
-            raise ValueError(f"model {model.id!r}: the openai provider needs a base_url")
+        base_url = model.base_url or DEFAULT_BASE_URLS["openai"]
         return cls(
-            base_url=model.base_url,
+            base_url=base_url,
             model=model.model,
             api_key=api_key,
             timeout_s=model.timeout_s,
             max_connections=model.max_concurrency,
             max_body_bytes=_max_body_bytes(model),
+            rule=rule_for(
+                base_url,
+                model.model,
+                reasoning=model.reasoning,
+                send_temperature=model.send_temperature,
+            ),
         )
 
     def session_headers(self, api_key: str | None) -> dict[str, str]:
@@ -424,9 +430,16 @@ def parse_chat_completion(
         headers=headers,
         reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
         reasoning_tokens=reasoning_tokens,
+        cache_read_tokens=_cached_tokens(usage),
         logprobs=tokens,
     )
 
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _cached_tokens(usage: Mapping[str, Any]) -> int | None:
+    """`usage.prompt_tokens_details.cached_tokens` (inside `prompt_tokens`), checked."""
+    details = usage.get("prompt_tokens_details")
+    return token_count(details.get("cached_tokens")) if isinstance(details, dict) else None

@@ -313,6 +313,7 @@ def test_render_escapes_every_store_field(tmp_path: Path) -> None:
             "model_id": [evil], "provider_models": [evil], "n_fingerprints": [1],
             "fingerprints": [evil], "planned": [1], "done": [1], "failed": [0],
             "responses": [1], "parsed": [1], "refusals": [0], "refusal_rate": [0.0],
+            "empty": [0], "empty_rate": [0.0],
             "unparseable": [0], "unparseable_rate": [0.0], "content_filtered": [0],
             "truncated": [0],
         }

@@ -242,3 +242,31 @@ def test_logprobs_enter_the_key_only_when_asked_for(tmp_path):
         "on": "69a97319dfc2dedd1e8dd231db84283a5acbcd2b1c363637034f936d3f0c5bdb",
         "five": "6cd3f67cc62dcd82ab53ba42f064090d54bc01d120e6be8f65f49a813207613a",
     }
+
+
+def test_an_openai_o_series_model_keeps_its_key(tmp_path):
+    """Per-model request rules (runner/providers/params.py) record what is not sent only for
+    models that newly stop getting a parameter: o3 at api.openai.com already got none, so its
+    params and key are those computed with the code before the rules went by model."""
+    block = model_block(
+        "o3",
+        provider="openai",
+        base_url="https://api.openai.com/v1",
+        model="o3-2025-04-16",
+        temperature=1,
+        max_tokens=2048,
+    )
+    (model,) = load_config(write_config(tmp_path, [block])).models
+    spec = TrialSpec(
+        experiment="prompts",
+        language="",
+        coords={"id": "golden"},
+        item={"id": "golden"},
+        messages=({"role": "user", "content": "hi"},),
+        replicate=0,
+    )
+    assert model.params() == {"temperature": 1.0, "max_tokens": 2048}
+    assert (
+        trial_key(spec, model, model.params())
+        == "9bc0f11a396686665f97eb0c9b47d155be0bf911f530e00a721bffed0778e082"
+    )

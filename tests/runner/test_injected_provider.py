@@ -236,3 +236,50 @@ async def test_a_fatal_error_of_an_injected_provider_stops_only_its_model(tmp_pa
     responses = _responses(tmp_path / "store.duckdb")
     assert all(len(v) == 1 for (m, _), v in responses.items() if m == "good")
     assert all(v == [] for (m, _), v in responses.items() if m == "bad")
+
+
+class LimitedProvider(EchoProvider):
+    """Answers every prompt only after ten 429s (a hidden limit far below the run's pace)."""
+
+    async def complete(self, messages: Sequence[Mapping[str, str]], sampling: Sampling) -> Reply:
+        text = messages[-1]["content"]
+        self.calls[text] += 1
+        if self.calls[text] <= 10:
+            raise ProviderError(
+                Classification(
+                    Verdict.RETRY, "http_429", "HTTP 429", delay_hint_s=0.001, is_rate_limit=True
+                ),
+                status=429,
+            )
+        return Reply(
+            content="ok",
+            finish_reason="stop",
+            refusal=None,
+            prompt_tokens=1,
+            completion_tokens=1,
+            provider_model=None,
+            system_fingerprint=None,
+            raw={},
+        )
+
+
+async def test_429s_alone_never_make_a_trial_fail_for_good(tmp_path):
+    """Ten 429s per trial against three attempts allowed: 429s only slow the run; the other
+    failures still use up the attempts (`max_attempts`)."""
+    cfg = _config(tmp_path, ["a"])
+    store = tmp_path / "store.duckdb"
+    result = await execute(
+        cfg,
+        RunOptions(
+            store=store,
+            quiet=True,
+            backoff=Backoff(base_s=0.0001, cap_s=0.0002, max_attempts=3),
+            concurrency=8,
+        ),
+        provider_factory=lambda m, k, c: LimitedProvider(m),
+    )
+    assert result.exit_code == 0, result.lines
+    attempts = _attempts(store)
+    assert len(attempts) == N_PROMPTS
+    for got in attempts.values():
+        assert got == [("retry", "http_429")] * 10 + [("ok", None)]

@@ -448,7 +448,6 @@ async def test_a_store_made_before_plans_were_recorded_resumes_without_re_reques
     import duckdb as ddb
 
     from ibias.store import db
-    from ibias.store.writer import ResponseRow, insert_responses
     from tests.store.test_trial_specs import insert_old_layout
 
     config = _config(tmp_path, n=12)
@@ -467,26 +466,12 @@ async def test_a_store_made_before_plans_were_recorded_resumes_without_re_reques
     from datetime import UTC, datetime
 
     answered = trials[::2]
-    insert_responses(
-        con,
-        [
-            ResponseRow(
-                t.trial_key,
-                "old",
-                t.model_id,
-                None,
-                "ok",
-                None,
-                "stop",
-                1,
-                1,
-                0.0,
-                None,
-                datetime.now(UTC),
-                None,
-            )
-            for t in answered
-        ],
+    # the responses of that version (no `outcome`, migration 009): written as it wrote them
+    con.executemany(
+        "INSERT INTO responses (trial_key, run_id, model_id, content, finish_reason, "
+        "prompt_tokens, completion_tokens, cost_usd, received_at) "
+        "VALUES (?, 'old', ?, 'ok', 'stop', 1, 1, 0.0, ?)",
+        [[t.trial_key, t.model_id, datetime.now(UTC)] for t in answered],
     )
     con.close()
     run = Run(monkeypatch)

@@ -517,13 +517,55 @@ async def test_api_key_checks_in_each_protocol() -> None:
             "invalid x-api-key",
         )
         assert (await client.anthropic("m", "hi", headers={"x-api-key": "sk-test"}))[0] == 200
-        # the OpenAI header does not open the other protocols
+        # Anthropic also takes the key as `Authorization: Bearer` (the official SDK sends it
+        # so today); Gemini does not
         bearer = {"Authorization": "Bearer sk-test"}
-        assert (await client.anthropic("m", "hi", headers=bearer))[0] == 401
+        assert (await client.anthropic("m", "hi", headers=bearer))[0] == 200
+        wrong = {"Authorization": "Bearer sk-wrong"}
+        assert (await client.anthropic("m", "hi", headers=wrong))[0] == 401
+        assert (await client.gemini("m", "hi", headers=bearer))[0] == 400
         status, _, raw = await client.gemini("m", "hi", headers={"x-goog-api-key": "sk-wrong"})
         error = orjson.loads(raw)["error"]
         assert status == 400 and error["details"][0]["reason"] == "API_KEY_INVALID"
         assert "sk-wrong" not in raw.decode()
         assert (await client.gemini("m", "hi", headers={"x-goog-api-key": "sk-test"}))[0] == 200
         assert (await client.gemini("m", "hi", query="?key=sk-test"))[0] == 200
-    assert sim.stats().served == 3
+    assert sim.stats().served == 4
+
+
+async def test_what_the_official_sdks_may_send_is_accepted() -> None:
+    """google-genai's default `/v1` path and the proto (snake_case) field names the REST API
+    also takes; Anthropic's optional `output_config` and `cache_control` (ignored here)."""
+    text = "Explain rate limits in one paragraph."
+    async with running(one_model()) as (_, client):
+        camel = await client.gemini("gemini-sim", text, maxOutputTokens=512)
+        snake = {
+            "contents": [{"role": "user", "parts": [{"text": text}]}],
+            "system_instruction": {"parts": [{"text": SYSTEM}]},
+            "generation_config": {
+                "temperature": 0,
+                "max_output_tokens": 512,
+                "thinking_config": {"thinking_budget": 0},
+            },
+            "safety_settings": [
+                {"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}
+            ],
+        }
+        for path in (
+            "/v1/models/gemini-sim:generateContent",
+            "/v1beta/models/gemini-sim:generateContent",
+        ):
+            status, _, raw = await client.raw(path, snake)
+            assert status == 200, raw
+            assert gemini_text(raw) == gemini_text(camel[2])
+        plain = await client.anthropic("claude-sim", text)
+        status, _, raw = await client.anthropic(
+            "claude-sim",
+            text,
+            output_config={"effort": "low"},
+            cache_control={"type": "ephemeral"},
+        )
+        assert status == 200, raw
+        assert anthropic_text(raw) == anthropic_text(plain[2])
+        unknown = await client.anthropic("claude-sim", text, colour="red")
+        assert unknown[0] == 400  # still refused: only the API's own fields are accepted

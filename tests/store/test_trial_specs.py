@@ -200,7 +200,16 @@ def _old_store_from(source: Path, target: Path, *, skip_every: int) -> set[str]:
                 continue
             answer = table in keyed and table != "plan_trials"  # responses, attempts, parses
             where = " WHERE trial_key NOT IN (SELECT trial_key FROM skip)" if answer else ""
-            con.execute(f"INSERT INTO {table} SELECT * FROM src.{table}{where}")
+            # the old layout's columns only (later migrations add some, e.g. 009's outcome)
+            cols = ", ".join(
+                f'"{r[0]}"'
+                for r in con.execute(
+                    "SELECT column_name FROM duckdb_columns() WHERE table_name = ? "
+                    "AND database_name = current_database() ORDER BY column_index",
+                    [table],
+                ).fetchall()
+            )
+            con.execute(f"INSERT INTO {table} SELECT {cols} FROM src.{table}{where}")
         con.execute("DETACH src")
     finally:
         con.close()

@@ -9,7 +9,7 @@ import anyio
 import orjson
 
 from ibias.store.db import open_store
-from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer, to_arrow
+from ibias.store.writer import _SPARSE, AttemptRow, Landed, ResponseRow, Writer, to_arrow
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -39,7 +39,7 @@ def test_to_arrow_keeps_every_column_and_serialises_a_decoded_body():
     )
     # reasoning and logprobs columns (migrations 006, 007) are left out of a batch where no
     # row has any
-    assert table.column_names == list(ResponseRow._fields[:-3])
+    assert table.column_names == [f for f in ResponseRow._fields if f not in _SPARSE]
     assert table.column("raw").to_pylist() == [orjson.dumps(body).decode(), '{"a":1}', None]
     assert table.column("trial_key").to_pylist() == ["k1", "k2", "k3"]
     attempts = to_arrow(

@@ -7,8 +7,7 @@ finish reasons, list-wrapped errors, a quota of zero).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -450,7 +449,16 @@ async def test_request_shape_and_options(server: str) -> None:
         "generationConfig": {"temperature": 0.0, "maxOutputTokens": 8},
     }
     level = gemini_request([], Sampling(0.0, 8), GeminiOptions(thinking_level="low"))
-    assert level["generationConfig"]["thinkingConfig"] == {"thinkingLevel": "low"}
+    # thinking configured: thought summaries asked for (`includeThoughts`), kept as reasoning
+    assert level["generationConfig"]["thinkingConfig"] == {
+        "thinkingLevel": "low",
+        "includeThoughts": True,
+    }
+    dynamic = gemini_request([], Sampling(0.0, 8), GeminiOptions(thinking_budget=-1))
+    assert dynamic["generationConfig"]["thinkingConfig"] == {
+        "thinkingBudget": -1,
+        "includeThoughts": True,
+    }
 
 
 async def test_thought_parts_are_not_content_but_their_tokens_count(server: str) -> None:
@@ -523,12 +531,6 @@ def test_options_are_checked_with_the_key_named(table: dict[str, Any], key: str)
 
 
 def test_options_from_a_model_config() -> None:
-    @dataclass(frozen=True)
-    class WithOptions(ModelConfig):  # the config's future fields, by the same names
-        safety_settings: Mapping[str, str] | None = None
-        thinking_budget: int | None = None
-        thinking_level: str | None = None
-
     base = {
         "id": "g",
         "provider": "gemini",
@@ -545,8 +547,12 @@ def test_options_from_a_model_config() -> None:
         "price_input": 0.0,
         "price_output": 0.0,
     }
-    model = WithOptions(
-        **base, safety_settings={"HARM_CATEGORY_HATE_SPEECH": "BLOCK_NONE"}, thinking_budget=0
+    model = ModelConfig(
+        **base,
+        options={
+            "safety_settings": {"HARM_CATEGORY_HATE_SPEECH": "BLOCK_NONE"},
+            "thinking_budget": 0,
+        },
     )
     built = GeminiProvider.from_config(model, KEY, ProviderContext())
     assert built.options == GeminiOptions(

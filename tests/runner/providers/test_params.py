@@ -32,12 +32,107 @@ NEUTRAL = {"temperature": 1.0, "max_tokens": 64, "seed": 3}
         ("https://api.x.ai/v1", "grok-4-0709", "xAI reasoning model"),
         ("https://api.x.ai/v1", "grok-3", "xAI model"),
         ("https://api.deepseek.com", "deepseek-reasoner", "DeepSeek reasoner"),
-        ("https://openrouter.ai/api/v1", "openai/o3-mini", ""),  # OpenRouter adapts itself
-        ("http://localhost:8000/v1", "o3-mini", ""),  # a local server named like a model
+        # by model, whatever the host: a gateway, a proxy, OpenRouter's prefixed names
+        ("https://openrouter.ai/api/v1", "openai/o3-mini", "OpenAI reasoning model"),
+        ("https://gateway.example.org/v1", "o3", "OpenAI reasoning model"),
+        ("http://localhost:8000/v1", "o3-mini", "OpenAI reasoning model"),
+        ("https://openrouter.ai/api/v1", "x-ai/grok-4", "xAI reasoning model"),
+        (None, "gpt-4o", ""),
+        ("https://my.openai.azure.com/openai/v1", "my-deployment", ""),  # needs an override
     ],
 )
-def test_rules_by_host_and_model(base_url, model, label):
+def test_rules_by_model_whatever_the_host(base_url, model, label):
     assert rule_for(base_url, model).label == label
+
+
+NO_SAMPLING = "Claude model without sampling parameters"
+
+
+@pytest.mark.parametrize(
+    ("model", "label"),
+    [
+        ("claude-opus-4-7", NO_SAMPLING),
+        ("claude-opus-4-8-20260101", NO_SAMPLING),
+        ("claude-sonnet-5", NO_SAMPLING),
+        ("us.anthropic.claude-opus-4-7", NO_SAMPLING),
+        ("anthropic/claude-opus-4-7", NO_SAMPLING),
+        ("claude-opus-4-6", ""),
+        ("claude-sonnet-4-5-20250929", ""),
+        ("claude-3-5-haiku-latest", ""),
+    ],
+)
+def test_anthropic_rules_by_model(model, label):
+    assert rule_for(None, model, provider="anthropic").label == label
+
+
+def test_overrides_for_names_the_table_cannot_know():
+    azure = rule_for("https://x.openai.azure.com/v1", "prod-o3", reasoning=True)
+    assert wire_params(azure, NEUTRAL) == {"max_completion_tokens": 64, "seed": 3}
+    local = rule_for("http://localhost:8000/v1", "o3-mini", reasoning=False)
+    assert wire_params(local, NEUTRAL) == NEUTRAL
+    quiet = rule_for(None, "llama3", send_temperature=False)
+    assert wire_params(quiet, NEUTRAL) == {"max_tokens": 64, "seed": 3}
+    claude = rule_for(None, "claude-opus-4-7", provider="anthropic", send_temperature=True)
+    assert "temperature" not in claude.rejects
+
+
+def test_only_models_that_newly_stop_getting_a_parameter_record_it(tmp_path):
+    blocks = [
+        model_block("o3", provider="openai", base_url="https://api.openai.com/v1", temperature=1),
+        model_block(
+            "o3-gw",
+            provider="openai",
+            base_url="https://gw.example.org/v1",
+            model="openai/o3",
+            temperature=1,
+        ),
+        model_block("opus", provider="anthropic", model="claude-opus-4-7"),
+        model_block("sonnet", provider="anthropic", model="claude-sonnet-4-5"),
+        model_block("gpt", provider="openai", model="gpt-4o"),
+    ]
+    cfg = load_config(write_config(tmp_path, blocks))
+    assert [m.params() for m in cfg.models] == [
+        {"temperature": 1.0, "max_tokens": 512},  # as before: the key is unchanged
+        {"temperature": 1.0, "max_tokens": 512, "not_sent": ["temperature"]},
+        {"temperature": 0.0, "max_tokens": 512, "not_sent": ["temperature"]},
+        {"temperature": 0.0, "max_tokens": 512},
+        {"temperature": 0.0, "max_tokens": 512},
+    ]
+    assert [m.base_url for m in cfg.models][2:] == [None, None, None]  # native defaults
+
+
+@pytest.mark.parametrize(
+    ("block", "line"),
+    [
+        (
+            model_block("c", provider="anthropic", model="claude-sonnet-4-5", temperature=1.5),
+            "models[0].temperature: Anthropic's Messages API takes temperature 0 to 1, got 1.5",
+        ),
+        (
+            model_block("c", provider="anthropic", reasoning=True),
+            "models[0].reasoning: unknown key (it is for provider = 'openai' models)",
+        ),
+        (
+            model_block(
+                "g", provider="openai", base_url="https://gw.example.org/v1", model="openai/o3"
+            ),
+            "models[0].temperature: OpenAI reasoning models accept only temperature = 1",
+        ),
+        (
+            model_block("c", provider="anthropic", base_url="api.anthropic.com"),
+            "models[0].base_url: expected an http(s) URL such as 'https://api.anthropic.com/v1'",
+        ),
+        (
+            model_block("g", provider="gemini", base_url="nope"),
+            "such as 'https://generativelanguage.googleapis.com/v1beta', got 'nope'",
+        ),
+    ],
+)
+def test_config_checks_each_providers_ranges_and_urls(tmp_path, block, line):
+    with pytest.raises(ConfigError) as err:
+        load_config(write_config(tmp_path, [block]))
+    assert line in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_wire_params_per_rule():
@@ -166,6 +261,79 @@ async def test_an_openai_reasoning_model_gets_only_what_it_accepts(host):
     assert reply.content == "yes"
     # reasoning tokens are inside completion_tokens: not added twice
     assert (reply.completion_tokens, reply.reasoning_tokens) == (104, 100)
+
+
+async def test_an_openai_reasoning_model_behind_another_base_url(host):
+    """A gateway's URL and OpenRouter's prefixed name: still max_completion_tokens and no
+    temperature (the table goes by model, not host), built the way a config builds it."""
+    from ibias.runner.config import ModelConfig
+    from ibias.runner.providers.base import ProviderContext
+
+    base, seen = host
+    REFUSED["openai/o3-mini"] = REFUSED["o3-mini"]
+    model = ModelConfig(
+        id="o3",
+        provider="openai",
+        base_url=base,
+        model="openai/o3-mini",
+        api_key_env=None,
+        rpm=None,
+        tpm=None,
+        max_concurrency=1,
+        timeout_s=5,
+        temperature=1.0,
+        max_tokens=128,
+        sampling_seed=None,
+        price_input=0,
+        price_output=0,
+    )
+    p = OpenAIProvider.from_config(model, "k", ProviderContext())
+    await p.start()
+    try:
+        reply = await p.complete(
+            [{"role": "user", "content": "hi"}], Sampling(temperature=1.0, max_tokens=128)
+        )
+    finally:
+        await p.close()
+        del REFUSED["openai/o3-mini"]
+    assert set(seen[-1]) == {"model", "messages", "max_completion_tokens"}
+    assert reply.content == "yes"
+
+
+async def test_a_claude_model_that_refuses_temperature_is_never_sent_it():
+    """Against the simulator, which answers 400 `temperature` is deprecated for such models
+    as Anthropic does: the body has no temperature and the reply is an answer."""
+    from ibias.runner.providers.anthropic import AnthropicProvider, anthropic_request
+    from ibias.runner.sim_profile import SimProfile
+    from ibias.runner.simulator import Simulator
+
+    sampling = Sampling(temperature=0.0, max_tokens=64)
+    chat = [{"role": "user", "content": "hi"}]
+    assert "temperature" not in anthropic_request("claude-opus-4-7", chat, sampling)
+    assert anthropic_request("claude-sonnet-4-5", chat, sampling)["temperature"] == 0.0
+    async with Simulator(SimProfile(seed=1)) as server:
+        forced = dict(anthropic_request("claude-opus-4-7", chat, sampling), temperature=0.0)
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            answer = await session.post(
+                server.base_url + "/messages", json=forced, headers={"anthropic-version": "x"}
+            )
+            assert answer.status == 400
+            assert "deprecated for this model" in await answer.text()
+        p = AnthropicProvider(
+            base_url=server.base_url,
+            model="claude-opus-4-7",
+            api_key="k",
+            timeout_s=5,
+            max_connections=1,
+        )
+        await p.start()
+        try:
+            reply = await p.complete(chat, sampling)
+        finally:
+            await p.close()
+    assert reply.content
 
 
 async def test_xai_reasoning_is_kept_apart_and_its_tokens_are_billed(host):
