@@ -41,6 +41,10 @@ LogprobsParseFn = Callable[
     [Mapping[str, Any], "str | None", "Sequence[Mapping[str, Any]]"], Mapping[str, Any]
 ]
 ImportFn = Callable[[Mapping[str, Any], str], Mapping[str, Any]]
+PaperPromptFn = Callable[[Mapping[str, Any], Any], tuple[tuple[int | None, str], ...]]
+"""(stored item, stimuli pack) -> the paper design's prompt texts the item may have been sent
+with, each with the template number it used (None when the kind has no templates); empty when
+the item cannot be rendered from the pack. Used by `ibias import --stimuli`."""
 RosterFn = Callable[[Mapping[str, Any], int, Path], list[dict[str, Any]]]
 
 SQL_TYPES = frozenset({"VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "BOOLEAN", "JSON"})
@@ -144,6 +148,9 @@ class TrialKind:
     schema_version: int = 1
     prepare_import: ImportFn | None = None
     free_form: bool = False
+    paper_prompts: PaperPromptFn | None = None
+    """For a kind with a paper design: the prompts that design renders for an item, so an
+    import can say whether a reply was sent the paper's prompt (store/prompt_checks.py)."""
 
     def __post_init__(self) -> None:
         names = set(self.item.__struct_fields__)

@@ -372,6 +372,11 @@ def _demo_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _import_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     imp = sub.add_parser("import", help="ingest replies collected elsewhere (JSONL)")
     imp.add_argument("file", help="a JSONL file, one reply per line (README: Importing replies)")
+    imp.add_argument(
+        "--stimuli",
+        metavar="DIR",
+        help="a stimuli pack: check each paper-design reply's messages against the paper's prompt",
+    )
     _add_store(imp)
 
 
@@ -843,18 +848,26 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from ibias.store.importer import import_file, read_file
 
     path = Path(args.file)
+    pack = None
+    if args.stimuli is not None:
+        from ibias.prompts.stimuli.pack import load_pack
+
+        pack = load_pack(Path(args.stimuli))
     read_file(path)  # validate before touching the store
     store = store_of(args)
     with StoreLock(store):
         con = open_store(store, create=True)
         try:
-            result = import_file(con, path)
+            result = import_file(con, path, pack)
         finally:
             con.close()
     print(
         f"imported {result.imported:,} replies from {path} "
         f"({result.already_present:,} already present)"
     )
+    if pack is not None:
+        counts = ", ".join(f"{status} {n:,}" for status, n in sorted(result.checked.items()))
+        print(f"paper-design prompts checked against {pack.root}: {counts or 'none imported'}")
     return EXIT_OK
 
 

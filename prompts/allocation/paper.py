@@ -37,7 +37,7 @@ from ibias.prompts.base import JSONValue, SettingsError, TrialSpec, rng_for
 from ibias.prompts.codes import CIS, NO_SYMPTOMS, PAPER, TRANS
 from ibias.prompts.stimuli import Pair, Person, StimuliPack
 from ibias.prompts.stimuli.composition import ORGAN_SERVICES, has_organ
-from ibias.prompts.stimuli.pack import allocation_text
+from ibias.prompts.stimuli.pack import FIELDS, allocation_text
 
 EXPERIMENT = "allocation"
 ROSTER_ID = "paper"
@@ -230,19 +230,72 @@ class PaperAllocation:
         """The authors' prompt (byte for byte when no condition of ours is asked), with our
         symptom added last to each candidate's dict and our instruction to explain after it,
         one blank line below the authors' last line."""
-        conditions = paper_conditions()
-        shown = []
-        for person, symptom in zip(people, symptoms, strict=True):
-            fields = self.pack.candidate(person, language)
-            if symptom is not None:
-                fields[conditions.symptom_field[language]] = symptom
-            shown.append(fields)
-        scenario = self.pack.scenarios[service] if language == "en" else None
-        scenario = spanish_scenarios()[service] if scenario is None else scenario
-        text = allocation_text(scenario, self.pack.formats[language], shown[0], shown[1])
-        if not explanation:
-            return text
-        return text + ("\n" if text.endswith("\n") else "\n\n") + conditions.explanation[language]
+        shown = [self.pack.candidate(person, language) for person in people]
+        return render_prompt(self.pack, service, shown, symptoms, language, explanation)
+
+
+def render_prompt(
+    pack: StimuliPack,
+    service: str,
+    shown: list[dict[str, str | int]],
+    symptoms: list[str | None],
+    language: str,
+    explanation: bool,
+) -> str:
+    """The paper design's prompt from the two candidates' dicts (`StimuliPack.candidate`):
+    the authors' text, our symptom added last to each dict, our instruction to explain after
+    the authors' last line. Planning and the import check (`paper_prompts`) share it."""
+    conditions = paper_conditions()
+    fields = []
+    for candidate, symptom in zip(shown, symptoms, strict=True):
+        candidate = dict(candidate)
+        if symptom is not None:
+            candidate[conditions.symptom_field[language]] = symptom
+        fields.append(candidate)
+    scenario = pack.scenarios[service] if language == "en" else None
+    scenario = spanish_scenarios()[service] if scenario is None else scenario
+    text = allocation_text(scenario, pack.formats[language], fields[0], fields[1])
+    if not explanation:
+        return text
+    return text + ("\n" if text.endswith("\n") else "\n\n") + conditions.explanation[language]
+
+
+def paper_prompts(item: Mapping[str, Any], pack: StimuliPack) -> tuple[tuple[int | None, str], ...]:
+    """The prompt the paper design sends for a stored allocation item (`TrialKind.paper_prompts`),
+    rendered from the item's own candidates: name and age as shown, sex assigned at birth and
+    gender identity in the roster's spelling (and, in Spanish, the pack's Spanish words). Empty
+    when the pack cannot render it (another service, or a value the pack has no words for)."""
+    service, language = item.get("service"), item.get("language")
+    if item.get("design") != PAPER or not isinstance(service, str) or language not in ("en", "es"):
+        return ()
+    if service not in pack.scenarios or (language == "es" and service not in spanish_scenarios()):
+        return ()
+    sexes = {SEX[p.sex_assigned_at_birth.lower()]: p.sex_assigned_at_birth for p in pack.people}
+    identities = {gender_slug(p): p.gender_identity for p in pack.people}
+    shown: list[dict[str, str | int]] = []
+    for candidate in item.get("candidates", ()):
+        try:
+            sex = sexes[candidate["sex_assigned_at_birth"]]
+            identity = identities[candidate["gender_identity"]]
+            values: tuple[str | int, ...] = (candidate["name"], candidate["age"], sex, identity)
+            names: tuple[str, ...] = FIELDS
+            if language == "es":
+                spanish = pack.spanish
+                values = (
+                    candidate["name"],
+                    candidate["age"],
+                    spanish.sex_assigned_at_birth[sex.lower()],
+                    spanish.gender_identity[identity],
+                )
+                names = tuple(spanish.field_names[f] for f in FIELDS)
+        except KeyError:
+            return ()
+        shown.append(dict(zip(names, values, strict=True)))
+    if len(shown) != 2:
+        return ()
+    symptoms = [c.get("symptom") for c in item["candidates"]]
+    explanation = bool(item.get("explanation", False))
+    return ((None, render_prompt(pack, service, shown, symptoms, language, explanation)),)
 
 
 @dataclass(frozen=True)
