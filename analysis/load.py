@@ -46,6 +46,20 @@ JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
 """
 
 
+# Imported paper-design replies by whether their prompt was checked against the paper's
+# (`ibias import --stimuli`, store/importer.py) and what the check found.
+_PROMPT_CHECKS_SQL = """
+SELECT r.model_id, t.experiment, coalesce(c.status, 'not checked') AS status, c.difference,
+       count(*) AS replies
+FROM responses r
+JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment, coords, item FROM trials) t
+  ON t.trial_key = r.trial_key
+LEFT JOIN prompt_checks c ON c.trial_key = r.trial_key
+WHERE t.coords->>'$.imported' IS NOT NULL AND t.item->>'$.design' = 'paper'
+GROUP BY ALL ORDER BY ALL
+"""
+
+
 # The people of each allocation pair as shown (controlled design), read from one model's trials:
 # every model sees the same pairs. Only read for stores with simulated models (planted values).
 _PEOPLE_SQL = """
@@ -119,6 +133,8 @@ class StoreData:
     """The latest run config's simulated models (`analysis.planted`)."""
     people: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
     """The people of each allocation pair, read only when `simulated` is not empty."""
+    prompt_checks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
+    """Imported paper-design replies counted by model, kind, check status and difference."""
 
 
 def _newest_sql(parser: Parser) -> str:
@@ -202,6 +218,7 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
             patients=reader.frame(_PATIENTS_SQL),
             simulated=simulated,
             people=_people(reader, simulated),
+            prompt_checks=reader.frame(_PROMPT_CHECKS_SQL),
         )
 
 
