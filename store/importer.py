@@ -234,12 +234,21 @@ def prompt_checks(replies: list[ImportedReply], pack: StimuliPack) -> list[tuple
 def _insert_checks(
     con: duckdb.DuckDBPyConnection, checks: list[tuple[str, PromptCheck]], stimuli: str
 ) -> None:
+    """One statement for all rows (zipped unnests): `executemany` costs a round trip per row,
+    which tripled the time of a checked import."""
     if checks:
-        con.executemany(
+        con.execute(
             "INSERT INTO prompt_checks (trial_key, status, difference, template, stimuli) "
-            "VALUES (?, ?, ?, ?, ?)",
-            [[key, c.status, c.difference, c.template, stimuli] for key, c in checks],
-        )
+            "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+            "unnest(?::INTEGER[]), ?",
+            [
+                [key for key, _ in checks],
+                [c.status for _, c in checks],
+                [c.difference for _, c in checks],
+                [c.template for _, c in checks],
+                stimuli,
+            ],
+        ).fetchall()
 
 
 def import_file(

@@ -260,6 +260,16 @@ def render_prompt(
     return text + ("\n" if text.endswith("\n") else "\n\n") + conditions.explanation[language]
 
 
+@cache
+def _spellings(
+    people: tuple[Person, ...],
+) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """The roster's own spelling of each stored sex ('female' -> 'woman') and identity slug
+    ('trans_man' -> 'trans man'); once per roster, since an import checks many items."""
+    sexes = {SEX[p.sex_assigned_at_birth.lower()]: p.sex_assigned_at_birth for p in people}
+    return sexes, {gender_slug(p): p.gender_identity for p in people}
+
+
 def paper_prompts(item: Mapping[str, Any], pack: StimuliPack) -> tuple[tuple[int | None, str], ...]:
     """The prompt the paper design sends for a stored allocation item (`TrialKind.paper_prompts`),
     rendered from the item's own candidates: name and age as shown, sex assigned at birth and
@@ -270,8 +280,7 @@ def paper_prompts(item: Mapping[str, Any], pack: StimuliPack) -> tuple[tuple[int
         return ()
     if service not in pack.scenarios or (language == "es" and service not in spanish_scenarios()):
         return ()
-    sexes = {SEX[p.sex_assigned_at_birth.lower()]: p.sex_assigned_at_birth for p in pack.people}
-    identities = {gender_slug(p): p.gender_identity for p in pack.people}
+    sexes, identities = _spellings(pack.people)
     shown: list[dict[str, str | int]] = []
     for candidate in item.get("candidates", ()):
         try:
