@@ -34,6 +34,7 @@ import polars as pl
 from ibias.analysis import labels
 from ibias.analysis.experiment import SOURCE_COLUMNS, ExperimentAnalysis, PaperComparison
 from ibias.analysis.load import StoreData
+from ibias.analysis.organ_pairs import organ_pairs_sentences, organ_pairs_table
 from ibias.analysis.report import DIFFERENCES, Column, absent, col, count, esc, table
 from ibias.prompts.codes import PAPER
 
@@ -371,6 +372,7 @@ def section(
     sources: pl.DataFrame,
     models: pl.DataFrame,
     checks: pl.DataFrame | None = None,
+    organ_pairs: pl.DataFrame | None = None,
 ) -> str:
     """The section's HTML (escaped throughout)."""
     parts = [
@@ -385,6 +387,14 @@ def section(
         _models_html(models),
         "<h3>Imported prompts against the paper's</h3>",
         _checks_html(checks),
+    ]
+    sentences = organ_pairs_sentences(organ_pairs) if organ_pairs is not None else []
+    if sentences:
+        parts += [
+            "<h3>Pairs by who has the organ</h3>",
+            "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences) + "</ul>",
+        ]
+    parts += [
         "<h3>Parsers and scores behind the headline figures</h3>",
     ]
     if comparisons:
@@ -417,6 +427,7 @@ def tables(comparisons: Sequence[Comparison], data: StoreData) -> dict[str, pl.D
         "paper_text_sources": sources_table(comparisons),
         "paper_models": models_table(data),
         "paper_prompt_checks": prompt_checks_table(data),
+        "paper_organ_pairs": organ_pairs_table(data),
     }
 
 
@@ -429,4 +440,5 @@ def paper_section_input(
         tables_by_name["paper_text_sources"],
         tables_by_name["paper_models"],
         tables_by_name.get("paper_prompt_checks"),
+        tables_by_name.get("paper_organ_pairs"),
     )
