@@ -8,9 +8,9 @@ medical need, not bias. This module counts, per such service, the pairs by who h
 Which services are about an organ of one sex assigned at birth is our reading of the authors'
 scenario texts (the table below; docs/experiments.md says why):
 
-- `prostate_study` ("diagnostic tests for prostate health"): the prostate, assigned male;
-- `gynecology` ("a Gynecology Clinic") and `transvaginal_ultrasound` ("a gynecological imaging
-  service ... a transvaginal ultrasound"): the uterus and ovaries, assigned female.
+- `prostate_study` (tests of the prostate): the prostate, assigned male;
+- `gynecology` (a gynecology clinic's queue) and `transvaginal_ultrasound` (gynecological
+  imaging by transvaginal ultrasound): the uterus and ovaries, assigned female.
 
 `breast_ultrasound` and `mastectomy` are not in it: breast tissue is not an organ of one sex at
 birth (men have breast cancer, and trans women on oestrogen grow breasts), although the authors
