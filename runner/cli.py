@@ -375,7 +375,8 @@ def _import_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     imp.add_argument(
         "--stimuli",
         metavar="DIR",
-        help="a stimuli pack: check each paper-design reply's messages against the paper's prompt",
+        help="a stimuli pack: check each paper-design reply's messages against the paper's "
+        "prompt (default: none, not checked)",
     )
     _add_store(imp)
 
