@@ -417,9 +417,11 @@ RELEASED_TABLES_NOTE = (
     "allocation_authors_view here counts every trial once."
 )
 OLDER_TEXTS_NOTE = (
-    "About one prompt in five of the authors' released answers was sent with an older wording "
-    "of the scenario text or format block; the stimuli pack, and so this run's paper design, "
-    "uses the final versions."
+    "The authors' released answers were produced over several versions of their scenario texts "
+    "and format block; the stimuli pack, and so this run's paper design, uses the final "
+    "versions. For imported answers, the table of imported prompts above counts, per model, "
+    "those sent exactly the paper's prompt and how the others differ (when imported with "
+    "--stimuli DIR)."
 )
 CONDITIONS_NOTE = (
     "The paper reports allocation with explanations and with symptoms, but released neither "

@@ -17,6 +17,7 @@ import polars as pl
 
 from ibias.analysis.planted import SimulatedModel, simulated_models
 from ibias.prompts.registry import Parser, kinds, view_columns
+from ibias.prompts.stimuli.composition import ORGAN_SERVICES
 from ibias.store.db import StoreError, open_store
 from ibias.store.derived import parse_pending, parsed_kinds
 from ibias.store.lock import StoreBusyError, StoreLock
@@ -43,6 +44,34 @@ SELECT r.trial_key, r.model_id, t.experiment, r.provider_model, r.system_fingerp
 FROM responses r
 JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
   ON t.trial_key = r.trial_key
+"""
+
+
+# Imported paper-design replies by whether their prompt was checked against the paper's
+# (`ibias import --stimuli`, store/importer.py) and what the check found.
+_PROMPT_CHECKS_SQL = """
+SELECT r.model_id, t.experiment, coalesce(c.status, 'not checked') AS status, c.difference,
+       count(*) AS replies
+FROM responses r
+JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment, coords, item FROM trials) t
+  ON t.trial_key = r.trial_key
+LEFT JOIN prompt_checks c ON c.trial_key = r.trial_key
+WHERE t.coords->>'$.imported' IS NOT NULL AND t.item->>'$.design' = 'paper'
+GROUP BY ALL ORDER BY ALL
+"""
+
+
+# The two candidates' groups and sexes of each paper-design allocation trial of a service about
+# an organ of one sex assigned at birth (`analysis/organ_pairs.py`), first-listed first.
+_ORGAN_PAIRS_SQL = """
+SELECT trial_key,
+  item->>'$.candidates[0].identity' AS identity0,
+  item->>'$.candidates[0].sex_assigned_at_birth' AS sex0,
+  item->>'$.candidates[1].identity' AS identity1,
+  item->>'$.candidates[1].sex_assigned_at_birth' AS sex1
+FROM trials
+WHERE experiment = 'allocation' AND item->>'$.design' = 'paper'
+  AND item->>'$.service' IN ({services})
 """
 
 
@@ -119,6 +148,11 @@ class StoreData:
     """The latest run config's simulated models (`analysis.planted`)."""
     people: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
     """The people of each allocation pair, read only when `simulated` is not empty."""
+    organ_pairs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
+    """Candidates' groups and sexes of paper-design trials of organ services (trial_key,
+    identity0, sex0, identity1, sex1)."""
+    prompt_checks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
+    """Imported paper-design replies counted by model, kind, check status and difference."""
 
 
 def _newest_sql(parser: Parser) -> str:
@@ -202,6 +236,12 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
             patients=reader.frame(_PATIENTS_SQL),
             simulated=simulated,
             people=_people(reader, simulated),
+            prompt_checks=reader.frame(_PROMPT_CHECKS_SQL),
+            organ_pairs=reader.frame(
+                _ORGAN_PAIRS_SQL.format(
+                    services=", ".join(f"'{s}'" for s in sorted(ORGAN_SERVICES))
+                )
+            ),
         )
 
 

@@ -34,6 +34,7 @@ import polars as pl
 from ibias.analysis import labels
 from ibias.analysis.experiment import SOURCE_COLUMNS, ExperimentAnalysis, PaperComparison
 from ibias.analysis.load import StoreData
+from ibias.analysis.organ_pairs import organ_pairs_sentences, organ_pairs_table
 from ibias.analysis.report import DIFFERENCES, Column, absent, col, count, esc, table
 from ibias.prompts.codes import PAPER
 
@@ -309,7 +310,70 @@ def _models_html(models: pl.DataFrame) -> str:
     return "".join(parts)
 
 
-def section(comparisons: Sequence[Comparison], sources: pl.DataFrame, models: pl.DataFrame) -> str:
+# --------------------------------------------------------------------------------------------
+# Imported prompts checked against the paper's
+# --------------------------------------------------------------------------------------------
+
+CHECK_COLUMNS: dict[str, pl.DataType] = {
+    "model_id": pl.String(),
+    "experiment": pl.String(),
+    "replies": pl.Int64(),
+    "identical": pl.Int64(),
+    "differs_whitespace": pl.Int64(),
+    "differs_block_repeated": pl.Int64(),
+    "differs_messages": pl.Int64(),
+    "differs_other_wording": pl.Int64(),
+    "differs_not_in_pack": pl.Int64(),
+    "absent": pl.Int64(),
+    "not_checked": pl.Int64(),
+}
+"""`paper_prompt_checks`: imported paper-design replies per model and kind, by what comparing
+their messages with the paper's prompt found (`ibias import --stimuli`); `not_checked` counts
+replies imported without a pack."""
+
+
+def prompt_checks_table(data: StoreData) -> pl.DataFrame:
+    """One row per model and kind with imported paper-design replies (`CHECK_COLUMNS`)."""
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for model_id, experiment, status, difference, replies in data.prompt_checks.rows():
+        row = counts.setdefault((str(model_id), str(experiment)), dict.fromkeys(CHECK_COLUMNS, 0))
+        column = f"differs_{difference}" if status == "differs" else status.replace(" ", "_")
+        if column in row:
+            row[column] += int(replies)
+        row["replies"] += int(replies)
+    rows = [
+        {**row, "model_id": model_id, "experiment": experiment}
+        for (model_id, experiment), row in sorted(counts.items())
+    ]
+    return pl.DataFrame(rows, schema=CHECK_COLUMNS)
+
+
+def _checks_html(checks: pl.DataFrame | None) -> str:
+    if checks is None or checks.is_empty():
+        return absent("No imported reply of the paper design in this store.")
+    if int(checks["not_checked"].sum()) == int(checks["replies"].sum()):
+        return absent(
+            "The imported replies' prompts were not checked against the paper's (import them "
+            "with --stimuli DIR to compare each reply's messages with the paper design's prompt)."
+        )
+    intro = (
+        "<p>Each imported reply of the paper design, its messages compared with the prompt the "
+        "paper design renders for its item from the stimuli pack (table "
+        "<code>paper_prompt_checks.csv</code>). A reply whose prompt differs was not asked the "
+        "paper's text: analyse it apart, or say so.</p>"
+    )
+    columns = [col("model", "model_id", text=True), col("kind", "experiment", text=True)]
+    columns += [col(name.replace("_", " "), name, count) for name in list(CHECK_COLUMNS)[2:]]
+    return intro + table(checks, columns)
+
+
+def section(
+    comparisons: Sequence[Comparison],
+    sources: pl.DataFrame,
+    models: pl.DataFrame,
+    checks: pl.DataFrame | None = None,
+    organ_pairs: pl.DataFrame | None = None,
+) -> str:
     """The section's HTML (escaped throughout)."""
     parts = [
         f"<h2 id='{ANCHOR}'>{esc(TITLE)}</h2>",
@@ -321,6 +385,16 @@ def section(comparisons: Sequence[Comparison], sources: pl.DataFrame, models: pl
         _sources_html(sources),
         "<h3>Models</h3>",
         _models_html(models),
+        "<h3>Imported prompts against the paper's</h3>",
+        _checks_html(checks),
+    ]
+    sentences = organ_pairs_sentences(organ_pairs) if organ_pairs is not None else []
+    if sentences:
+        parts += [
+            "<h3>Pairs by who has the organ</h3>",
+            "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences) + "</ul>",
+        ]
+    parts += [
         "<h3>Parsers and scores behind the headline figures</h3>",
     ]
     if comparisons:
@@ -348,8 +422,13 @@ def section(comparisons: Sequence[Comparison], sources: pl.DataFrame, models: pl
 
 
 def tables(comparisons: Sequence[Comparison], data: StoreData) -> dict[str, pl.DataFrame]:
-    """The section's two tables by file stem."""
-    return {"paper_text_sources": sources_table(comparisons), "paper_models": models_table(data)}
+    """The section's tables by file stem."""
+    return {
+        "paper_text_sources": sources_table(comparisons),
+        "paper_models": models_table(data),
+        "paper_prompt_checks": prompt_checks_table(data),
+        "paper_organ_pairs": organ_pairs_table(data),
+    }
 
 
 def paper_section_input(
@@ -357,5 +436,9 @@ def paper_section_input(
 ) -> str:
     """`section` from the written tables (so the report shows exactly what the files hold)."""
     return section(
-        comparisons, tables_by_name["paper_text_sources"], tables_by_name["paper_models"]
+        comparisons,
+        tables_by_name["paper_text_sources"],
+        tables_by_name["paper_models"],
+        tables_by_name.get("paper_prompt_checks"),
+        tables_by_name.get("paper_organ_pairs"),
     )

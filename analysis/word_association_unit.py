@@ -273,13 +273,14 @@ def _templates(inp: SectionContext) -> str:
 _PAPER_AUTHORS = {
     "en": "the three prompt templates (Bai et al.'s, as the authors released them); labels "
     "cisgender / transgender; word list (the paper's Appendix B.2)",
-    "es": "labels cisgénero / transgénero; the word list's Spanish forms as released (three "
-    "repeat another word's form)",
+    "es": "labels cisgénero / transgénero; the word list's Spanish forms from the authors' "
+    "release (github micahirsch/implicit-bias; three repeat another word's form)",
 }
 _PAPER_OURS = {"en": "", "es": "Spanish templates (our translations; the authors released none)"}
 _CONTROLLED_AUTHORS = {
     "en": "word list (the paper's Appendix B.2)",
-    "es": "word list (the paper's Appendix B.2) with its Spanish forms, except three",
+    "es": "word list (the paper's Appendix B.2) with the Spanish forms from the authors' "
+    "release (github micahirsch/implicit-bias), except three",
 }
 _CONTROLLED_OURS = {
     "en": "templates (three phrasings asking for one word - label pair per line)",

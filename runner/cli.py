@@ -372,6 +372,12 @@ def _demo_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
 def _import_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     imp = sub.add_parser("import", help="ingest replies collected elsewhere (JSONL)")
     imp.add_argument("file", help="a JSONL file, one reply per line (README: Importing replies)")
+    imp.add_argument(
+        "--stimuli",
+        metavar="DIR",
+        help="a stimuli pack: check each paper-design reply's messages against the paper's "
+        "prompt (default: none, not checked)",
+    )
     _add_store(imp)
 
 
@@ -379,10 +385,19 @@ def _stimuli_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     stimuli = sub.add_parser("stimuli", help="stimuli packs: the paper's own texts")
     stimuli_sub = stimuli.add_subparsers(dest="stimuli_command", metavar="command", required=True)
     release = stimuli_sub.add_parser(
-        "from-release", help="make a stimuli pack from a clone of the authors' repository"
+        "from-release",
+        help="make a stimuli pack from the authors' repository (a clone, .zip or .tar.gz)",
     )
-    release.add_argument("repo_dir", metavar="REPO_DIR", help="a clone of the authors' repository")
+    release.add_argument(
+        "repo_dir",
+        metavar="RELEASE",
+        help="a clone of the authors' repository, or the .zip / .tar.gz of it",
+    )
     release.add_argument("--out", required=True, metavar="DIR", help="the pack's folder (required)")
+    check = stimuli_sub.add_parser(
+        "check", help="check a stimuli pack and count its pairs by who has the organ"
+    )
+    check.add_argument("pack_dir", metavar="DIR", help="a stimuli pack folder")
 
 
 #: Errors shown as one line with exit code 2, by module. A command imports only what it uses
@@ -834,23 +849,44 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from ibias.store.importer import import_file, read_file
 
     path = Path(args.file)
+    pack = None
+    if args.stimuli is not None:
+        from ibias.prompts.stimuli.pack import load_pack
+
+        pack = load_pack(Path(args.stimuli))
     read_file(path)  # validate before touching the store
     store = store_of(args)
     with StoreLock(store):
         con = open_store(store, create=True)
         try:
-            result = import_file(con, path)
+            result = import_file(con, path, pack)
         finally:
             con.close()
     print(
         f"imported {result.imported:,} replies from {path} "
         f"({result.already_present:,} already present)"
     )
+    if pack is not None:
+        counts = ", ".join(f"{status} {n:,}" for status, n in sorted(result.checked.items()))
+        print(f"paper-design prompts checked against {pack.root}: {counts or 'none imported'}")
     return EXIT_OK
 
 
 def _cmd_stimuli(args: argparse.Namespace) -> int:
+    from ibias.prompts.stimuli.composition import pack_compositions
+    from ibias.prompts.stimuli.pack import load_pack
     from ibias.prompts.stimuli.release import pack_from_release
 
-    print(pack_from_release(Path(args.repo_dir), Path(args.out)).summary())
+    if args.stimuli_command == "check":
+        pack = load_pack(Path(args.pack_dir))
+        print(
+            f"stimuli pack {args.pack_dir}: {len(pack.templates)} templates, "
+            f"{len(pack.services)} services, {len(pack.people)} people, {len(pack.pairs)} pairs"
+        )
+    else:
+        conversion = pack_from_release(Path(args.repo_dir), Path(args.out))
+        print(conversion.summary())
+        pack = load_pack(conversion.out)
+    for found in pack_compositions(pack):
+        print(found.line())
     return EXIT_OK

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,8 @@ import duckdb
 
 from ibias.prompts import registry
 from ibias.prompts.base import chat_messages, json_object_line, stable_hash
+from ibias.prompts.stimuli.pack import StimuliPack
+from ibias.prompts.stimuli.prompt_check import PromptCheck, check_prompt
 from ibias.store.derived import parse_pending
 from ibias.store.trial import Trial
 from ibias.store.writer import ResponseRow, insert_responses, insert_trials
@@ -67,6 +69,9 @@ class ImportResult:
     imported: int
     already_present: int
     duplicates: int = 0
+    checked: Mapping[str, int] = field(default_factory=dict)
+    """With a stimuli pack: new paper-design replies by check status (identical, differs,
+    absent); empty without one."""
 
 
 def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
@@ -213,7 +218,44 @@ def _new_replies(
     return [r for r in replies if r.trial.trial_key not in stored and r.legacy_key not in legacy]
 
 
-def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
+def prompt_checks(replies: list[ImportedReply], pack: StimuliPack) -> list[tuple[str, PromptCheck]]:
+    """(trial_key, check) for each reply whose item names the paper design of a kind that
+    renders one (`TrialKind.paper_prompts`); other replies are not checked."""
+    out = []
+    for r in replies:
+        kind = registry.kind(r.trial.experiment)
+        if kind is None or kind.paper_prompts is None or r.trial.item.get("design") != "paper":
+            continue
+        rendered = kind.paper_prompts(r.trial.item, pack)
+        out.append((r.trial.trial_key, check_prompt(r.trial.messages, rendered)))
+    return out
+
+
+def _insert_checks(
+    con: duckdb.DuckDBPyConnection, checks: list[tuple[str, PromptCheck]], stimuli: str
+) -> None:
+    """One statement for all rows (zipped unnests): `executemany` costs a round trip per row,
+    which tripled the time of a checked import."""
+    if checks:
+        con.execute(
+            "INSERT INTO prompt_checks (trial_key, status, difference, template, stimuli) "
+            "SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+            "unnest(?::INTEGER[]), ?",
+            [
+                [key for key, _ in checks],
+                [c.status for _, c in checks],
+                [c.difference for _, c in checks],
+                [c.template for _, c in checks],
+                stimuli,
+            ],
+        ).fetchall()
+
+
+def import_file(
+    con: duckdb.DuckDBPyConnection, path: Path, pack: StimuliPack | None = None
+) -> ImportResult:
+    """Store the file's new replies (and, with `pack`, each new paper-design reply's prompt
+    check) in one transaction."""
     unique = read_file(path)
     lines = sum(1 + len(r.copies) for r in unique)
     replies = _new_replies(con, path, unique)
@@ -221,6 +263,7 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
         return ImportResult(
             lines=lines, imported=0, already_present=lines, duplicates=lines - len(unique)
         )
+    checks = prompt_checks(replies, pack) if pack is not None else []
     run_id = uuid.uuid4().hex
     now = datetime.now(UTC)
     con.execute("BEGIN TRANSACTION").fetchall()
@@ -231,7 +274,8 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
             [
                 run_id,
                 now,
-                f"# imported from {path.name}\n",
+                f"# imported from {path.name}\n"
+                + ("" if pack is None else f"# prompts checked against {pack.root}\n"),
                 stable_hash(path.name),
                 "import",
                 f"ibias import {path}",
@@ -259,11 +303,20 @@ def import_file(con: duckdb.DuckDBPyConnection, path: Path) -> ImportResult:
                 for r in replies
             ],
         )
+        if pack is not None:
+            _insert_checks(con, checks, str(pack.root))
         parse_pending(con)
         con.execute("COMMIT").fetchall()
     except BaseException:
         con.execute("ROLLBACK").fetchall()
         raise
+    counted: dict[str, int] = {}
+    for _key, check in checks:
+        counted[check.status] = counted.get(check.status, 0) + 1
     return ImportResult(
-        lines=lines, imported=new, already_present=lines - new, duplicates=lines - len(unique)
+        lines=lines,
+        imported=new,
+        already_present=lines - new,
+        duplicates=lines - len(unique),
+        checked=counted,
     )

@@ -1,5 +1,6 @@
-"""The shipped configs load through the config schemas and plan exactly the paper's grid (no
-requests, no keys)."""
+"""The shipped configs load through the config schemas and plan exactly their grids (no
+requests, no keys): configs/paper.toml the paper's own design from a stimuli pack,
+configs/controlled.toml ours."""
 
 from __future__ import annotations
 
@@ -14,22 +15,35 @@ from ibias.runner.plan import build_experiments, trials_for
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
-#: SHA-256 over the trial keys of configs/paper.toml in planning order, computed before the
+#: SHA-256 over the trial keys of configs/controlled.toml (configs/paper.toml before the paper's
+#: own design took that name; its trial keys did not change) in planning order, computed before the
 #: config layer moved to schemas: validation must not change what gets planned. Recomputed once
 #: when the Llama row moved from Groq's llama-3.3-70b-versatile (another model) to Meta Llama 3
 #: 70B Instruct (the provider model name is part of every trial key of that model).
 PAPER_TRIAL_KEYS = "6ea827bb65692d921ad2fc94b1edebbe68553d73862e42f6f93ea595379aae18"
 
 
+def paper_config(folder: Path, pack: Path) -> Path:
+    """configs/paper.toml copied into `folder/configs/`, its `stimuli` pointing at `pack`."""
+    text = (CONFIGS / "paper.toml").read_text("utf-8")
+    assert text.count('stimuli = "../stimuli/paper"') == 2
+    (folder / "configs").mkdir(parents=True, exist_ok=True)
+    path = folder / "configs" / "paper.toml"
+    path.write_text(text.replace('"../stimuli/paper"', f'"{pack}"'), "utf-8")
+    return path
+
+
 @pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.toml")), ids=lambda p: p.name)
-def test_every_shipped_config_loads(path: Path) -> None:
+def test_every_shipped_config_loads(path: Path, tmp_path: Path, request) -> None:
+    if path.name == "paper.toml":  # only it needs the shared pack (skipped without it)
+        path = paper_config(tmp_path, request.getfixturevalue("paper_pack_dir"))
     cfg = load_config(path)
     assert cfg.models and cfg.built
     assert len({m.id for m in cfg.models}) == len(cfg.models)
 
 
-def test_paper_config_plans_the_papers_grid():
-    cfg = load_config(CONFIGS / "paper.toml")
+def test_controlled_config_plans_our_grid_with_unchanged_keys():
+    cfg = load_config(CONFIGS / "controlled.toml")
     assert len(cfg.models) == 7
     assert all(m.temperature == 0 for m in cfg.models)
     counts: Counter[str] = Counter()
@@ -113,3 +127,48 @@ async def test_ibias_models_can_check_every_frontier_model() -> None:
         checks = await check_models(local, env)
     assert [c.model_id for c in checks] == [m.id for m in cfg.models]
     assert all(c.ok for c in checks), [c.message for c in checks if not c.ok]
+
+
+def test_paper_config_plans_the_papers_own_design(tmp_path, paper_pack_dir, capsys) -> None:
+    """`ibias plan` on configs/paper.toml with the shared pack: the paper design only, at the
+    counts its header gives."""
+    from ibias.runner.cli import main
+
+    path = paper_config(tmp_path, paper_pack_dir)
+    assert main(["plan", str(path)]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    designs = {r[1] for r in rows if r and r[0] in ("allocation", "word_association")}
+    assert designs == {"paper"}
+    cfg = load_config(path)
+    counts: Counter[str] = Counter(
+        t.experiment for t in trials_for(build_experiments(cfg), cfg.models)
+    )
+    assert counts == {
+        "word_association": 7 * 2 * 8 * 50,
+        "word_association_explicit": 7 * 2 * 8 * 10,
+        "allocation": 7 * 2 * 9 * 100 * 2,
+    }
+    assert sum(counts.values()) == 31_920
+    text = (CONFIGS / "paper.toml").read_text("utf-8")
+    assert "5,600" in text and "1,120" in text and "25,200" in text and "31,920" in text
+
+
+@pytest.mark.parametrize("command", ["plan", "run", "models"])
+def test_paper_config_without_its_pack_names_the_command_that_makes_it(
+    tmp_path, capsys, monkeypatch, command
+) -> None:
+    """Without the pack, plan, run and models refuse in one line, giving the from-release
+    command whose --out (relative to the current folder) is the folder the config reads."""
+    import os
+    import shlex
+
+    from ibias.runner.cli import main
+
+    path = paper_config(tmp_path, Path("../stimuli/paper"))  # as shipped: the pack is absent
+    monkeypatch.chdir(tmp_path)
+    assert main([command, str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    made = shlex.split(err.split(" with: ", 1)[1])
+    assert made[:3] == ["ibias", "stimuli", "from-release"] and made[-2] == "--out"
+    assert Path(os.path.abspath(made[-1])) == tmp_path / "stimuli" / "paper"

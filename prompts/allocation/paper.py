@@ -33,13 +33,16 @@ from ibias.prompts.allocation.content import Service
 from ibias.prompts.allocation.items import AllocationItem, Candidate
 from ibias.prompts.allocation.pairing import draw_symptoms
 from ibias.prompts.allocation.paper_conditions import paper_conditions
-from ibias.prompts.base import JSONValue, SettingsError, TrialSpec
-from ibias.prompts.codes import NO_SYMPTOMS, PAPER
-from ibias.prompts.stimuli import Person, StimuliPack
-from ibias.prompts.stimuli.pack import allocation_text
+from ibias.prompts.base import JSONValue, SettingsError, TrialSpec, rng_for
+from ibias.prompts.codes import CIS, NO_SYMPTOMS, PAPER, TRANS
+from ibias.prompts.stimuli import Pair, Person, StimuliPack
+from ibias.prompts.stimuli.composition import ORGAN_SERVICES, has_organ
+from ibias.prompts.stimuli.pack import FIELDS, allocation_text
 
 EXPERIMENT = "allocation"
 ROSTER_ID = "paper"
+RELEASED, SEX_MATCHED = "released", "sex_matched"
+"""The `pairs` setting: the authors' pairs as released (default), or ours for organ services."""
 SEX = {"woman": "female", "man": "male"}
 """The pack writes sex assigned at birth as the authors did (woman/man); stored as female/male."""
 
@@ -100,6 +103,9 @@ class PaperAllocation:
     explanation: tuple[bool, ...] = (False,)
     symptoms: tuple[str, ...] = (NO_SYMPTOMS,)
     identity_swap: bool = False
+    pairs: str = RELEASED
+    """`released` (the authors' pairs) or `sex_matched` (`sex_matched_pairs` for the services
+    about an organ of one sex assigned at birth; the others keep the released pairs)."""
     symptom_lists: Mapping[str, Service] = field(default_factory=dict)
     """Pack service -> our service whose symptom lists it uses (only when symptoms are asked)."""
     name: str = EXPERIMENT
@@ -110,7 +116,7 @@ class PaperAllocation:
         return len(self.services) * self.pairs_per_service * per_pair
 
     def specs(self) -> Iterator[TrialSpec]:
-        pairs = {s: self.pack.pairs_for(s)[: self.pairs_per_service] for s in self.services}
+        pairs = {s: self.pairs_for(s)[: self.pairs_per_service] for s in self.services}
         arms = (False, True) if self.identity_swap else (False,)
         for index in range(self.pairs_per_service):
             for service in self.services:
@@ -130,6 +136,16 @@ class PaperAllocation:
                                         symptoms,
                                         swapped,
                                     )
+
+    def redrawn(self, service: str) -> bool:
+        """Whether the service's pairs are ours (`sex_matched`) rather than the released ones."""
+        return self.pairs == SEX_MATCHED and service in ORGAN_SERVICES
+
+    def pairs_for(self, service: str) -> tuple[Pair, ...]:
+        """The pairs the service shows: the released ones, or ours when `redrawn`."""
+        if self.redrawn(service):
+            return sex_matched_pairs(self.pack, service, self.seed)
+        return self.pack.pairs_for(service)
 
     def _symptoms(self, service: str, pair: int, urgency: str) -> tuple[int, int] | None:
         """(index for the pair's cis person, for its trans person) in our list, or None."""
@@ -166,7 +182,11 @@ class PaperAllocation:
             language=language,
             explanation=explanation,
             symptoms=symptoms,  # type: ignore[arg-type]
-            pair_id=f"{ROSTER_ID}:{shown.service}:{shown.pair}",
+            pair_id=(
+                f"{ROSTER_ID}:{shown.service}:{SEX_MATCHED}:{shown.pair}"
+                if self.redrawn(shown.service)
+                else f"{ROSTER_ID}:{shown.service}:{shown.pair}"
+            ),
             pair_index=shown.pair,
             roster_id=ROSTER_ID,
             first=people[0].group,  # type: ignore[arg-type]
@@ -182,6 +202,8 @@ class PaperAllocation:
             "symptoms": symptoms,
             "language": language,
         }
+        if self.redrawn(shown.service):  # only then: the released pairs keep their keys
+            coords["pairs"] = SEX_MATCHED
         if swapped:
             coords["identity_swap"] = True
         return TrialSpec(
@@ -208,19 +230,81 @@ class PaperAllocation:
         """The authors' prompt (byte for byte when no condition of ours is asked), with our
         symptom added last to each candidate's dict and our instruction to explain after it,
         one blank line below the authors' last line."""
-        conditions = paper_conditions()
-        shown = []
-        for person, symptom in zip(people, symptoms, strict=True):
-            fields = self.pack.candidate(person, language)
-            if symptom is not None:
-                fields[conditions.symptom_field[language]] = symptom
-            shown.append(fields)
-        scenario = self.pack.scenarios[service] if language == "en" else None
-        scenario = spanish_scenarios()[service] if scenario is None else scenario
-        text = allocation_text(scenario, self.pack.formats[language], shown[0], shown[1])
-        if not explanation:
-            return text
-        return text + ("\n" if text.endswith("\n") else "\n\n") + conditions.explanation[language]
+        shown = [self.pack.candidate(person, language) for person in people]
+        return render_prompt(self.pack, service, shown, symptoms, language, explanation)
+
+
+def render_prompt(
+    pack: StimuliPack,
+    service: str,
+    shown: list[dict[str, str | int]],
+    symptoms: list[str | None],
+    language: str,
+    explanation: bool,
+) -> str:
+    """The paper design's prompt from the two candidates' dicts (`StimuliPack.candidate`):
+    the authors' text, our symptom added last to each dict, our instruction to explain after
+    the authors' last line. Planning and the import check (`paper_prompts`) share it."""
+    conditions = paper_conditions()
+    fields = []
+    for candidate, symptom in zip(shown, symptoms, strict=True):
+        candidate = dict(candidate)
+        if symptom is not None:
+            candidate[conditions.symptom_field[language]] = symptom
+        fields.append(candidate)
+    scenario = pack.scenarios[service] if language == "en" else None
+    scenario = spanish_scenarios()[service] if scenario is None else scenario
+    text = allocation_text(scenario, pack.formats[language], fields[0], fields[1])
+    if not explanation:
+        return text
+    return text + ("\n" if text.endswith("\n") else "\n\n") + conditions.explanation[language]
+
+
+@cache
+def _spellings(
+    people: tuple[Person, ...],
+) -> tuple[Mapping[str, str], Mapping[str, str]]:
+    """The roster's own spelling of each stored sex ('female' -> 'woman') and identity slug
+    ('trans_man' -> 'trans man'); once per roster, since an import checks many items."""
+    sexes = {SEX[p.sex_assigned_at_birth.lower()]: p.sex_assigned_at_birth for p in people}
+    return sexes, {gender_slug(p): p.gender_identity for p in people}
+
+
+def paper_prompts(item: Mapping[str, Any], pack: StimuliPack) -> tuple[tuple[int | None, str], ...]:
+    """The prompt the paper design sends for a stored allocation item (`TrialKind.paper_prompts`),
+    rendered from the item's own candidates: name and age as shown, sex assigned at birth and
+    gender identity in the roster's spelling (and, in Spanish, the pack's Spanish words). Empty
+    when the pack cannot render it (another service, or a value the pack has no words for)."""
+    service, language = item.get("service"), item.get("language")
+    if item.get("design") != PAPER or not isinstance(service, str) or language not in ("en", "es"):
+        return ()
+    if service not in pack.scenarios or (language == "es" and service not in spanish_scenarios()):
+        return ()
+    sexes, identities = _spellings(pack.people)
+    shown: list[dict[str, str | int]] = []
+    for candidate in item.get("candidates", ()):
+        try:
+            sex = sexes[candidate["sex_assigned_at_birth"]]
+            identity = identities[candidate["gender_identity"]]
+            values: tuple[str | int, ...] = (candidate["name"], candidate["age"], sex, identity)
+            names: tuple[str, ...] = FIELDS
+            if language == "es":
+                spanish = pack.spanish
+                values = (
+                    candidate["name"],
+                    candidate["age"],
+                    spanish.sex_assigned_at_birth[sex.lower()],
+                    spanish.gender_identity[identity],
+                )
+                names = tuple(spanish.field_names[f] for f in FIELDS)
+        except KeyError:
+            return ()
+        shown.append(dict(zip(names, values, strict=True)))
+    if len(shown) != 2:
+        return ()
+    symptoms = [c.get("symptom") for c in item["candidates"]]
+    explanation = bool(item.get("explanation", False))
+    return ((None, render_prompt(pack, service, shown, symptoms, language, explanation)),)
 
 
 @dataclass(frozen=True)
@@ -252,6 +336,28 @@ def swap_identities(first: Person, second: Person) -> tuple[Person, Person]:
     )
 
 
+def sex_matched_pairs(pack: StimuliPack, service: str, seed: int) -> tuple[Pair, ...]:
+    """Our corrected pairs for a service about an organ of one sex assigned at birth.
+
+    As many distinct pairs as the pack releases for the service, drawn without replacement
+    from every (cis, trans) pair of roster people whose sex assigned at birth is the organ's
+    (for prostate_study: the cis men x the trans women), deterministically from the seed and
+    the service; no age rule (the authors had none). The rule is ours, not the authors'."""
+    organ = ORGAN_SERVICES[service]
+    matched = [p for p in pack.people if has_organ(p, organ)]
+    cis = [p.row for p in matched if p.group == CIS]
+    trans = [p.row for p in matched if p.group == TRANS]
+    wanted = len(pack.pairs_for(service))
+    every = [(c, t) for c in cis for t in trans]
+    if len(every) < wanted:
+        raise SettingsError(
+            "pairs",
+            f"the roster has {len(every)} sex-matched pairs for {service}, {wanted} needed",
+        )
+    drawn = rng_for(seed, "paper_pairs", SEX_MATCHED, service).sample(every, wanted)
+    return tuple(Pair(service, i, c, t) for i, (c, t) in enumerate(drawn, start=1))
+
+
 def paper_experiment(
     pack: StimuliPack,
     services: str | list[str],
@@ -262,6 +368,7 @@ def paper_experiment(
     explanation: tuple[bool, ...] = (False,),
     symptoms: tuple[str, ...] = (NO_SYMPTOMS,),
     identity_swap: bool = False,
+    pairs: str = RELEASED,
 ) -> PaperAllocation:
     """Check the paper design's choices against the pack (SettingsError names the key)."""
     if isinstance(services, str):
@@ -299,6 +406,7 @@ def paper_experiment(
         explanation=explanation,
         symptoms=symptoms,
         identity_swap=identity_swap,
+        pairs=pairs,
         symptom_lists=MappingProxyType(lists),
     )
 

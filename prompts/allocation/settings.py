@@ -109,6 +109,7 @@ class AllocationTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     )
     explicit_per_service: Annotated[int, Meta(ge=0, le=MAX_EXPLICIT_PER_SERVICE)] = 10
     identity_swap: bool = False
+    pairs: Literal["released", "sex_matched"] = "released"
     services_file: (
         Annotated[str, Meta(min_length=1, extra={"expected": "the path of a TOML file"})] | None
     ) = None
@@ -279,6 +280,8 @@ def paper_settings(table: Mapping[str, Any], base_dir: Path, seed: int) -> Paper
     if t.design != PAPER:
         if t.stimuli is not None:
             raise SettingsError("stimuli", 'a stimuli pack is used only with design = "paper"')
+        if "pairs" in table:
+            raise SettingsError("pairs", 'used only with design = "paper" (its pairs)')
         return None
     for key in PAPER_UNUSED:
         if key in table:
@@ -303,4 +306,5 @@ def paper_settings(table: Mapping[str, Any], base_dir: Path, seed: int) -> Paper
         explanation=tuple(explanation or [False]),
         symptoms=tuple(symptoms or [NO_SYMPTOMS]),
         identity_swap=t.identity_swap,
+        pairs=t.pairs,
     )

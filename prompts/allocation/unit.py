@@ -22,6 +22,7 @@ from ibias.prompts.allocation.items import (
     prepare_explicit_import,
     prepare_import,
 )
+from ibias.prompts.allocation.paper import paper_prompts
 from ibias.prompts.allocation.simulate import choice_token, respond
 from ibias.prompts.codes import DESIGNS
 from ibias.prompts.registry import EXPLICIT_TABLE, Column, ExperimentUnit, Parser, TrialKind
@@ -101,6 +102,7 @@ IMPLICIT = TrialKind(
     # table is additive (older ibias re-creates nothing it reads), so it needs no new version.
     schema_version=3,
     prepare_import=prepare_import,
+    paper_prompts=paper_prompts,
 )
 
 EXPLICIT = TrialKind(

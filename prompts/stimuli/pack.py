@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
+import shlex
 import string
 import tomllib
 from collections.abc import Iterator, Mapping, Sequence
@@ -559,7 +561,27 @@ def pack_setting(stimuli: str | None, base_dir: Path) -> StimuliPack:
         raise SettingsError("stimuli", 'design = "paper" needs stimuli = "PACK_FOLDER"')
     path = Path(stimuli)
     path = path if path.is_absolute() else base_dir / path
+    if not path.exists():
+        raise SettingsError("stimuli", missing_pack_message(path))
     try:
         return load_pack(path)
     except StimuliError as exc:
         raise SettingsError("stimuli", f"{path}: {exc}") from None
+
+
+def missing_pack_message(path: Path) -> str:
+    """What to do when a config's pack folder does not exist: the exact command that fills it.
+
+    A new user runs the shipped paper config before making the pack; the message must name a
+    `--out` that lands where the config looks, so it is written relative to the current folder
+    when the pack is under it (`stimuli/paper` from the repository root), else absolute."""
+    target = Path(os.path.abspath(path))
+    try:
+        shown = str(target.relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(target)
+    return (
+        f"no stimuli pack at {target}; make it from the authors' release (a clone, or the .zip "
+        f"or .tar.gz of github.com/micahirsch/implicit-bias) with: "
+        f"ibias stimuli from-release PATH_TO_RELEASE --out {shlex.quote(shown)}"
+    )

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ibias.prompts.stimuli.archive import is_archive, unpacked
 from ibias.prompts.stimuli.pack import (
     FIELD_NAMES_TABLE,
     FIELDS,
@@ -98,13 +99,29 @@ class Conversion:
 def pack_from_release(
     repo_dir: str | Path, out: str | Path, *, pairs_per_service: int = PAIRS_PER_SERVICE
 ) -> Conversion:
-    """Turn a clone of the authors' repository into a stimuli pack in `out` (new or empty)."""
+    """Turn the authors' repository into a stimuli pack in `out` (new or empty): a clone, or the
+    `.zip` / `.tar.gz` its repository page downloads (unpacked safely, `archive.unpacked`)."""
     repo, out = Path(repo_dir), Path(out)
-    if not repo.is_dir():
-        raise StimuliError(str(repo), "release folder not found (or not a folder)")
+    if repo.is_dir():
+        _check_out(out)
+        return _from_folder(repo, out, pairs_per_service)
+    if repo.is_file() and is_archive(repo):
+        _check_out(out)
+        with unpacked(repo, out.absolute().parent) as root:
+            return _from_folder(root, out, pairs_per_service)
+    if repo.exists():
+        raise StimuliError(
+            str(repo), "neither a folder nor a .zip or .tar.gz archive of the authors' repository"
+        )
+    raise StimuliError(str(repo), "release folder or archive not found")
+
+
+def _check_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise StimuliError(str(out), "output exists and is not an empty folder")
 
+
+def _from_folder(repo: Path, out: Path, pairs_per_service: int) -> Conversion:
     files: dict[str, bytes] = {}
     sources: dict[str, str] = {}  # pack file -> the release file it comes from
 

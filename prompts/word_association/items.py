@@ -64,8 +64,10 @@ def shipped_languages() -> Mapping[str, frozenset[str]]:
     return {slug: category.languages for slug, category in shipped_word_sets().items()}
 
 
-def check_category(raw: Mapping[str, Any], language: str) -> None:
-    """An imported item names a shipped category, in a language that category has words in."""
+def check_category(raw: Mapping[str, Any], language: str, *, own_words: bool = False) -> None:
+    """An imported item names a shipped category, in a language ibias has texts for; with
+    `own_words` (implicit items, which carry their words and labels) the category may also be
+    one ibias does not ship, so other studies' association tests can be analysed."""
     known = shipped_languages()
     languages = sorted(set().union(*known.values()))
     if language not in languages:
@@ -73,11 +75,15 @@ def check_category(raw: Mapping[str, Any], language: str) -> None:
     category = raw.get("category")
     if not isinstance(category, str):
         return  # msgspec says what the type should be
-    if category not in known:
+    if category not in known and not own_words:
         raise ValueError(
             f"`item.category` {category!r} is not a known category; expected one of "
             + ", ".join(known)
         )
+    if category not in known:
+        if not category.strip():
+            raise ValueError("`item.category` must not be empty")
+        return  # another study's category: any of the languages above
     if language not in known[category]:
         raise ValueError(
             f"'language' must be one of {', '.join(sorted(known[category]))} for category "
@@ -86,8 +92,10 @@ def check_category(raw: Mapping[str, Any], language: str) -> None:
 
 
 def prepare_implicit_import(raw: Mapping[str, Any], language: str) -> dict[str, Any]:
-    """Defaults an import line may leave out: label order as target first, groups as labels."""
-    check_category(raw, language)
+    """Defaults an import line may leave out: label order as target first, groups as labels.
+    The category may be one ibias does not ship: the item carries its words, each with its
+    sentiment (msgspec refuses a word without one), and its two labels, which must differ."""
+    check_category(raw, language, own_words=True)
     out = dict(raw)
     target, reference = out.get("target_label"), out.get("reference_label")
     if isinstance(target, str) and target == reference:

@@ -155,3 +155,22 @@ def paper_experiment(
     t = validate(table, WordAssociationTable)
     pack = pack_setting(t.stimuli, base_dir)
     return PaperWordAssociation(pack, settings, seed)
+
+
+def paper_prompts(item: Mapping[str, Any], pack: StimuliPack) -> tuple[tuple[int | None, str], ...]:
+    """The prompts the paper design sends for a stored word-association item
+    (`TrialKind.paper_prompts`): its words and label order in the item's template, or, when the
+    item names none, in each of the three (the import check records the one that matches)."""
+    language = item.get("language")
+    if item.get("design") != PAPER or language not in PAPER_LABELS:
+        return ()
+    templates = pack.templates if language == "en" else spanish_templates()
+    chosen = item.get("template")
+    numbers = sorted(templates) if chosen is None else [chosen]
+    order = [str(label) for label in item.get("label_order", ())]
+    words = [str(w["word"]) for w in item.get("words", ())]
+    return tuple(
+        (n, fill_template(templates[n], order, words, str(language)))
+        for n in numbers
+        if n in templates
+    )

@@ -25,6 +25,7 @@ from ibias.prompts.word_association.items import (
     prepare_explicit_import,
     prepare_implicit_import,
 )
+from ibias.prompts.word_association.paper import paper_prompts
 from ibias.prompts.word_association.simulate import respond
 
 
@@ -75,6 +76,7 @@ IMPLICIT = TrialKind(
     designs=DESIGNS,
     schema_version=2,  # 2: the view's `design` column
     prepare_import=prepare_implicit_import,
+    paper_prompts=paper_prompts,
 )
 
 EXPLICIT = TrialKind(

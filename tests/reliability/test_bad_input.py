@@ -498,8 +498,26 @@ CASES: dict[str, Case] = {
         lines(WA_LINE, {k: v for k, v in ALLOC_LINE.items() if k != "content"}), "line 2"
     ),
     "import language xx": imp(lines({**ALLOC_LINE, "language": "xx"}), "language"),
-    "import unknown category": imp(
-        lines({**WA_LINE, "item": {**WA_ITEM, "category": "weather"}}), "item.category"
+    # Another study's category is accepted with its own words (issue 21), not a word without
+    # its sentiment or two equal labels.
+    "import unshipped category, word without sentiment": imp(
+        lines(
+            {**WA_LINE, "item": {**WA_ITEM, "category": "weather", "words": [{"word": "sunny"}]}}
+        ),
+        "sentiment",
+    ),
+    "import unshipped category, equal labels": imp(
+        lines(
+            {
+                **WA_LINE,
+                "item": {
+                    **WA_ITEM,
+                    "category": "weather",
+                    "reference_label": WA_ITEM["target_label"],
+                },
+            }
+        ),
+        "must differ",
     ),
     "import unknown service": imp(
         lines({**ALLOC_LINE, "item": {**ALLOC_ITEM, "service": "dentistry"}}), "item.service"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -196,7 +197,7 @@ def test_the_checkout_is_not_an_installed_package():
     assert not config.is_installed_config(CONFIGS / "paper.toml")
 
 
-@pytest.mark.parametrize("name", ["paper.toml", "frontier.toml", "local.toml", "demo.toml"])
+@pytest.mark.parametrize("name", ["controlled.toml", "frontier.toml", "local.toml", "demo.toml"])
 def test_shipped_configs_keep_their_stores_where_runs_from_the_root_put_them(name, monkeypatch):
     root = CONFIGS.parent
     monkeypatch.chdir(root)
@@ -208,6 +209,16 @@ def test_shipped_configs_keep_their_stores_where_runs_from_the_root_put_them(nam
     # ... and from anywhere else.
     monkeypatch.chdir(root / "tests")
     assert load_config(root / "configs" / name).store_path() == expected
+
+
+def test_the_paper_config_keeps_its_store_in_runs_at_the_root():
+    """configs/paper.toml cannot load without its stimuli pack (tests/test_configs.py copies
+    it to load it); its store resolves as the others' do."""
+    written = tomllib.loads((CONFIGS / "paper.toml").read_text("utf-8"))["run"]["store"]
+    assert written == "../runs/paper.duckdb"
+    assert config.store_beside(CONFIGS / "paper.toml", written) == (
+        CONFIGS.parent / "runs" / "paper.duckdb"
+    )
 
 
 def test_demo_uses_its_own_store_even_from_an_installed_package(tmp_path, capsys, monkeypatch):

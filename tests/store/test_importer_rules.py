@@ -210,7 +210,6 @@ BAD_LINES: dict[str, tuple[dict[str, Any], str]] = {
         },
         "'language' must be one of en, es",
     ),
-    "unknown category": (_with_item(WA, category="riks"), "`item.category` 'riks'"),
     "unknown explicit category": (
         {
             "experiment": "word_association_explicit",

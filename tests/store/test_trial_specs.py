@@ -365,9 +365,9 @@ languages = ["en", "es"]
         con.close()
 
 
-def test_the_paper_grid_has_one_spec_row_per_spec(tmp_path: Path) -> None:
-    """configs/paper.toml: 142,240 trials of 20,320 specs sent to seven models."""
-    config = load_config(Path(__file__).parents[2] / "configs" / "paper.toml")
+def test_the_controlled_grid_has_one_spec_row_per_spec(tmp_path: Path) -> None:
+    """configs/controlled.toml: 142,240 trials of 20,320 specs sent to seven models."""
+    config = load_config(Path(__file__).parents[2] / "configs" / "controlled.toml")
     experiments = build_experiments(config)
     con = db.open_store(tmp_path / "paper.duckdb", create=True)
     try:

@@ -18,7 +18,7 @@ from ibias.runner.plan import Trial, build_experiments, trials_for
 from tests.helpers import model_block, write_config
 
 
-def _planned(folder: Path, pack: Path) -> list[Trial]:
+def _planned(folder: Path, pack: Path, pairs: str = "") -> list[Trial]:
     extra = f"""
 [experiments.allocation]
 design = "paper"
@@ -26,6 +26,7 @@ stimuli = "{pack}"
 languages = ["en", "es"]
 services = ["hiv", "gynecology", "prep"]
 pairs_per_service = 3
+{pairs}
 """
     blocks = [
         model_block("gpt", provider="openai", base_url="https://api.example.com/v1", model="g-1"),
@@ -55,9 +56,37 @@ def test_first_keys_per_language_and_order(planned: list[Trial]) -> None:
     assert {k: first[k] for k in FIRST} == FIRST
 
 
+WHOLE_PLAN = "3f0342f558ce719e87c1e38c1e651323246d3602b095c8aa914586d207731da4"
+
+
+def _digest(planned: list[Trial]) -> str:
+    return hashlib.sha256("".join(sorted(t.trial_key for t in planned)).encode()).hexdigest()
+
+
 def test_the_whole_paper_plan_as_a_set(planned: list[Trial]) -> None:
     assert len(planned) == 3 * 3 * 2 * 2 * 2
-    joined = "".join(sorted(t.trial_key for t in planned))
-    assert hashlib.sha256(joined.encode()).hexdigest() == (
-        "3f0342f558ce719e87c1e38c1e651323246d3602b095c8aa914586d207731da4"
+    assert _digest(planned) == WHOLE_PLAN
+
+
+def test_pairs_released_said_is_the_default(tmp_path: Path, paper_pack_dir: Path) -> None:
+    assert _digest(_planned(tmp_path, paper_pack_dir, 'pairs = "released"')) == WHOLE_PLAN
+
+
+def test_sex_matched_pairs_change_only_the_organ_services_keys(
+    tmp_path: Path, paper_pack_dir: Path, planned: list[Trial]
+) -> None:
+    matched = _planned(tmp_path, paper_pack_dir, 'pairs = "sex_matched"')
+    assert len(matched) == len(planned)
+    by_service = {
+        s: ({t.trial_key for t in planned if t.item["service"] == s},
+            {t.trial_key for t in matched if t.item["service"] == s})
+        for s in ("hiv", "gynecology", "prep")
+    }  # fmt: skip
+    assert by_service["hiv"][0] == by_service["hiv"][1]
+    assert by_service["prep"][0] == by_service["prep"][1]
+    assert not by_service["gynecology"][0] & by_service["gynecology"][1]
+    assert {t.coords.get("pairs") for t in matched} == {None, "sex_matched"}
+    assert all(
+        (t.coords.get("pairs") == "sex_matched") == (t.item["service"] == "gynecology")
+        for t in matched
     )

@@ -30,7 +30,11 @@ def product_files() -> list[Path]:
             if path.is_symlink():  # ibias/ links to the top-level folders, read once there
                 continue
             if path.is_dir():
-                if path.name not in SKIP_DIRS and not path.name.endswith(".egg-info"):
+                if (
+                    path.name not in SKIP_DIRS
+                    and not path.name.endswith(".egg-info")
+                    and path != REPO / "stimuli"  # the user's own pack (git-ignored)
+                ):
                     stack.append(path)
             elif path.stat().st_size < 5_000_000:
                 files.append(path)

@@ -345,13 +345,21 @@ def ibias(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*IBIAS, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_cli_from_release_prints_one_line(release: Path, tmp_path: Path) -> None:
+def test_cli_from_release_prints_a_summary_and_the_organ_counts(
+    release: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "pack"
     done = ibias("stimuli", "from-release", str(release), "--out", str(out))
     assert (done.returncode, done.stderr) == (0, "")
-    assert (
-        done.stdout == f"wrote stimuli pack {out}: 3 templates, 9 services, 21 people, 900 pairs\n"
-    )
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"wrote stimuli pack {out}: 3 templates, 9 services, 21 people, 900 pairs"
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        "gynecology",
+        "prostate_study",
+        "transvaginal_ultrasound",
+    ]
+    check = ibias("stimuli", "check", str(out))
+    assert check.returncode == 0 and check.stdout.splitlines()[1:] == lines[1:]
     assert len(load_pack(out).pairs) == 900
     assert not (release / AGENTIC / "EXECUTED").exists()
 
