@@ -138,16 +138,16 @@ def test_the_import_command_prints_the_counts(tmp_path: Path, paper_pack_dir: Pa
 
 
 def test_a_store_from_before_prompt_checks_upgrades(tmp_path: Path, paper_pack_dir: Path) -> None:
-    """A store as today's main branch makes it (schema 8, no prompt_checks: this code's store
-    with migration 010 taken back out) gains the table on open, every row unchanged, and
-    then takes checked imports."""
+    """A store made before prompt checks (schema 9, no prompt_checks: this code's store with
+    migration 010 taken back out) gains the table on open, every row unchanged, and then
+    takes checked imports."""
     trials = paper_trials(tmp_path / "plan", paper_pack_dir)
     first = run_import(tmp_path, [line(t, id=f"a{i}") for i, t in enumerate(trials)], None)
     con = db.open_store(tmp_path / "s.duckdb")
     try:
         con.execute("DROP TABLE prompt_checks")
-        con.execute("DELETE FROM schema_version WHERE version > 8")
-        assert db.schema_version(con) == 8
+        con.execute("DELETE FROM schema_version WHERE version > 9")
+        assert db.schema_version(con) == 9
         before = con.execute("SELECT * FROM trials ORDER BY trial_key").fetchall()
     finally:
         con.close()
