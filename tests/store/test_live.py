@@ -428,18 +428,9 @@ def test_a_reader_arriving_as_another_leaves_is_served(one_session: Served) -> N
 def test_analysis_reads_the_same_data_live_as_from_the_file(source: Path, tmp_path: Path) -> None:
     from ibias.analysis.load import load_store
 
-    store = tmp_path / "store.duckdb"
-    shutil.copy(source, store)
-    with StoreLock(store):
-        con = open_store(store)
-        server = LiveServer.start(con, store)
-        assert server is not None
-        try:
-            served = load_store(store)
-        finally:
-            server.close()
-            con.close()
-    from_file = load_store(store)
+    with _serving(source, tmp_path) as held:
+        served = load_store(held.store)
+    from_file = load_store(held.store)
     assert served.n_parsed_now == from_file.n_parsed_now == 0
     assert served.views.keys() == from_file.views.keys()
     for name, frame in served.views.items():
