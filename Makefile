@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/ibias demo --out out/demo
 
 test: $(STAMP) browser
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The long torture runs (20,000 trials, 5% faults, 10 kill -9s; the paper-sized grid stopped
 # 12 times by SIGINT, SIGTERM and kill -9 in every phase); `make test` runs the short ones.

@@ -19,3 +19,27 @@ def paper_pack_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return PAPER_PACK
+
+
+# `make test` runs the suite on two workers, one test file per work unit, in collection order
+# (`--dist loadfile --no-loadscope-reorder`). The files below take most of the wall time; they go
+# first so that no worker starts one of them when the other has nothing left to do.
+SLOW_FIRST = (
+    "tests/reliability/test_resume_full_size.py",
+    "tests/analysis/test_planted.py",
+    "tests/analysis/test_coverage.py",
+    "tests/store/test_live.py",
+    "tests/reliability/test_torture.py",
+    "tests/store/test_prompt_chars.py",
+    "tests/store/test_remaining_memory.py",
+    "tests/runner/test_cli.py",
+    "tests/analysis/test_tables.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return SLOW_FIRST.index(path) if path in SLOW_FIRST else len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable: every other test keeps its place
