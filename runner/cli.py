@@ -185,7 +185,11 @@ def _run_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--max-cost",
         type=_non_negative_float,
         metavar="USD",
-        help="stop scheduling once this run has spent this much (default: no limit)",
+        help=(
+            "cap on everything the store has spent on this config's trials, this run and "
+            "earlier ones (a resume at the same cap stops before its first request); a request "
+            "starts only if its worst case fits (default: no limit)"
+        ),
     )
     run.add_argument(
         "--concurrency",
