@@ -83,7 +83,8 @@ async def test_a_budget_stop_names_a_sub_cent_bound_in_significant_digits(tmp_pa
         block = model_block(
             "m", provider="openai", base_url=sim.base_url, model="x",
             price_output=1.0, max_tokens=64, max_concurrency=1,
-        )  # fmt: skip  (64 tokens at $1 a million: at most $0.000064 a request)
+        )  # fmt: skip
+        # 64 tokens at $1 a million: at most $0.000064 a request
         config = load_config(write_config(tmp_path, [block], n_prompts=50))
         result = await execute(
             config,
