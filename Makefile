@@ -24,7 +24,7 @@ demo: $(STAMP)
 	$(BIN)/ibias demo --out out/demo
 
 test: $(STAMP) browser
-	$(BIN)/pytest
+	$(BIN)/pytest -rs  # -rs: one line per skipped test saying why
 
 # The long torture runs (20,000 trials, 5% faults, 10 kill -9s; the paper-sized grid stopped
 # 12 times by SIGINT, SIGTERM and kill -9 in every phase); `make test` runs the short ones.

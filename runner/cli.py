@@ -845,7 +845,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if result.exit_code not in (EXIT_OK, EXIT_FAILED):
         return result.exit_code
     print(f"report: {_analyze(store, out)}")
+    for line in demo_next_steps(store):
+        print(line)
     return result.exit_code
+
+
+def demo_next_steps(store: Path, program: str | None = None) -> list[str]:
+    """The demo's last lines: how to query its store. Plain `ibias status` would look for
+    runs/ibias.duckdb, so each command names the store; `program` is how this `ibias` was
+    called (`.venv/bin/ibias` from `make demo`), so the lines can be pasted as they are."""
+    if program is None:
+        called = Path(sys.argv[0])
+        program = os.path.relpath(called) if called.name == "ibias" else "ibias"
+    where = f"--store {store}"
+    query = "SELECT model_id, language, avg(bias) FROM word_association_trials GROUP BY ALL"
+    return [
+        f"store: {store}; query it with",
+        f"  {program} status {where}",
+        f'  {program} sql {where} "{query}"',
+        f"  {program} show {where} --random 1",
+    ]
 
 
 def _cmd_import(args: argparse.Namespace) -> int:

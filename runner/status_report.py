@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ibias.runner.config import DEFAULT_STORE
 from ibias.runner.status import read_status, status_path
 from ibias.store.db import StoreError
 from ibias.store.drift import model_drift
@@ -45,7 +46,10 @@ def status_report(store: Path) -> dict[str, Any]:
             report.update({k: v for k, v in stored.items() if k not in report})
         return report
     if not store.exists():
-        raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
+        raise StoreError(
+            f"no store at {store} (run `ibias run CONFIG` first, or pass --store"
+            + (f"; the demo's is {DEMO_STORE}: --store {DEMO_STORE})" if _demo_hint(store) else ")")
+        )
     stored = _stored_progress(store)
     assert stored is not None
     fatal = {
@@ -54,6 +58,17 @@ def status_report(store: Path) -> dict[str, Any]:
     for m in stored["models"]:
         m["fatal"] = fatal.get(m["model_id"])
     return {"store": str(store), "running": False, **stored, "last_status": live}
+
+
+#: Where `make demo` (`ibias demo --out out/demo`) puts its store.
+DEMO_STORE = Path("out/demo/demo.duckdb")
+
+
+def _demo_hint(store: Path) -> bool:
+    """Whether a missing default store is likely meant to be the demo's: after `make demo`,
+    plain `ibias status` looks for runs/ibias.duckdb, and the demo's store is elsewhere. It is
+    named, not silently read: a status of another store than the one asked for would mislead."""
+    return store.resolve() == Path(DEFAULT_STORE).resolve() and DEMO_STORE.is_file()
 
 
 def _stored_progress(store: Path) -> dict[str, Any] | None:
