@@ -267,7 +267,18 @@ def _show_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--random",
         type=_bounded_int(MAX_SHOWN),
         metavar="N",
-        help="show N matching trials at random instead of the first one (default: the first)",
+        help=(
+            "show N matching trials at random, among those with a reply, instead of the first "
+            "one (default: the first)"
+        ),
+    )
+    show.add_argument(
+        "--unanswered",
+        action="store_true",
+        help=(
+            "only trials without a reply yet, the first or --random N of them "
+            "(default: --random picks answered trials)"
+        ),
     )
     show.add_argument(
         "--json",
@@ -746,11 +757,18 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from ibias.runner.show import Selection, render_text, show
 
-    if args.key is not None and any(
-        v is not None for v in (args.model, args.experiment, args.where, args.random)
+    if args.key is not None and (
+        args.unanswered
+        or any(v is not None for v in (args.model, args.experiment, args.where, args.random))
     ):
-        raise UsageError("ibias show: give a TRIAL_KEY or --model/--experiment/--where/--random")
-    selection = Selection(args.key, args.model, args.experiment, args.where, args.random)
+        raise UsageError(
+            "ibias show: give a TRIAL_KEY or --model/--experiment/--where/--random/--unanswered"
+        )
+    # --random picks among answered trials: during a run most have no reply yet.
+    answered = False if args.unanswered else (True if args.random is not None else None)
+    selection = Selection(
+        args.key, args.model, args.experiment, args.where, args.random, answered=answered
+    )
     trials = show(store_of(args), selection)
     if args.json:
         sys.stdout.write(orjson.dumps([t.to_json() for t in trials]).decode() + "\n")
