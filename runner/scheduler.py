@@ -745,5 +745,6 @@ class Scheduler:
             s.cost_usd += cost
         if reply.provider_model is not None:
             s.reported.add(reply.provider_model)  # drift, said live by `ibias status`
+        s.last_done_at = time.monotonic()
         if s.first_done_at is None:
-            s.first_done_at = time.monotonic()
+            s.first_done_at = s.last_done_at
