@@ -397,27 +397,41 @@ def render_plan(report: dict[str, Any]) -> None:
             f"{c['done']:,}",
         )
     console.print(table)
+    cells = [
+        {
+            "model": m["model_id"],
+            "left": f"{m['remaining']:,}",
+            "tokens": f"{m['estimated_tokens']:,}",
+            "cost $": f"{m['estimated_cost_usd']:,.2f}",
+            "typical $": "?" if m["typical_cost_usd"] is None else f"{m['typical_cost_usd']:,.2f}",
+            # The reason for an unknown time is the total line's ("no rpm or tpm configured").
+            "time": "unknown" if m["min_seconds"] is None and m["remaining"] else time_sentence(m),
+        }
+        for m in report["models"]
+    ]
+    columns = ["model", "left", "tokens", "cost $", "typical $", "time"]
+    # Nothing wraps (a folded number or time reads wrongly); on a narrow terminal the tokens
+    # column (in --json, and the bound's basis) gives way first, then the count left.
+    for droppable in ("tokens", "left"):
+        need = sum(max(len(col), *(len(c[col]) for c in cells)) for col in columns)
+        if need + 3 * (len(columns) - 1) <= console.width:
+            break
+        columns.remove(droppable)
     models = Table(
         title="per model, for the trials left (tokens and cost at most, time at least)",
         box=box.SIMPLE_HEAD,
         show_edge=False,
+        pad_edge=False,
     )
-    for col in ("model", "left", "tokens", "cost $", "typical $", "time"):
+    for col in columns:
         models.add_column(
             col,
             justify="left" if col in ("model", "time") else "right",
-            overflow="fold",
+            no_wrap=True,
             min_width=widest if col == "model" else None,
         )
-    for m in report["models"]:
-        models.add_row(
-            m["model_id"],
-            f"{m['remaining']:,}",
-            f"{m['estimated_tokens']:,}",
-            f"{m['estimated_cost_usd']:,.2f}",
-            "?" if m["typical_cost_usd"] is None else f"{m['typical_cost_usd']:,.2f}",
-            time_sentence(m),
-        )
+    for c in cells:
+        models.add_row(*(c[col] for col in columns))
     console.print(models)
     console.print(
         f"total {report['total']:,}, done {report['done']:,}, remaining {report['remaining']:,}; "
@@ -435,6 +449,8 @@ def typical_sentence(report: dict[str, Any]) -> str:
             "tokens the store's replies used, per model and kind)"
         )
     unknown = [m["model_id"] for m in report["models"] if m["typical_cost_usd"] is None]
+    if len(unknown) == len(report["models"]):
+        return "typical cost: only the bound is known (no stored replies to take mean tokens from)"
     return (
         "typical cost: only the bound is known (no stored replies to take mean tokens from for "
         + ", ".join(unknown)
