@@ -8,7 +8,9 @@ from datetime import datetime
 from pathlib import Path
 
 import duckdb
+import pytest
 
+from ibias.runner.cli import main
 from ibias.runner.config import load_config
 from ibias.runner.money import usd
 from ibias.runner.retries import Backoff
@@ -103,3 +105,10 @@ def test_usd_keeps_cents_and_never_rounds_a_positive_amount_to_zero() -> None:
     assert usd(0.0042) == "$0.0042"
     assert usd(0.000064) == "$0.000064"
     assert usd(0) == "$0"
+
+
+def test_run_help_says_the_cap_spans_earlier_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "this run and earlier ones" in text and "this run has spent" not in text
