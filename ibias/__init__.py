@@ -234,18 +234,27 @@ def run(
     )
 
 
-def import_replies(path: str | Path, store: str | Path) -> ImportResult:
-    """`ibias import`: replies collected elsewhere, validated whole, then stored and parsed."""
+def import_replies(
+    path: str | Path, store: str | Path, *, stimuli: str | Path | None = None
+) -> ImportResult:
+    """`ibias import [--stimuli DIR]`: replies collected elsewhere, validated whole, then
+    stored and parsed; with `stimuli`, each paper-design reply's messages are checked against
+    the paper's prompt from that pack (`ImportResult.checked`)."""
     from ibias.store.db import open_store
     from ibias.store.importer import import_file, read_file
     from ibias.store.lock import StoreLock
 
+    pack = None
+    if stimuli is not None:
+        from ibias.prompts.stimuli.pack import load_pack
+
+        pack = load_pack(Path(stimuli))
     source, target = Path(path), Path(store)
     read_file(source)
     with StoreLock(target):
         con = open_store(target, create=True)
         try:
-            return import_file(con, source)
+            return import_file(con, source, pack)
         finally:
             con.close()
 
@@ -257,13 +266,22 @@ def analyze(
     bootstrap: int = 2000,
     ci: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
+    by_reported_model: bool = False,
 ) -> AnalysisResult:
-    """`ibias analyze`: tables (CSV, Parquet), figures and report.html into `out`."""
+    """`ibias analyze [--by-reported-model]`: tables (CSV, Parquet), figures and report.html
+    into `out`."""
     from ibias.analysis.analyze import analyze as _analyze
 
     # The store's lock is taken only to parse pending replies (analysis/load.py): while a run
     # holds the store, the run serves the reads.
-    return _analyze(Path(store), Path(out), bootstrap=bootstrap, ci=ci, seed=seed)
+    return _analyze(
+        Path(store),
+        Path(out),
+        bootstrap=bootstrap,
+        ci=ci,
+        seed=seed,
+        by_reported_model=by_reported_model,
+    )
 
 
 def connect(store: str | Path) -> duckdb.DuckDBPyConnection:

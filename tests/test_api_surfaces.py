@@ -154,3 +154,15 @@ def test_plan_prices_what_is_left_at_the_stored_mean_tokens(
     assert fresh.typical_cost_usd is None
     assert main(["plan", str(config), "--store", str(tmp_path / "none.duckdb")]) == 0
     assert "only the bound is known" in capsys.readouterr().out
+
+
+def test_import_replies_checks_prompts_against_a_pack_like_import_stimuli(
+    tmp_path: Path, paper_pack_dir: Path
+) -> None:
+    from tests.store.test_import_prompt_checks import line, paper_trials
+
+    trials = paper_trials(tmp_path / "plan", paper_pack_dir)
+    source = tmp_path / "replies.jsonl"
+    source.write_text("\n".join(json.dumps(line(t, id=f"a{i}")) for i, t in enumerate(trials)))
+    result = ibias.import_replies(source, tmp_path / "s.duckdb", stimuli=paper_pack_dir)
+    assert result.imported == len(trials) and result.checked == {"identical": len(trials)}
