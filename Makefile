@@ -23,8 +23,9 @@ browser:
 demo: $(STAMP)
 	$(BIN)/ibias demo --out out/demo
 
+# -rs: one line per skipped test saying why; two workers, one test file each, longest first.
 test: $(STAMP) browser
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -rs -n 2 --dist loadfile --no-loadscope-reorder
 
 # The long torture runs (20,000 trials, 5% faults, 10 kill -9s; the paper-sized grid stopped
 # 12 times by SIGINT, SIGTERM and kill -9 in every phase); `make test` runs the short ones.

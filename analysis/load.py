@@ -194,6 +194,8 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
     answer has no reported model).
     """
     n_parsed = 0
+    if not path.exists():  # before the lock: a mistyped --store leaves no STORE.lock behind
+        raise StoreError(f"no store at {path} (run `ibias run CONFIG` first, or pass --store)")
     lock = StoreLock(path)
     try:
         lock.acquire()

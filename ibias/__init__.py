@@ -6,11 +6,16 @@ own Ctrl-C handling is left alone.
 
     import ibias
     config = ibias.load_config("configs/demo.toml")
-    print(ibias.plan(config))                        # a Polars frame: trials per cell
-    result = ibias.run(config, store="runs/demo.duckdb")   # or `await ibias.arun(...)`
+    report = ibias.plan(config)                      # `plan --json`: report.by, report.models
+    result = ibias.run(config, store="runs/demo.duckdb", models=["sim-gpt-4o"])
     out = ibias.analyze("runs/demo.duckdb", "out/demo")
-    with ibias.connect("runs/demo.duckdb") as con:   # read-only DuckDB connection
-        con.sql("SELECT model_id, avg(bias) FROM word_association_trials GROUP BY 1").pl()
+    ibias.sql("runs/demo.duckdb", "SELECT model_id, avg(bias) FROM word_association_trials "
+              "GROUP BY 1")                          # Polars; also while a run holds the store
+
+The calls take what the commands take: `run(models=, experiments=)` is `ibias run --model
+--experiment`, `plan(...).to_dict()` is `ibias plan --json`, `sql` is `ibias sql` (the same
+sandbox, and served by the run while one holds the store). `connect` opens the file itself,
+so it cannot while a run holds it, and says to use `sql`.
 
 The project's folders (`runner/`, `prompts/`, `store/`, `analysis/`, `configs/`) stay at the top
 of the repository and install only as `ibias.runner`, `ibias.prompts`, ...: this package holds
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
         unregister,
     )
     from ibias.runner.config import Config, ConfigError
+    from ibias.runner.planning_report import PlanReport
     from ibias.runner.providers.base import Limits, Provider, ProviderContext, Reply, Sampling
     from ibias.runner.providers.registry import ProviderFactory, provider
     from ibias.runner.run import RunResult
@@ -69,6 +75,7 @@ _LAZY: dict[str, str] = {
     "Config": "ibias.runner.config",
     "ConfigError": "ibias.runner.config",
     "RunResult": "ibias.runner.run",
+    "PlanReport": "ibias.runner.planning_report",
     "Stop": "ibias.runner.stop",
     "Limits": "ibias.runner.providers.base",
     "Provider": "ibias.runner.providers.base",
@@ -92,6 +99,7 @@ __all__ = [
     "Limits",
     "Parser",
     "Persona",
+    "PlanReport",
     "Provider",
     "ProviderContext",
     "Reply",
@@ -112,6 +120,7 @@ __all__ = [
     "provider",
     "register",
     "run",
+    "sql",
     "unregister",
 ]
 
@@ -129,28 +138,32 @@ def _config(config: Config | str | Path) -> Config:
     return config if isinstance(config, Config) else load_config(config)
 
 
-def plan(config: Config | str | Path, store: str | Path | None = None) -> pl.DataFrame:
-    """Trials per experiment, model and language, and how many the store already answered."""
-    import polars as pl
+def plan(
+    config: Config | str | Path,
+    store: str | Path | None = None,
+    *,
+    models: Sequence[str] | None = None,
+    experiments: Sequence[str] | None = None,
+) -> PlanReport:
+    """`ibias plan [--model ID]... [--experiment NAME]...`: trials per experiment, design,
+    model and language and how many the store answered (`.by`, Polars), per model the tokens,
+    cost (bound and typical) and least time of what is left (`.models`); `.to_dict()` is
+    `plan --json`."""
+    from ibias.runner.config import absolute_path
+    from ibias.runner.planning_report import PlanReport, plan_report
+    from ibias.runner.selection import select
 
-    from ibias.runner.planning_report import plan_report
-
-    cfg = _config(config)
-    report = plan_report(cfg, cfg.store_path(None if store is None else str(store)))
-    schema = {
-        "experiment": pl.String,
-        "model_id": pl.String,
-        "language": pl.String,
-        "trials": pl.Int64,
-        "done": pl.Int64,
-    }
-    return pl.DataFrame(report["by"], schema=schema)
+    cfg = select(_config(config), models, experiments)
+    path = cfg.store_path(None if store is None else str(store))
+    return PlanReport({"store": str(absolute_path(path)), **plan_report(cfg, path)})
 
 
 async def arun(
     config: Config | str | Path,
     *,
     store: str | Path | None = None,
+    models: Sequence[str] | None = None,
+    experiments: Sequence[str] | None = None,
     max_cost: float | None = None,
     concurrency: int | None = None,
     quiet: bool = True,
@@ -163,10 +176,12 @@ async def arun(
     No signal handlers are installed; to interrupt, pass a `Stop` and call `stop.request()`
     (the run then stores what was answered and returns exit code 130). `provider_factory`
     builds each model's provider (default: the registry by the config's `provider`), e.g. an
-    in-process provider for tests."""
+    in-process provider for tests. `models` and `experiments` run part of the config, as
+    `ibias run --model ID --experiment NAME` do (only those models' keys are needed)."""
     from ibias.runner.run import RunOptions, execute
+    from ibias.runner.selection import select
 
-    cfg = _config(config)
+    cfg = select(_config(config), models, experiments)
     options = RunOptions(
         store=cfg.store_path(None if store is None else str(store)),
         max_cost=max_cost,
@@ -187,6 +202,8 @@ def run(
     config: Config | str | Path,
     *,
     store: str | Path | None = None,
+    models: Sequence[str] | None = None,
+    experiments: Sequence[str] | None = None,
     max_cost: float | None = None,
     concurrency: int | None = None,
     quiet: bool = True,
@@ -204,6 +221,8 @@ def run(
             arun,
             config,
             store=store,
+            models=models,
+            experiments=experiments,
             max_cost=max_cost,
             concurrency=concurrency,
             quiet=quiet,
@@ -215,18 +234,27 @@ def run(
     )
 
 
-def import_replies(path: str | Path, store: str | Path) -> ImportResult:
-    """`ibias import`: replies collected elsewhere, validated whole, then stored and parsed."""
+def import_replies(
+    path: str | Path, store: str | Path, *, stimuli: str | Path | None = None
+) -> ImportResult:
+    """`ibias import [--stimuli DIR]`: replies collected elsewhere, validated whole, then
+    stored and parsed; with `stimuli`, each paper-design reply's messages are checked against
+    the paper's prompt from that pack (`ImportResult.checked`)."""
     from ibias.store.db import open_store
     from ibias.store.importer import import_file, read_file
     from ibias.store.lock import StoreLock
 
+    pack = None
+    if stimuli is not None:
+        from ibias.prompts.stimuli.pack import load_pack
+
+        pack = load_pack(Path(stimuli))
     source, target = Path(path), Path(store)
     read_file(source)
     with StoreLock(target):
         con = open_store(target, create=True)
         try:
-            return import_file(con, source)
+            return import_file(con, source, pack)
         finally:
             con.close()
 
@@ -238,20 +266,49 @@ def analyze(
     bootstrap: int = 2000,
     ci: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
+    by_reported_model: bool = False,
 ) -> AnalysisResult:
-    """`ibias analyze`: tables (CSV, Parquet), figures and report.html into `out`."""
+    """`ibias analyze [--by-reported-model]`: tables (CSV, Parquet), figures and report.html
+    into `out`."""
     from ibias.analysis.analyze import analyze as _analyze
 
     # The store's lock is taken only to parse pending replies (analysis/load.py): while a run
     # holds the store, the run serves the reads.
-    return _analyze(Path(store), Path(out), bootstrap=bootstrap, ci=ci, seed=seed)
+    return _analyze(
+        Path(store),
+        Path(out),
+        bootstrap=bootstrap,
+        ci=ci,
+        seed=seed,
+        by_reported_model=by_reported_model,
+    )
 
 
 def connect(store: str | Path) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to a store (its views are the query surface); close it after."""
-    from ibias.store.db import open_store
+    """A read-only connection to a closed store (its views are the query surface); close it
+    after. While `ibias run` holds the store no other process can open the file: this raises
+    a StoreError saying so and naming `ibias.sql`, which the run serves."""
+    from ibias.store.db import StoreError, open_store
+    from ibias.store.lock import holder
 
-    return open_store(Path(store), read_only=True)
+    path = Path(store)
+    who = holder(path)
+    if who is not None:
+        raise StoreError(
+            f"store {path} is held by {who}; while it runs, query it with "
+            "ibias.sql(store, query), which the run serves"
+        )
+    return open_store(path, read_only=True)
+
+
+def sql(store: str | Path, query: str) -> pl.DataFrame:
+    """`ibias sql`: one read-only statement over the store as a Polars frame, in the same
+    sandbox (only the store is readable, no files are written); on a closed store or, while
+    `ibias run` holds it, served by the run. A refused query raises StoreError in one line."""
+    from ibias.runner.sql import query_frame
+    from ibias.store.sandbox import read_statement
+
+    return query_frame(Path(store), read_statement(query), "parquet")
 
 
 def __dir__() -> list[str]:

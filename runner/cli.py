@@ -185,7 +185,11 @@ def _run_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--max-cost",
         type=_non_negative_float,
         metavar="USD",
-        help="stop scheduling once this run has spent this much (default: no limit)",
+        help=(
+            "cap on everything the store has spent on this config's trials, this run and "
+            "earlier ones (a resume at the same cap stops before its first request); a request "
+            "starts only if its worst case fits (default: no limit)"
+        ),
     )
     run.add_argument(
         "--concurrency",
@@ -263,7 +267,18 @@ def _show_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--random",
         type=_bounded_int(MAX_SHOWN),
         metavar="N",
-        help="show N matching trials at random instead of the first one (default: the first)",
+        help=(
+            "show N matching trials at random, among those with a reply, instead of the first "
+            "one (default: the first)"
+        ),
+    )
+    show.add_argument(
+        "--unanswered",
+        action="store_true",
+        help=(
+            "only trials without a reply yet, the first or --random N of them "
+            "(default: --random picks answered trials)"
+        ),
     )
     show.add_argument(
         "--json",
@@ -742,11 +757,18 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from ibias.runner.show import Selection, render_text, show
 
-    if args.key is not None and any(
-        v is not None for v in (args.model, args.experiment, args.where, args.random)
+    if args.key is not None and (
+        args.unanswered
+        or any(v is not None for v in (args.model, args.experiment, args.where, args.random))
     ):
-        raise UsageError("ibias show: give a TRIAL_KEY or --model/--experiment/--where/--random")
-    selection = Selection(args.key, args.model, args.experiment, args.where, args.random)
+        raise UsageError(
+            "ibias show: give a TRIAL_KEY or --model/--experiment/--where/--random/--unanswered"
+        )
+    # --random picks among answered trials: during a run most have no reply yet.
+    answered = False if args.unanswered else (True if args.random is not None else None)
+    selection = Selection(
+        args.key, args.model, args.experiment, args.where, args.random, answered=answered
+    )
     trials = show(store_of(args), selection)
     if args.json:
         sys.stdout.write(orjson.dumps([t.to_json() for t in trials]).decode() + "\n")
@@ -841,7 +863,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if result.exit_code not in (EXIT_OK, EXIT_FAILED):
         return result.exit_code
     print(f"report: {_analyze(store, out)}")
+    for line in demo_next_steps(store):
+        print(line)
     return result.exit_code
+
+
+def demo_next_steps(store: Path, program: str | None = None) -> list[str]:
+    """The demo's last lines: how to query its store. Plain `ibias status` would look for
+    runs/ibias.duckdb, so each command names the store; `program` is how this `ibias` was
+    called (`.venv/bin/ibias` from `make demo`), so the lines can be pasted as they are."""
+    if program is None:
+        called = Path(sys.argv[0])
+        program = os.path.relpath(called) if called.name == "ibias" else "ibias"
+    where = f"--store {store}"
+    query = "SELECT model_id, language, avg(bias) FROM word_association_trials GROUP BY ALL"
+    return [
+        f"store: {store}; query it with",
+        f"  {program} status {where}",
+        f'  {program} sql {where} "{query}"',
+        f"  {program} show {where} --random 1",
+    ]
 
 
 def _cmd_import(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -27,6 +28,9 @@ from ibias.runner.providers.base import Limits, ProviderContext, ProviderError, 
 from ibias.runner.providers.registry import ProviderFactory, create_provider
 from ibias.runner.providers.simulator import LoopbackSimulator
 from ibias.runner.retries import Verdict, redact
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["MAX_TOKENS", "PROMPT", "ModelCheck", "check_models", "render_checks"]
 
@@ -138,26 +142,39 @@ async def check_models(
     return [r for r in results if r is not None]
 
 
-def render_checks(checks: Sequence[ModelCheck]) -> None:
-    """The checks as a rich table on stdout, and one line saying how many failed."""
+def render_checks(checks: Sequence[ModelCheck], console: Console | None = None) -> None:
+    """The checks as a rich table on stdout, what each model was sent as and reported as
+    below it, and one line saying how many failed.
+
+    At any width no id is cut or wrapped: each id column is as wide as the longest id. Only
+    the free text (a message, a model name) folds, inside its own column, so its second line
+    starts under that column, never where an id would, and cannot read as another model."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="models")
-    for column in ("model", "provider", "result", "reported as", "rpm", "tpm", "ms"):
-        table.add_column(column)
+    widest = max((len(c.model_id) for c in checks), default=5)
+    table = Table(title="models", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("model", no_wrap=True, min_width=widest)
+    table.add_column("result", overflow="fold")
+    for column in ("rpm", "tpm", "ms"):
+        table.add_column(column, justify="right", no_wrap=True)
+    names = Table.grid(padding=(0, 2))
+    names.add_column(no_wrap=True, min_width=widest)
+    names.add_column(overflow="fold")
     for c in checks:
         table.add_row(
-            c.model_id if c.model == c.model_id else f"{c.model_id} ({c.model})",
-            c.provider,
+            c.model_id,
             ("[green]" if c.ok else "[red]") + c.message.replace("[", "\\["),
-            c.reported_model or "-",
             "-" if c.rpm is None else f"{c.rpm:,}",
             "-" if c.tpm is None else f"{c.tpm:,}",
             "-" if c.latency_ms is None else f"{c.latency_ms:.0f}",
         )
-    console = Console()
+        reported = f", reported as {c.reported_model}" if c.reported_model else ""
+        names.add_row(c.model_id, f"{c.provider} {c.model}{reported}")
+    console = console or Console()
     console.print(table)
+    console.print(names, markup=False, highlight=False)
     failed = sum(not c.ok for c in checks)
     console.print(f"{len(checks) - failed} of {len(checks)} models usable" +
                   (f"; {failed} failed" if failed else ""))  # fmt: skip

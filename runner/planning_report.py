@@ -18,6 +18,12 @@ Needs no keys and sends nothing. Per model, over the trials still to request:
 
 The total time is the slowest model's, since models run side by side.
 
+Beside the bound, a typical cost: `typical_cost_usd`, the trials left of each kind priced at
+the mean prompt and completion tokens the store's replies of that model and kind reported
+(what a reply really uses, often a third of the bound: `max_tokens` is rarely all spent). A
+model with trials left of a kind it has no reply of yet has `typical_cost_usd` None, and the
+text says only the bound is known; the total is None unless every model's is known.
+
 When the store holds the completed plan of this config (same plan hash, see runner/plan.py),
 the report is read from it with a few queries; otherwise the trials are generated (keys only
 when the store has responses to compare them with).
@@ -25,6 +31,7 @@ when the store has responses to compare them with).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +44,7 @@ from ibias.store.reader import open_reader
 
 if TYPE_CHECKING:
     import duckdb
+    import polars as pl
 
     from ibias.store.plans import StoredPlan
 
@@ -49,6 +57,107 @@ class Remaining:
     prompt_tokens: int
 
 
+#: `.by`'s columns and types (Polars), in `plan --json`'s order.
+BY_SCHEMA = {
+    "experiment": "String",
+    "design": "String",
+    "model_id": "String",
+    "language": "String",
+    "trials": "Int64",
+    "done": "Int64",
+}
+#: `.models`' columns and types.
+MODELS_SCHEMA = {
+    "model_id": "String",
+    "remaining": "Int64",
+    "estimated_tokens": "Int64",
+    "estimated_cost_usd": "Float64",
+    "typical_cost_usd": "Float64",
+    "rpm": "Int64",
+    "tpm": "Int64",
+    "max_concurrency": "Int64",
+    "min_seconds": "Float64",
+    "limited_by": "String",
+    "min_seconds_per_latency_s": "Float64",
+}
+
+
+@dataclass(frozen=True)
+class PlanReport:
+    """`ibias.plan()`'s answer: `plan --json` (`to_dict()`), with its two lists as Polars
+    frames (`.by` per experiment x design x model x language, `.models` per model) and its
+    totals as attributes, so a notebook gets what the command prints without parsing it."""
+
+    report: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly `ibias plan --json`'s object (a copy)."""
+        return copy.deepcopy(self.report)
+
+    @property
+    def by(self) -> pl.DataFrame:
+        return _frame(self.report["by"], BY_SCHEMA)
+
+    @property
+    def models(self) -> pl.DataFrame:
+        return _frame(self.report["models"], MODELS_SCHEMA)
+
+    @property
+    def store(self) -> str:
+        return str(self.report["store"])
+
+    @property
+    def total(self) -> int:
+        return int(self.report["total"])
+
+    @property
+    def done(self) -> int:
+        return int(self.report["done"])
+
+    @property
+    def remaining(self) -> int:
+        return int(self.report["remaining"])
+
+    @property
+    def estimated_cost_usd(self) -> float:
+        return float(self.report["estimated_cost_usd"])
+
+    @property
+    def typical_cost_usd(self) -> float | None:
+        value = self.report["typical_cost_usd"]
+        return None if value is None else float(value)
+
+    @property
+    def min_seconds(self) -> float | None:
+        value = self.report["min_seconds"]
+        return None if value is None else float(value)
+
+    def __repr__(self) -> str:
+        typical = self.typical_cost_usd
+        return (
+            f"PlanReport(store={self.store!r}, total={self.total:,}, done={self.done:,}, "
+            f"remaining={self.remaining:,}, cost at most ${self.estimated_cost_usd:,.2f}, "
+            + ("typical unknown" if typical is None else f"typical ${typical:,.2f}")
+            + ")"
+        )
+
+
+def _frame(rows: list[dict[str, Any]], schema: dict[str, str]) -> pl.DataFrame:
+    import polars as pl
+
+    types = {name: getattr(pl, kind) for name, kind in schema.items()}
+    return pl.DataFrame([{k: r.get(k) for k in schema} for r in rows], schema=types)
+
+
+@dataclass(frozen=True)
+class MeanTokens:
+    """What the store's replies of one model and trial kind used on average."""
+
+    prompt: float
+    completion: float
+    replies: int
+
+
 def plan_report(config: Config, store: Path) -> dict[str, Any]:
     experiments = build_experiments(config)
     if not store.exists():
@@ -57,11 +166,23 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
     # store/plans.py's helpers only call execute(...).fetchall()/fetchone(), which it offers.
     with open_reader(store) as reader:
         con = cast("duckdb.DuckDBPyConnection", reader)
-        stored = _from_store(con, config, experiments, store)
+        means = mean_tokens(con)
+        stored = _from_store(con, config, experiments, store, means)
         if stored is not None:
             return stored
         done = {r[0] for r in con.execute("SELECT DISTINCT trial_key FROM responses").fetchall()}
-    return _generated(config, experiments, done)
+    return _generated(config, experiments, done, means)
+
+
+def mean_tokens(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], MeanTokens]:
+    """Mean reported tokens per (model id, experiment) over the replies that reported both
+    counts (a reply without usage says nothing about what one uses)."""
+    rows = con.execute(
+        "SELECT t.model_id, t.experiment, avg(r.prompt_tokens), avg(r.completion_tokens), "
+        "count(*) FROM responses r JOIN trial_rows t ON t.trial_key = r.trial_key "
+        "WHERE r.prompt_tokens IS NOT NULL AND r.completion_tokens IS NOT NULL GROUP BY ALL"
+    ).fetchall()
+    return {(m, e): MeanTokens(float(p), float(c), int(n)) for m, e, p, c, n in rows}
 
 
 def _design_sql() -> str:
@@ -92,7 +213,11 @@ def _cells(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> list[dict[str, A
 
 
 def _from_store(
-    con: duckdb.DuckDBPyConnection, config: Config, experiments: list[Any], store: Path
+    con: duckdb.DuckDBPyConnection,
+    config: Config,
+    experiments: list[Any],
+    store: Path,
+    means: dict[tuple[str, str], MeanTokens],
 ) -> dict[str, Any] | None:
     """The report from the store's copy of the plan, or None if it has no complete copy."""
     from ibias.store.plans import find_plan, remaining_prompt_chars
@@ -102,10 +227,15 @@ def _from_store(
     if plan is None or not plan.complete:
         return None
     left = {m: Remaining(n, tokens) for m, (n, tokens) in remaining_prompt_chars(con, plan).items()}
-    return _report(config, _cells(con, plan), left)
+    return _report(config, _cells(con, plan), left, means)
 
 
-def _generated(config: Config, experiments: list[Any], done: set[str]) -> dict[str, Any]:
+def _generated(
+    config: Config,
+    experiments: list[Any],
+    done: set[str],
+    means: dict[tuple[str, str], MeanTokens] | None = None,
+) -> dict[str, Any]:
     """The report from generating the plan (and its keys, to tell what `done` holds)."""
     from ibias.runner.scheduler import estimate_tokens
 
@@ -131,7 +261,7 @@ def _generated(config: Config, experiments: list[Any], done: set[str]) -> dict[s
         {"experiment": e, "design": d, "model_id": mid, "language": lang, "trials": n, "done": k}
         for (e, d, mid, lang), (n, k) in sorted(cells.items(), key=lambda kv: _sort_key(kv[0]))
     ]
-    return _report(config, by, {m: Remaining(n, t) for m, (n, t) in left.items()})
+    return _report(config, by, {m: Remaining(n, t) for m, (n, t) in left.items()}, means or {})
 
 
 def _sort_key(key: tuple[str, str | None, str, str]) -> tuple[str, str, str, str]:
@@ -164,10 +294,36 @@ def model_estimate(m: ModelConfig, left: Remaining) -> dict[str, Any]:
     }
 
 
-def _report(config: Config, by: list[dict[str, Any]], left: dict[str, Remaining]) -> dict[str, Any]:
+def typical_cost(
+    m: ModelConfig, by: list[dict[str, Any]], means: dict[tuple[str, str], MeanTokens]
+) -> float | None:
+    """The trials `m` has left, each kind at its replies' mean tokens; None when a kind with
+    trials left has no reply of `m` to take a mean from."""
+    left: dict[str, int] = {}
+    for c in by:
+        if c["model_id"] == m.id and c["trials"] > c["done"]:
+            left[c["experiment"]] = left.get(c["experiment"], 0) + c["trials"] - c["done"]
+    cost = 0.0
+    for experiment, n in left.items():
+        mean = means.get((m.id, experiment))
+        if mean is None:
+            return None
+        cost += m.cost(round(n * mean.prompt), round(n * mean.completion))
+    return round(cost, 4)
+
+
+def _report(
+    config: Config,
+    by: list[dict[str, Any]],
+    left: dict[str, Remaining],
+    means: dict[tuple[str, str], MeanTokens],
+) -> dict[str, Any]:
     total = sum(c["trials"] for c in by)
     done_n = sum(c["done"] for c in by)
     models = [model_estimate(m, left.get(m.id, Remaining(0, 0))) for m in config.models]
+    for m, estimate in zip(config.models, models, strict=True):
+        estimate["typical_cost_usd"] = typical_cost(m, by, means)
+    typical = [e["typical_cost_usd"] for e in models]
     timed = [m for m in models if m["min_seconds"] is not None]
     # Models with nothing left cannot make the run slower, known limits or not.
     unknown = [m["model_id"] for m in models if m["min_seconds"] is None and m["remaining"]]
@@ -180,6 +336,9 @@ def _report(config: Config, by: list[dict[str, Any]], left: dict[str, Remaining]
         "models": models,
         "estimated_tokens": sum(m["estimated_tokens"] for m in models),
         "estimated_cost_usd": round(sum(m["estimated_cost_usd"] for m in models), 4),
+        "typical_cost_usd": (
+            None if any(t is None for t in typical) else round(sum(t or 0.0 for t in typical), 4)
+        ),
         "min_seconds": None if slowest is None else slowest["min_seconds"],
         "slowest_model": None if slowest is None else slowest["model_id"],
         "time_unknown_models": unknown,
@@ -238,32 +397,65 @@ def render_plan(report: dict[str, Any]) -> None:
             f"{c['done']:,}",
         )
     console.print(table)
+    cells = [
+        {
+            "model": m["model_id"],
+            "left": f"{m['remaining']:,}",
+            "tokens": f"{m['estimated_tokens']:,}",
+            "cost $": f"{m['estimated_cost_usd']:,.2f}",
+            "typical $": "?" if m["typical_cost_usd"] is None else f"{m['typical_cost_usd']:,.2f}",
+            # The reason for an unknown time is the total line's ("no rpm or tpm configured").
+            "time": "unknown" if m["min_seconds"] is None and m["remaining"] else time_sentence(m),
+        }
+        for m in report["models"]
+    ]
+    columns = ["model", "left", "tokens", "cost $", "typical $", "time"]
+    # Nothing wraps (a folded number or time reads wrongly); on a narrow terminal the tokens
+    # column (in --json, and the bound's basis) gives way first, then the count left.
+    for droppable in ("tokens", "left"):
+        need = sum(max(len(col), *(len(c[col]) for c in cells)) for col in columns)
+        if need + 3 * (len(columns) - 1) <= console.width:
+            break
+        columns.remove(droppable)
     models = Table(
         title="per model, for the trials left (tokens and cost at most, time at least)",
         box=box.SIMPLE_HEAD,
         show_edge=False,
+        pad_edge=False,
     )
-    for col in ("model", "left", "tokens", "cost $", "time"):
+    for col in columns:
         models.add_column(
             col,
             justify="left" if col in ("model", "time") else "right",
-            overflow="fold",
+            no_wrap=True,
             min_width=widest if col == "model" else None,
         )
-    for m in report["models"]:
-        models.add_row(
-            m["model_id"],
-            f"{m['remaining']:,}",
-            f"{m['estimated_tokens']:,}",
-            f"{m['estimated_cost_usd']:,.2f}",
-            time_sentence(m),
-        )
+    for c in cells:
+        models.add_row(*(c[col] for col in columns))
     console.print(models)
     console.print(
         f"total {report['total']:,}, done {report['done']:,}, remaining {report['remaining']:,}; "
         f"estimated cost at most ${report['estimated_cost_usd']:,.2f}"
     )
+    console.print(typical_sentence(report))
     console.print(_total_time(report))
+
+
+def typical_sentence(report: dict[str, Any]) -> str:
+    """The typical cost beside the bound, or why there is none."""
+    if report["typical_cost_usd"] is not None:
+        return (
+            f"typical cost about ${report['typical_cost_usd']:,.2f} (the trials left at the mean "
+            "tokens the store's replies used, per model and kind)"
+        )
+    unknown = [m["model_id"] for m in report["models"] if m["typical_cost_usd"] is None]
+    if len(unknown) == len(report["models"]):
+        return "typical cost: only the bound is known (no stored replies to take mean tokens from)"
+    return (
+        "typical cost: only the bound is known (no stored replies to take mean tokens from for "
+        + ", ".join(unknown)
+        + ")"
+    )
 
 
 def _total_time(report: dict[str, Any]) -> str:

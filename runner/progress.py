@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quie
     from rich.table import Table
 
 COLUMNS = ("model", "done/total", "failed", "req/s", "retries", "errors", "tokens", "cost $", "ETA")
+#: Columns given up, in this order, when the terminal is too narrow for all of them; model,
+#: done/total, failed, cost and ETA always stay (what a researcher watches a sweep for).
+DROPPABLE = ("retries", "errors", "tokens", "req/s")
 
 
 def _eta(s: ModelStats, seconds: float | None) -> str:
@@ -34,6 +37,11 @@ def _eta(s: ModelStats, seconds: float | None) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
 
 
+def money(cost: float) -> str:
+    """Cents from a dollar up (`12,345.67`), four decimals below (`0.2500`)."""
+    return f"{cost:,.2f}" if cost >= 1 else f"{cost:.4f}"
+
+
 def failing_note(s: ModelStats) -> str | None:
     """What a model failing `SHOW_FAILING_AFTER` times or more in a row is failing with: its
     last error kind and the URL it calls; None while it is not."""
@@ -43,37 +51,67 @@ def failing_note(s: ModelStats) -> str | None:
     return f"{s.failing:,} failures in a row, last {s.last_error_kind}{where}"
 
 
-def render_table(stats: Sequence[ModelStats]) -> Table:
-    from rich.table import Table
-
-    table = Table(title="ibias run", expand=False)
-    for col in COLUMNS:
-        # Model ids are never cut: two ids that differ only at the end must stay apart.
-        table.add_column(
-            col,
-            justify="left" if col == "model" else "right",
-            overflow="fold",
-            min_width=max((len(s.model_id) for s in stats), default=5) if col == "model" else None,
-        )
+def _cells(stats: Sequence[ModelStats]) -> list[dict[str, str]]:
     now = time.monotonic()
+    rows = []
     for s in stats:
         rate, eta = rate_and_eta(s, now)
-        name = s.model_id + (" (stopped)" if s.fatal else "")
-        table.add_row(
-            name,
-            f"{s.done_before + s.done:,}/{s.total:,}",
-            f"{s.failed:,}",
-            f"{rate:.1f}",
-            f"{s.retries:,}",
-            f"{s.errors:,}",
-            f"{s.tokens:,}",
-            f"{s.cost:.4f}",
-            _eta(s, eta),
+        rows.append(
+            {
+                "model": s.model_id,
+                "done/total": f"{s.done_before + s.done:,}/{s.total:,}",
+                "failed": f"{s.failed:,}",
+                "req/s": f"{rate:,.1f}",
+                "retries": f"{s.retries:,}",
+                "errors": f"{s.errors:,}",
+                "tokens": f"{s.tokens:,}",
+                "cost $": money(s.cost),
+                "ETA": "stopped" if s.fatal else "done" if eta == 0.0 else _eta(s, eta),
+            }
         )
+    return rows
+
+
+def render_table(stats: Sequence[ModelStats], width: int | None = None) -> Table:
+    """The progress table, fitted to `width` columns (None: every column).
+
+    Nothing is cut and no number wraps: every cell is no_wrap, and when the whole table is
+    wider than the terminal the `DROPPABLE` columns go, one at a time, until it fits (the
+    widths are measured by rich itself, on the cells as they will print). A model id is never
+    cut: two ids that differ only at the end (`sim-gemini-2.0-flash`, `-lite`) must stay apart.
+    A stopped model says so in its ETA.
+    """
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    rows = _cells(stats)
+    shown = list(COLUMNS)
+    table = _table(rows, shown)
+    if width is not None:
+        # Measured unbounded: rich clamps a measurement to the console's width.
+        console = Console(width=1_000_000)
+        for column in DROPPABLE:
+            if Measurement.get(console, console.options, table).maximum <= width:
+                break
+            shown.remove(column)
+            table = _table(rows, shown)
     notes = [f"{s.model_id}: {note}" for s in stats if (note := failing_note(s)) is not None]
     if notes:
         table.caption = "\n".join(notes)
         table.caption_justify = "left"
+    return table
+
+
+def _table(rows: list[dict[str, str]], columns: Sequence[str]) -> Table:
+    from rich import box
+    from rich.table import Table
+
+    # Light rules and no outer edge: the borders of a boxed table cost 10 of 80 columns.
+    table = Table(title="ibias run", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for col in columns:
+        table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*(row[col] for col in columns))
     return table
 
 
@@ -125,14 +163,18 @@ class Progress:
             from rich.live import Live
 
             console = Console(file=self.stream)
-            self._live = Live(render_table(self.stats), console=console, auto_refresh=False)
+            self._live = Live(self._table(console.width), console=console, auto_refresh=False)
             self._live.start()
+
+    def _table(self, width: int) -> Table:
+        # The terminal's width now: a resized window gets its columns back at the next tick.
+        return render_table(self.stats, width)
 
     def tick(self) -> None:
         if self.quiet:
             return
         if self._live is not None:
-            self._live.update(render_table(self.stats), refresh=True)
+            self._live.update(self._table(self._live.console.width), refresh=True)
             return
         now = time.monotonic()
         # The first tick prints, then every `plain_interval` s on a fixed grid (no drift).
@@ -149,7 +191,7 @@ class Progress:
 
     def stop(self) -> None:
         if self._live is not None:
-            self._live.update(render_table(self.stats), refresh=True)
+            self._live.update(self._table(self._live.console.width), refresh=True)
             self._live.stop()
             self._live = None
         elif not self.quiet:

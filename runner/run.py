@@ -38,6 +38,7 @@ from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner import phase_hook
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
+from ibias.runner.money import usd
 from ibias.runner.plan import (
     build_experiments,
     plan_batches,
@@ -169,6 +170,17 @@ def _record_run(
             planned_from,
         ],
     ).fetchall()
+
+
+def _record_end(con: duckdb.DuckDBPyConnection, run_id: str, exit_status: int) -> None:
+    """When the run ended and its exit code (migration 011): the report's "from ... to ..."
+    and a reader's "did it finish?". Best effort: a store that refuses this write (a full
+    disk) already failed the run with its own message, which this must not replace."""
+    with contextlib.suppress(duckdb.Error):
+        con.execute(
+            "UPDATE runs SET ended_at = ?, exit_status = ? WHERE run_id = ?",
+            [datetime.now(UTC), exit_status, run_id],
+        ).fetchall()
 
 
 def _insert_patients(con: duckdb.DuckDBPyConnection, config: Config) -> None:
@@ -354,6 +366,9 @@ async def _execute_locked(
     run_id = uuid.uuid4().hex
     started_at = datetime.now(UTC)
     status_file = status_path(options.store)
+    #: The exit code recorded as the run's end; an error that escapes is exit 2 (the CLI's).
+    exit_status = EXIT_BAD_INPUT
+    run_recorded = False
 
     def status(state: str, stats: Mapping[str, ModelStats]) -> None:
         write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
@@ -372,6 +387,7 @@ async def _execute_locked(
             )
         clock.lap("inputs")
         _record_run(con, run_id, config, plan_hash(inputs), revision[0])
+        run_recorded = True
         status("planning", {})
         try:
             plan, planned = await prepare_plan(
@@ -386,6 +402,7 @@ async def _execute_locked(
         except PlanningInterrupted as exc:
             status("interrupted", exc.stats)
             clock.lap("plan")
+            exit_status = EXIT_INTERRUPTED
             return RunResult(
                 EXIT_INTERRUPTED,
                 (
@@ -441,6 +458,7 @@ async def _execute_locked(
                 spent,
             )
         clock.lap("schedule")
+        exit_status = result.exit_code
         return replace(result, timings=clock.timings(planned=planned))
     except Exception as exc:
         # The store refused a write before scheduling (recording the run, planning): one
@@ -456,6 +474,8 @@ async def _execute_locked(
     finally:
         if live is not None:
             live.close()
+        if run_recorded:
+            _record_end(con, run_id, exit_status)
         con.close()
 
 
@@ -642,8 +662,8 @@ def _budget_used_up(max_cost: float, spent: float, stats: list[ModelStats]) -> R
     """Exit 1 without a request: earlier runs of this config already spent the cap."""
     lines = list(_result(None, stats).lines)
     lines.append(
-        f"stopped: budget of ${max_cost:.2f} reached (${spent:.2f} already spent on this "
-        "config's trials); raise --max-cost to go on"
+        f"stopped: budget of {usd(max_cost)} reached ({usd(spent)} already spent on this "
+        "config's trials by earlier runs); raise --max-cost to go on"
     )
     return RunResult(EXIT_FAILED, tuple(lines))
 

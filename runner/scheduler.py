@@ -32,6 +32,7 @@ import anyio.to_thread
 from ibias.runner.breaker import UNREACHABLE_KINDS, Breaker, wait_turn
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter, Permit
+from ibias.runner.money import usd
 from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, Sampling
 from ibias.runner.providers.usage import MAX_TOKEN_COUNT, token_count
 from ibias.runner.retries import Backoff, Classification, Verdict
@@ -298,8 +299,9 @@ class Scheduler:
             if self._in_flight == 0:
                 assert self.max_cost is not None
                 self.request_stop(
-                    f"budget of ${self.max_cost:.2f} reached (${self.spent:.2f} spent on this "
-                    f"config's trials; the next request could cost up to ${est_cost:.2f})"
+                    f"budget of {usd(self.max_cost)} reached ({usd(self.spent)} spent on this "
+                    f"config's trials, this and earlier runs; the next request could cost up to "
+                    f"{usd(est_cost)}); raise --max-cost to go on"
                 )
                 return False
             if self._settled is None:
@@ -743,5 +745,6 @@ class Scheduler:
             s.cost_usd += cost
         if reply.provider_model is not None:
             s.reported.add(reply.provider_model)  # drift, said live by `ibias status`
+        s.last_done_at = time.monotonic()
         if s.first_done_at is None:
-            s.first_done_at = time.monotonic()
+            s.first_done_at = s.last_done_at

@@ -3,7 +3,8 @@
 Its design coordinates, the exact messages sent, every attempt (across runs: a resumed trial
 shows the attempts of each run), the reply, and what the parser made of it. A trial is chosen
 by its key (a unique prefix is enough, as with git commits), or by `--model`, `--experiment`
-and `--where` (a condition on the `replies` view), first in plan order or `--random N`.
+and `--where` (a condition on the `replies` view), first in plan order or `--random N` among
+the answered ones (`--unanswered`: among those without a reply).
 
 All reading is in `read_trials`, which takes an open read connection and nothing else: the
 command opens it in the SQL sandbox (store/sandbox.py), since `--where` is the user's SQL.
@@ -40,6 +41,10 @@ class Selection:
     experiment: str | None = None
     where: str | None = None
     random: int | None = None
+    #: True: only trials with a reply; False: only those without; None: any. The command
+    #: picks `--random` among answered trials (during a run most trials have no reply yet,
+    #: and a random one would almost always be empty) and `--unanswered` among the others.
+    answered: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,9 @@ def _keys(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[str]:
     if sel.experiment is not None:
         conditions.append("experiment = ?")
         params.append(sel.experiment)
+    if sel.answered is not None:
+        negate = "" if sel.answered else "NOT "
+        conditions.append(f"trial_key {negate}IN (SELECT trial_key FROM responses)")
     where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
     # Plan order (insertion order of the trial rows: `trials` is a view, without rowids) for
     # "the first"; random() for --random.
@@ -168,6 +176,14 @@ def _keys(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[str]:
             )
             if value is not None
         )
+        if sel.answered is not None:
+            which = "answered" if sel.answered else "unanswered"
+            other = "--unanswered shows the others" if sel.answered else "all are answered"
+            raise ShowError(
+                f"no {which} trial matches {asked} ({other})"
+                if asked
+                else f"the store has no {which} trials yet ({other})"
+            )
         raise ShowError(f"no trial matches {asked}" if asked else "the store has no trials")
     return keys
 

@@ -62,6 +62,9 @@ class ModelStats:
     fatal: str | None = None
     finished: bool = False
     first_done_at: float | None = None
+    #: The latest reply's time: a model with nothing left has its rate frozen there while
+    #: the others go on, instead of decaying over the rest of the run.
+    last_done_at: float | None = None
     reported: set[str] = field(default_factory=set)
     """The model names and versions the provider reported in this run's replies (drift)."""
     #: When the model's work ended (monotonic clock): the rate and ETA freeze there, so an
@@ -95,15 +98,16 @@ def status_path(store: Path) -> Path:
 def rate_and_eta(s: ModelStats, now: float) -> tuple[float, float | None]:
     """Requests completed per second since the first completion, and seconds left.
 
-    Once the model's work has ended both are frozen at `ended_at`: a finished model has an
-    ETA of 0, an interrupted one the time it still needs at its last rate (not a zero that
-    would read as "done"), a model stopped by a fatal error none.
+    Once the model's work has ended both are frozen: a model with nothing left at its last
+    reply (its final rate, while other models go on), with an ETA of 0; otherwise at
+    `ended_at`, an interrupted model with the time it still needs at its last rate (not a
+    zero that would read as "done"), a model stopped by a fatal error with none.
     """
     if s.fatal:
         return _rate(s, s.ended_at if s.ended_at is not None else now), None
+    if s.total and s.remaining == 0:  # finished, maybe long before the run: its final rate
+        return _rate(s, s.last_done_at if s.last_done_at is not None else now), 0.0
     rate = _rate(s, s.ended_at if s.ended_at is not None else now)
-    if s.total and s.remaining == 0:
-        return rate, 0.0
     if rate <= 0:
         return rate, None
     return rate, s.remaining / rate

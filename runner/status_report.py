@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ibias.runner.config import DEFAULT_STORE
 from ibias.runner.status import read_status, status_path
 from ibias.store.db import StoreError
 from ibias.store.drift import model_drift
@@ -45,7 +46,10 @@ def status_report(store: Path) -> dict[str, Any]:
             report.update({k: v for k, v in stored.items() if k not in report})
         return report
     if not store.exists():
-        raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
+        raise StoreError(
+            f"no store at {store} (run `ibias run CONFIG` first, or pass --store"
+            + (f"; the demo's is {DEMO_STORE}: --store {DEMO_STORE})" if _demo_hint(store) else ")")
+        )
     stored = _stored_progress(store)
     assert stored is not None
     fatal = {
@@ -54,6 +58,17 @@ def status_report(store: Path) -> dict[str, Any]:
     for m in stored["models"]:
         m["fatal"] = fatal.get(m["model_id"])
     return {"store": str(store), "running": False, **stored, "last_status": live}
+
+
+#: Where `make demo` (`ibias demo --out out/demo`) puts its store.
+DEMO_STORE = Path("out/demo/demo.duckdb")
+
+
+def _demo_hint(store: Path) -> bool:
+    """Whether a missing default store is likely meant to be the demo's: after `make demo`,
+    plain `ibias status` looks for runs/ibias.duckdb, and the demo's store is elsewhere. It is
+    named, not silently read: a status of another store than the one asked for would mislead."""
+    return store.resolve() == Path(DEFAULT_STORE).resolve() and DEMO_STORE.is_file()
 
 
 def _stored_progress(store: Path) -> dict[str, Any] | None:
@@ -129,13 +144,31 @@ def _count(n: int) -> str:
 
 
 def _eta(seconds: float | None, m: dict[str, Any], running: bool) -> str:
-    if not running or m.get("fatal"):
+    if m.get("fatal"):
+        return "stopped"
+    if not running:
         return "-"
     if seconds is None:
         return "?"
     s = int(seconds)
     h, rem = divmod(s, 3600)
     return f"{h}h{rem // 60:02d}m" if h else f"{rem // 60}m{rem % 60:02d}s"
+
+
+#: Given up in this order when the terminal is too narrow; the rest always stay.
+DROPPABLE = ("retries", "errors", "req/s")
+
+
+def fitted(body: list[tuple[str, ...]], widest: int, width: int) -> list[str]:
+    """The columns that fit `width`: each as wide as its widest cell or header, 2 between."""
+    need = {col: max([len(col), *(len(r[i]) for r in body)]) for i, col in enumerate(COLUMNS)}
+    need["model"] = max(need["model"], widest)
+    shown = list(COLUMNS)
+    for col in DROPPABLE:
+        if sum(need[c] for c in shown) + 2 * (len(shown) - 1) <= width:
+            break
+        shown.remove(col)
+    return shown
 
 
 def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -146,7 +179,7 @@ def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
         rate = m.get("requests_per_s")
         out.append(
             (
-                m["model_id"] + (" (stopped)" if m.get("fatal") else ""),
+                m["model_id"],
                 f"{_count(m['done'])}/{_count(m['total'])}",
                 _count(m["failed"]),
                 "-" if rate is None else f"{rate:.1f}",
@@ -173,18 +206,21 @@ def render_status(report: dict[str, Any], console: Console | None = None) -> Non
         since = f"; last run started {last[:19].replace('T', ' ')} UTC" if last else ""
         console.print(f"{report['store']}: no run in progress{since}")
     body = rows(report)
+    widest = max((len(r[0]) for r in body), default=5)
+    # Nothing wraps, so no id can spill onto a line that reads as another row
+    # (`sim-gemini-2.0-flash` / `-lite`): the id column is as wide as its longest id, and on
+    # a terminal too narrow for every column the droppable ones go (`fitted`).
+    shown = fitted(body, widest, console.width)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
-    for col in COLUMNS:
-        # Numbers never wrap; the id takes the rest of the width and folds (every character
-        # kept) only when it does not fit.
+    for col in shown:
         table.add_column(
             col,
             justify="left" if col == "model" else "right",
-            overflow="fold",
-            no_wrap=col != "model",
+            no_wrap=True,
+            min_width=widest if col == "model" else None,
         )
     for r in body:
-        table.add_row(*r)
+        table.add_row(*(cell for col, cell in zip(COLUMNS, r, strict=True) if col in shown))
     console.print(table)
     for line in report.get("drift", []):
         console.print(f"drift: {line}", markup=False, highlight=False)

@@ -1,5 +1,13 @@
 """The paper's stimuli pack as the project keeps it in `shared/`, beside the repository checkout
-(here and in CI). Outside CI a missing folder skips the tests that need it; in CI it fails them."""
+(here and in CI), or any pack `ibias stimuli from-release` made, named by `IBIAS_PAPER_PACK`.
+Outside CI a missing folder skips the tests that need it (`make test` lists why tests were
+skipped); in CI it fails them.
+
+Tests read only what the pack format holds (stimuli/pack.py). What they need beyond it lives
+in `tests/data/`: `example_prompt_hiv_en.txt`, the authors' own example of the hiv prompt for
+the first pair they showed (their repository's example, byte for byte), which the renderer
+must reproduce.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-PAPER_PACK = Path(__file__).parents[2] / "shared" / "data" / "paper_stimuli"
+PAPER_PACK = Path(
+    os.environ.get("IBIAS_PAPER_PACK")
+    or Path(__file__).parents[2] / "shared" / "data" / "paper_stimuli"
+)
+#: The authors' example prompt (hiv, first released pair, cis person first): not a pack file.
+EXAMPLE_PROMPT_HIV_EN = Path(__file__).parent / "data" / "example_prompt_hiv_en.txt"
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ PUBLIC = [
     "Limits",
     "Parser",
     "Persona",
+    "PlanReport",
     "Provider",
     "ProviderContext",
     "Reply",
@@ -41,6 +42,7 @@ PUBLIC = [
     "provider",
     "register",
     "run",
+    "sql",
     "unregister",
 ]
 

@@ -176,7 +176,7 @@ def test_a_new_experiment_is_one_registered_unit(registered: None, tmp_path: Pat
     store = tmp_path / "colours.duckdb"
 
     planned = ibias.plan(config, store=store)
-    assert planned.select("experiment", "model_id", "trials").rows() == [
+    assert planned.by.select("experiment", "model_id", "trials").rows() == [
         (NAME, "sim-a", 6),
         (NAME, "sim-b", 6),
     ]

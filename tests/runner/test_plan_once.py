@@ -430,9 +430,10 @@ async def test_plan_report_reads_a_stored_plan_and_agrees_with_generating_it(tmp
     con = duckdb.connect(str(store), read_only=True)
     try:
         done = {r[0] for r in con.execute("SELECT trial_key FROM responses").fetchall()}
+        means = planning_report.mean_tokens(con)
     finally:
         con.close()
-    by_generating = real(config, build_experiments(config), done)
+    by_generating = real(config, build_experiments(config), done, means)
     cost = from_store.pop("estimated_cost_usd")
     assert cost == pytest.approx(by_generating.pop("estimated_cost_usd"), abs=1e-4) and cost > 0
     assert from_store == by_generating

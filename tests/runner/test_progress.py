@@ -61,7 +61,7 @@ def test_table_on_a_terminal():
         "cost $",
         "ETA",
         "500/1,000",
-        "broken (stopped)",
+        "stopped",
         "1,500",
         "0.2500",
     ):

@@ -17,7 +17,6 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,8 +31,9 @@ from ibias.prompts.word_association.simulate import (
     respond,
     target_index,
 )
+from tests.conftest import PAPER_PACK
 
-PAPER_WA = Path(__file__).parents[4] / "shared" / "data" / "paper_stimuli" / "word_association"
+PAPER_WA = PAPER_PACK / "word_association"
 
 LABELS = {"en": ("transgender", "cisgender"), "es": ("transgénero", "cisgénero")}
 JOINERS = {"en": " or ", "es": " o "}
