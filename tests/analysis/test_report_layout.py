@@ -9,6 +9,7 @@ opened so that no table hides; one script measures everything the tests below as
 - the main column's width against the window's;
 - text nodes holding a backtick (markdown that leaked into the page);
 - the Files section: each listed name is inside an <a href>, and each link's target;
+- the code legend (R B N U S, T C N R U) right before every table whose column uses it;
 - the rendered height of the allocation figures.
 """
 
@@ -69,7 +70,13 @@ _PROBE_JS = (
     .filter(h => !h.startsWith('#'));
   const figures = [...document.querySelectorAll('figure[id^="fig-allocation_rates"] img')]
     .map(i => ({height: i.getBoundingClientRect().height, natural: i.naturalHeight}));
+  const coded = [...document.querySelectorAll('table')].filter(t =>
+    [...t.querySelectorAll('th')].some(h => /^(no choice$|explicit T \\/ C)/.test(h.textContent)));
+  const legends = coded.map(t => {
+    const before = t.parentElement.previousElementSibling;
+    return before && before.matches('dl.legend') ? before.textContent : null; });
   return {
+    legends,
     window: window.innerWidth,
     main: document.querySelector('main').getBoundingClientRect().width,
     cells: document.querySelectorAll('td, th').length,
@@ -107,6 +114,12 @@ def test_no_table_cell_breaks_inside_a_word(
     assert found["window"] == width
     assert found["cells"] > 500 and found["words"] > found["cells"]  # the probe saw the tables
     assert found["broken"] == [], json.dumps(found["broken"][:10], indent=1)
+
+
+def test_code_legends_sit_right_above_their_tables(measured: dict[int, dict[str, Any]]) -> None:
+    legends = measured[1280]["legends"]
+    assert len(legends) >= 8  # 2 languages x 3 symptom levels x 2 conditions, + 2 WA tables
+    assert [text for text in legends if not (text and "Rrefused" in text)] == []
 
 
 def test_the_main_column_uses_the_width_at_1920_px(measured: dict[int, dict[str, Any]]) -> None:
