@@ -302,11 +302,11 @@ def runs_span(runs: pl.DataFrame, ended: object | None) -> str:
     that has none is still running or was killed), else the starts only."""
     first, last = runs["started_at"].min(), runs["started_at"].max()
     if ended is None and len(runs) == 1:
-        return f"starting at {when(first)} (this store does not record when runs end)"
+        return f"starting at {when(first)} (no run here recorded its end)"
     if ended is None:
         return (
             f"the first started at {when(first)} and the last at {when(last)} "
-            "(this store does not record when runs end)"
+            "(no run here recorded its end)"
         )
     latest = runs.sort("started_at").row(-1, named=True)
     if latest["ended_at"] is None:

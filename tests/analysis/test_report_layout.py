@@ -211,7 +211,7 @@ def test_the_runs_span_ends_at_the_last_recorded_end() -> None:
     # The last run has no end: it is running, or was killed.
     assert "has no recorded end" in runs_span(_runs([end, None]), end)
     # A store from before runs recorded their ends (no ended_at column) says so.
-    assert "does not record when runs end" in runs_span(_runs(None), None)
+    assert "no run here recorded its end" in runs_span(_runs(None), None)
 
 
 def test_the_runs_end_is_read_when_the_store_records_it(sim_store: Path, tmp_path: Path) -> None:
