@@ -26,6 +26,7 @@ from ibias.analysis.report import (
     esc,
     figures_html,
     interval,
+    legend,
     num,
     pvalue,
     table,
@@ -110,6 +111,16 @@ def _p_with_holm(raw: str, adjusted: str) -> Column:
     return Column(header, lambda r: f"{pvalue(r[raw], r[adjusted])} ({pvalue(r[adjusted])})")
 
 
+NO_CHOICE_CODES: tuple[tuple[str, str], ...] = (
+    ("no choice:", "trials choosing neither candidate, of which"),
+    ("R", "refused"),
+    ("B", "chose both"),
+    ("N", "declined both"),
+    ("U", "unreadable"),
+    ("S", "named a name both candidates share"),
+)
+"""The letters of the "no choice" column, shown beside every table that has it."""
+
 _ALLOCATION_COLUMNS: tuple[Column, ...] = (
     col("model", "model_id", text=True),
     col("service", "service", lambda v: esc(labels.service(v)), text=True),
@@ -175,7 +186,7 @@ def _allocation(inp: SectionContext) -> str:
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(
             f"<details class='key' open><summary>{esc(title)}</summary>"
-            f"{table(sub, _ALLOCATION_COLUMNS)}</details>"
+            f"{legend(NO_CHOICE_CODES)}{table(sub, _ALLOCATION_COLUMNS)}</details>"
         )
     parts.append(_authors_view(inp))
     parts.append(_agreement(inp))

@@ -261,6 +261,15 @@ def allocation_rate_figures(
     return out
 
 
+#: The selection-rate figure's height budget in inches: 8.1 in at `DPI` is 891 px, so the
+#: whole figure (its legend, every panel and the share axis) fits on one screen. Rows of
+#: models get closer until `RATES_MIN_STEP_IN`; a grid that still does not fit grows past it
+#: (the report then scales the image down to 900 px).
+RATES_MAX_HEIGHT_IN = 8.1
+RATES_MIN_STEP_IN, RATES_MAX_STEP_IN = 0.12, 0.24
+RATES_PANELS_PER_ROW = 4
+
+
 def _rates_figure(
     sub: pl.DataFrame,
     models: Sequence[str],
@@ -269,68 +278,66 @@ def _rates_figure(
     level: str,
     out_dir: Path,
 ) -> Figure:
+    """Services in a grid, one block of columns per explanation condition (the same service at
+    the same place in each block), models as rows; the legend on top and the share axis under
+    each column, all within `RATES_MAX_HEIGHT_IN` for the paper's 7 models and 8 services."""
     conditions = sorted(sub["explanation"].unique().to_list())
-    row_h = 0.25 + 0.24 * len(models)
-    left = 0.35 + _text_width(models)
-    top, bottom, hspace = 1.0, 0.85, 0.45
-    height = top + bottom + row_h * len(services) + hspace * (len(services) - 1)
-    fig, axes = _new_figure(
-        len(services),
-        len(conditions),
-        (left + 0.3 + 4.4 * len(conditions), height),
-        sharex=True,
-        sharey=True,
-    )
-    _layout(
-        fig, left=left, right=0.3, top=top, bottom=bottom, hspace=hspace, wspace=0.35,
-        nrows=len(services), ncols=len(conditions),
-    )  # fmt: skip
+    per_block = max(1, min(len(services), RATES_PANELS_PER_ROW // len(conditions)))
+    nrows = -(-len(services) // per_block)
+    label_w = 0.35 + _text_width(models, 9.0)
+    panel_w, gap, block_gap, right = 2.5, 0.3, 0.55, 0.3
+    top, bottom, title_h = 1.25, 0.6, 0.42
+    fixed = top + bottom + (nrows - 1) * title_h + nrows * 0.3
+    step = (RATES_MAX_HEIGHT_IN - fixed) / (nrows * max(1, len(models)))
+    step = min(RATES_MAX_STEP_IN, max(RATES_MIN_STEP_IN, step))
+    panel_h = 0.3 + step * len(models)
+    height = fixed + nrows * step * len(models)
+    block_w = per_block * panel_w + (per_block - 1) * gap
+    width = label_w + len(conditions) * block_w + (len(conditions) - 1) * block_gap + right
+    fig = MplFigure(figsize=(width, height))
     y = np.arange(len(models))[::-1].astype(np.float64)
-    for r, service in enumerate(services):
-        for c, cond in enumerate(conditions):
-            ax = axes[r, c]
+    first_ax = None
+    unlabelled: list[Any] = []  # model names only left of the first column
+    for c, cond in enumerate(conditions):
+        x0 = label_w + c * (block_w + block_gap)
+        fig.text(
+            (x0 + block_w / 2) / width, 1 - (top - 0.22) / height,
+            labels.explanation(cond).capitalize(), ha="center", va="bottom",
+            fontsize=10.5, fontweight="bold",
+        )  # fmt: skip
+        for k, service in enumerate(services):
+            r, j = divmod(k, per_block)
+            left = x0 + j * (panel_w + gap)
+            top_edge = top + r * (panel_h + title_h)
+            rect = (left / width, 1 - (top_edge + panel_h) / height, panel_w / width,
+                    panel_h / height)  # fmt: skip
+            ax = fig.add_axes(rect, sharex=first_ax, sharey=first_ax)
+            first_ax = first_ax or ax
             rows = sub.filter((pl.col("service") == service) & (pl.col("explanation") == cond))
-            lookup = {m: k for k, m in enumerate(rows["model_id"].to_list())}
-            idx = np.array([lookup.get(m, -1) for m in models])
-            have = idx >= 0
-            for who, colour, marker, shift in (
-                ("cis", CIS_COLOUR, "o", 0.14),
-                ("trans", TRANS_COLOUR, "s", -0.14),
-            ):
-                est = np.full(len(models), np.nan)
-                low = np.full(len(models), np.nan)
-                high = np.full(len(models), np.nan)
-                est[have] = _col(rows, f"share_{who}")[idx[have]]
-                low[have] = _col(rows, f"{who}_ci_low")[idx[have]]
-                high[have] = _col(rows, f"{who}_ci_high")[idx[have]]
-                ax.errorbar(
-                    est, y + shift, xerr=_errors(est, low, high), fmt=marker, color=colour,
-                    markersize=4.5, elinewidth=1.1, capsize=2.0,
-                )  # fmt: skip
-            ax.axvline(0.5, color="#777777", linestyle="--", linewidth=0.8)
-            ax.set_xlim(-0.02, 1.02)
-            ax.set_ylim(-0.6, len(models) - 0.4)
-            ax.set_yticks(y, list(models))
-            ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
-            ax.set_axisbelow(True)
-            title = labels.service(service)
-            if r == 0:
-                title = f"{labels.explanation(cond).capitalize()}\n{title}"
-            ax.set_title(title, fontsize=10, loc="left")
-    for c in range(len(conditions)):
-        axes[-1, c].set_xlabel("share of trials choosing the candidate")
+            _rates_panel(ax, rows, models, y)
+            ax.set_title(labels.service(service), fontsize=9.5, loc="left", pad=3)
+            ax.tick_params(axis="y", labelsize=9)
+            if c or j:
+                unlabelled.append(ax)
+            ax.tick_params(axis="x", labelsize=8.5)
+            if k + per_block < len(services):
+                ax.tick_params(axis="x", labelbottom=False)
+            else:
+                ax.set_xlabel("share of trials choosing the candidate", fontsize=9)
+    for ax in unlabelled:  # after every panel set the shared ticks
+        ax.tick_params(axis="y", labelleft=False)
     handles = [
         Line2D([], [], color=CIS_COLOUR, marker="o", linestyle="", label="cisgender candidate"),
         Line2D([], [], color=TRANS_COLOUR, marker="s", linestyle="", label="transgender candidate"),
         Line2D([], [], color="#777777", linestyle="--", label="parity (0.5)"),
     ]
     fig.legend(
-        handles=handles, loc="lower center", ncols=3, frameon=False,
-        bbox_to_anchor=(0.5, 0.02 / height),
+        handles=handles, loc="upper center", ncols=3, frameon=False,
+        bbox_to_anchor=(0.5, 1.0 - 0.42 / height),
     )  # fmt: skip
     fig.suptitle(
         f"Allocation, {labels.language(lang)}, {labels.symptoms(level)}",
-        fontweight="bold", y=1.0 - 0.12 / height, va="top",
+        fontweight="bold", y=1.0 - 0.1 / height, va="top",
     )  # fmt: skip
     caption = (
         f"Share of trials in which each model chose the cisgender or the transgender candidate "
@@ -340,6 +347,33 @@ def _rates_figure(
     )
     title = f"Selection rates — {labels.language(lang)}, {labels.symptoms(level)}"
     return _save(fig, out_dir, f"allocation_rates_{lang}_{level}", title, caption)
+
+
+def _rates_panel(ax: Any, rows: pl.DataFrame, models: Sequence[str], y: np.ndarray) -> None:
+    """One service and condition: each model's cis and trans shares with their intervals."""
+    lookup = {m: k for k, m in enumerate(rows["model_id"].to_list())}
+    idx = np.array([lookup.get(m, -1) for m in models])
+    have = idx >= 0
+    for who, colour, marker, shift in (
+        ("cis", CIS_COLOUR, "o", 0.14),
+        ("trans", TRANS_COLOUR, "s", -0.14),
+    ):
+        est = np.full(len(models), np.nan)
+        low = np.full(len(models), np.nan)
+        high = np.full(len(models), np.nan)
+        est[have] = _col(rows, f"share_{who}")[idx[have]]
+        low[have] = _col(rows, f"{who}_ci_low")[idx[have]]
+        high[have] = _col(rows, f"{who}_ci_high")[idx[have]]
+        ax.errorbar(
+            est, y + shift, xerr=_errors(est, low, high), fmt=marker, color=colour,
+            markersize=4.0, elinewidth=1.0, capsize=1.8,
+        )  # fmt: skip
+    ax.axvline(0.5, color="#777777", linestyle="--", linewidth=0.8)
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.6, len(models) - 0.4)
+    ax.set_yticks(y, list(models))
+    ax.grid(axis="both", color="#ececec", linewidth=0.6)
+    ax.set_axisbelow(True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,9 +31,25 @@ FROM explicit_answers
 """
 _PROGRESS_SQL = "SELECT experiment, model_id, language, planned, done, failed FROM progress"
 _RUNS_SQL = """
-SELECT run_id, started_at, config, config_hash, version, git_rev
+SELECT run_id, started_at, {ended}, config, config_hash, version, git_rev
 FROM runs ORDER BY started_at
 """
+#: The runs' optional columns (a later migration's), read when the store has them and NULL
+#: otherwise, so the report works on stores from before and after that migration.
+_RUNS_OPTIONAL = {"ended_at": "TIMESTAMPTZ", "exit_status": "VARCHAR"}
+
+
+def _runs_sql(reader: StoreReader) -> str:
+    """`_RUNS_SQL` over the columns this store's `runs` has (`ended_at` and `exit_status` are
+    NULL on a store whose runs never recorded an end)."""
+    present = set(reader.frame("SELECT * FROM runs LIMIT 0").columns)
+    ended = ", ".join(
+        name if name in present else f"CAST(NULL AS {kind}) AS {name}"
+        for name, kind in _RUNS_OPTIONAL.items()
+    )
+    return _RUNS_SQL.format(ended=ended)
+
+
 _PATIENTS_SQL = """
 SELECT roster_id, person_id, language, age, sex_assigned_at_birth, gender_identity FROM patients
 """
@@ -222,7 +238,7 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
             for k in kinds()
             if k.view is not None
         }
-        runs = reader.frame(_RUNS_SQL)
+        runs = reader.frame(_runs_sql(reader))
         simulated = simulated_models(runs["config"].to_list())
         return StoreData(
             views=views,

@@ -35,7 +35,7 @@ from ibias.analysis import labels
 from ibias.analysis.experiment import SOURCE_COLUMNS, ExperimentAnalysis, PaperComparison
 from ibias.analysis.load import StoreData
 from ibias.analysis.organ_pairs import organ_pairs_sentences, organ_pairs_table
-from ibias.analysis.report import DIFFERENCES, Column, absent, col, count, esc, table
+from ibias.analysis.report import DIFFERENCES, Column, absent, col, count, esc, prose, table
 from ibias.prompts.codes import PAPER
 
 PAPER_MODELS: tuple[str, ...] = (
@@ -67,6 +67,8 @@ MODEL_COLUMNS: dict[str, pl.DataType] = {
 
 PAPER_MODEL = "paper's model"
 SUBSTITUTE = "substitute"
+SIMULATOR = "simulator"
+"""The provider of simulated models (runner/providers)."""
 NOT_ANNOTATED = "not annotated"
 
 
@@ -249,14 +251,34 @@ def _models_html(models: pl.DataFrame) -> str:
     if models.is_empty():
         return absent("No model has trials in this store.")
     parts = []
-    named = set(models["paper_name"].drop_nulls().to_list())
-    standing_in = set(models["substitute_for"].drop_nulls().to_list())
+    # A simulated model answers with the simulator's planted biases, whatever its annotation
+    # says: it never counts as one of the paper's models having run.
+    simulated = models.filter(pl.col("provider") == SIMULATOR)
+    real = models.filter(pl.col("provider").fill_null("") != SIMULATOR)
+    named = set(real["paper_name"].drop_nulls().to_list())
+    standing_in = set(real["substitute_for"].drop_nulls().to_list())
     subs = models.filter(pl.col("status") == SUBSTITUTE)
     missing = [m for m in PAPER_MODELS if m not in named and m not in standing_in]
+    ran = len(named & set(PAPER_MODELS))
     sentences = [
-        f"{len(named & set(PAPER_MODELS))} of the paper's {len(PAPER_MODELS)} models ran as "
-        "the paper named them (by the configs' #@ paper_name annotations)."
+        f"{ran} of the paper's {len(PAPER_MODELS)} models ran as the paper named them (by the "
+        "configs' #@ paper_name annotations)."
+        if ran
+        else f"None of the paper's {len(PAPER_MODELS)} models ran in this store under the "
+        "paper's name."
     ]
+    if not simulated.is_empty():
+        sentences.append(
+            "Simulated by ibias's simulator (its answers carry the biases the config planted, "
+            "not any real model's): "
+            + ", ".join(
+                f"{r['model_id']} (annotated as {r['paper_name'] or r['substitute_for']})"
+                if r["paper_name"] or r["substitute_for"]
+                else str(r["model_id"])
+                for r in simulated.iter_rows(named=True)
+            )
+            + "."
+        )
     if not subs.is_empty():
         listed = "; ".join(
             f"{r['model_id']} ({r['configured_model'] or '?'}) stands in for {r['substitute_for']}"
@@ -281,7 +303,7 @@ def _models_html(models: pl.DataFrame) -> str:
             + ", ".join(retired)
             + "; a rerun of these rows needs another host or fails for that model only."
         )
-    parts.append(f"<p>{esc(' '.join(sentences))}</p>")
+    parts.append(f"<p>{prose(' '.join(sentences))}</p>")
     parts.append(
         table(
             models,
@@ -381,7 +403,7 @@ def section(
         "configs its runs used and the model names the providers reported. Tables: "
         "<code>paper_text_sources.csv</code>, <code>paper_models.csv</code>.</p>",
         "<h3>Design and texts</h3>",
-        f"<p>{esc(_designs_sentence(sources))}</p>",
+        f"<p>{prose(_designs_sentence(sources))}</p>",
         _sources_html(sources),
         "<h3>Models</h3>",
         _models_html(models),
@@ -392,7 +414,7 @@ def section(
     if sentences:
         parts += [
             "<h3>Pairs by who has the organ</h3>",
-            "<ul>" + "".join(f"<li>{esc(s)}</li>" for s in sentences) + "</ul>",
+            "<ul>" + "".join(f"<li>{prose(s)}</li>" for s in sentences) + "</ul>",
         ]
     parts += [
         "<h3>Parsers and scores behind the headline figures</h3>",
@@ -401,7 +423,7 @@ def section(
         parts.append(
             "<ul>"
             + "".join(
-                f"<li><strong>{esc(c.title)}</strong>: {esc(c.comparison.headline)}</li>"
+                f"<li><strong>{esc(c.title)}</strong>: {prose(c.comparison.headline)}</li>"
                 for c in comparisons
             )
             + "</ul>"
@@ -413,7 +435,7 @@ def section(
     if notes:
         parts.append(
             "<ul>"
-            + "".join(f"<li><strong>{esc(t)}</strong>: {esc(n)}</li>" for t, n in notes)
+            + "".join(f"<li><strong>{esc(t)}</strong>: {prose(n)}</li>" for t, n in notes)
             + "</ul>"
         )
     else:

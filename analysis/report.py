@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -68,6 +69,15 @@ DIFFERENCES = ("paper-differences", "How this run differs from the paper")
 
 def esc(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
+
+
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def prose(text: object) -> str:
+    """Our own prose as safe HTML: escaped, with `backticked` spans set as <code> (the
+    sentences are written markdown-style, and a reader should see code, not backticks)."""
+    return _CODE.sub(r"<code>\1</code>", esc(text))
 
 
 def _missing(x: object) -> bool:
@@ -138,13 +148,36 @@ def col(header: str, key: str, fmt: Callable[[object], str] = esc, text: bool = 
     return Column(header, lambda r: fmt(r[key]), text)
 
 
+_TAG = re.compile(r"(<[^>]*>)")
+_JOINED = re.compile(r"[^\s<>]*[-/‐–][^\s<>]*")
+
+
+def keep_words(cell: str) -> str:
+    """Safe cell HTML whose hyphenated or slashed tokens (`sim-gemini-2.0-flash-lite`, dates,
+    `a/b`) sit in nowrap spans: browsers may break a line after a hyphen or a slash, which
+    splits a model id or a date across lines as if it were two words. Text between tags only;
+    cells still wrap at spaces."""
+    if "-" not in cell and "/" not in cell and "‐" not in cell and "–" not in cell:
+        return cell
+    parts = _TAG.split(cell)
+    for i in range(0, len(parts), 2):  # even parts are text, odd ones tags
+        parts[i] = _JOINED.sub(_nowrap, parts[i])
+    return "".join(parts)
+
+
+def _nowrap(match: re.Match[str]) -> str:
+    token = match.group(0)
+    return f'<span class="nw">{token}</span>' if len(token) > 1 else token
+
+
 def table(frame: pl.DataFrame, columns: Sequence[Column]) -> str:
     head = "".join(
-        f'<th class="{"text" if c.text or c.wrap else ""}">{esc(c.header)}</th>' for c in columns
+        f'<th class="{"text" if c.text or c.wrap else ""}">{keep_words(esc(c.header))}</th>'
+        for c in columns
     )
     body = []
     for row in frame.iter_rows(named=True):
-        cells = "".join(f'<td class="{c.css}">{c.render(row)}</td>' for c in columns)
+        cells = "".join(f'<td class="{c.css}">{keep_words(c.render(row))}</td>' for c in columns)
         body.append(f"<tr>{cells}</tr>")
     return (
         f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
@@ -180,6 +213,13 @@ def _figure(fig: Figure) -> str:
     )
 
 
+def legend(codes: Sequence[tuple[str, str]]) -> str:
+    """A table's code letters and their meanings, placed right above the table, so a reader
+    need not scroll back to the section's introduction to read a cell."""
+    items = "".join(f"<div><dt>{esc(c)}</dt><dd>{esc(m)}</dd></div>" for c, m in codes)
+    return f'<dl class="legend">{items}</dl>'
+
+
 def absent(text: str) -> str:
     return f'<p class="absent">{esc(text)}</p>'
 
@@ -211,11 +251,20 @@ def _overview(inp: ReportInput) -> str:
 def _runs(inp: ReportInput) -> str:
     if inp.runs.is_empty():
         return "<h2 id='runs'>Runs</h2>" + absent("No run is recorded in this store.")
+    ended = _ended(inp.runs)
     listing = table(
         inp.runs,
         [
             col("run", "run_id", text=True),
             col("started", "started_at", when, text=True),
+            *(
+                [
+                    Column("ended", lambda r: when(r["ended_at"]) if r["ended_at"] else "—", True),
+                    Column("exit status", lambda r: esc(_or_dash(r.get("exit_status"))), True),
+                ]
+                if ended is not None
+                else []
+            ),
             col("ibias version", "version", text=True),
             col("git revision", "git_rev", text=True),
             col("config hash", "config_hash", lambda v: esc(str(v)[:16]), text=True),
@@ -231,12 +280,45 @@ def _runs(inp: ReportInput) -> str:
             f"{esc(str(row['config_hash'])[:16])} (run(s) started {started})</summary>"
             f"<pre>{esc(row['config'])}</pre></details>"
         )
-    first, last = inp.runs["started_at"].min(), inp.runs["started_at"].max()
+    span = runs_span(inp.runs, ended)
     return (
         "<h2 id='runs'>Runs and configuration</h2>"
-        f"<p>{len(inp.runs)} run(s) wrote to this store, from {when(first)} to {when(last)}.</p>"
+        f"<p>{len(inp.runs)} run(s) wrote to this store, {span}.</p>"
         f"{listing}{''.join(configs)}"
     )
+
+
+def _ended(runs: pl.DataFrame) -> object | None:
+    """When the last run ended (`runs.ended_at`, which stores from migration 011 on record), or
+    None when no run recorded its end."""
+    if "ended_at" not in runs.columns:
+        return None
+    ends = runs["ended_at"].drop_nulls()
+    return None if ends.is_empty() else ends.max()
+
+
+def runs_span(runs: pl.DataFrame, ended: object | None) -> str:
+    """The runs' time span: first start to last end when the runs record their ends (a run
+    that has none is still running or was killed), else the starts only."""
+    first, last = runs["started_at"].min(), runs["started_at"].max()
+    if ended is None and len(runs) == 1:
+        return f"starting at {when(first)} (no run here recorded its end)"
+    if ended is None:
+        return (
+            f"the first started at {when(first)} and the last at {when(last)} "
+            "(no run here recorded its end)"
+        )
+    latest = runs.sort("started_at").row(-1, named=True)
+    if latest["ended_at"] is None:
+        return (
+            f"from {when(first)}; the last, started at {when(last)}, has no recorded end "
+            "(it is still running, or it was killed)"
+        )
+    return f"from {when(first)} to {when(ended)}"
+
+
+def _or_dash(value: object) -> object:
+    return "—" if value is None else value
 
 
 def _models(inp: ReportInput) -> str:
@@ -364,9 +446,9 @@ def _progress(inp: ReportInput) -> str:
         + table(
             progress,
             [
-                col("experiment", "experiment", text=True),
+                col("experiment", "experiment", lambda v: esc(_experiment(v)), text=True),
                 col("model", "model_id", text=True),
-                col("language", "language", text=True),
+                col("language", "language", lambda v: esc(labels.language(v)), text=True),
                 col("planned", "planned", count),
                 col("done", "done", count),
                 col("failed", "failed", count),
@@ -400,8 +482,8 @@ def _explicit(inp: ReportInput) -> str:
         used = [a for a in answers if int(sub[a].sum()) > 0] or answers[:1]
         columns = [
             col("model", "model_id", text=True),
-            col("language", "language", text=True),
-            col("subject", "subject", text=True),
+            col("language", "language", lambda v: esc(labels.language(v)), text=True),
+            col("subject", "subject", lambda v: esc(_subject(v)), text=True),
             col("n", "n", count),
             *[col(a, a, count) for a in used],
         ]
@@ -412,11 +494,38 @@ def _explicit(inp: ReportInput) -> str:
     return "".join(parts)
 
 
+def _experiment(name: object) -> str:
+    return experiment_names().get(str(name), str(name))
+
+
+def _subject(slug: object) -> str:
+    """An explicit check's subject by its display name: a service's or a category's."""
+    for kind in ("services", "categories"):
+        name = labels.label(kind, slug)
+        if name != str(slug).replace("_", " "):
+            return name
+    return labels.label("subjects", slug)
+
+
 def _outputs(inp: ReportInput) -> str:
-    names = ", ".join(f"<code>{esc(n)}.csv</code>" for n in inp.tables)
+    """The files written beside the report, each a link (relative, so the folder can move)."""
+
+    def link(name: str) -> str:
+        return f'<a href="{esc(name)}"><code>{esc(name)}</code></a>'
+
+    tables = "".join(f"<li>{link(f'{n}.csv')} · {link(f'{n}.parquet')}</li>" for n in inp.tables)
+    figures = "".join(f"<li>{link(f.png.name)} · {link(f.svg.name)}</li>" for f in inp.figures)
     return (
         "<h2 id='files'>Files</h2><p>Every table is written beside this report as CSV and "
-        f"Parquet: {names}. Figures are also written as PNG and SVG.</p>"
+        "Parquet, and every figure as PNG and SVG.</p>"
+        f"<details open><summary>Tables ({len(inp.tables)})</summary>"
+        f"<ul class='files'>{tables}</ul></details>"
+        + (
+            f"<details open><summary>Figures ({len(inp.figures)})</summary>"
+            f"<ul class='files'>{figures}</ul></details>"
+            if inp.figures
+            else ""
+        )
     )
 
 
@@ -443,6 +552,7 @@ def render(inp: ReportInput) -> str:
     )
     body = "".join(
         [
+            "<main>",
             "<h1>ibias report</h1>",
             '<dl class="facts">',
             f"<dt>store</dt><dd>{esc(inp.store)}</dd>",
@@ -460,6 +570,7 @@ def render(inp: ReportInput) -> str:
             *(sec.html for sec in inp.sections),
             _explicit(inp),
             _outputs(inp),
+            "</main>",
         ]
     )
     return (

@@ -25,6 +25,7 @@ from ibias.analysis.report import (
     esc,
     figures_html,
     interval,
+    legend,
     num,
     pvalue,
     table,
@@ -163,6 +164,7 @@ def _word_association(inp: SectionContext) -> str:
         sub = cells.filter(pl.col("language") == lang)
         parts.append(
             f"<details class='key' open><summary>{esc(labels.language(lang))}</summary>"
+            + legend(EXPLICIT_CODES)
             + table(
                 sub,
                 [
@@ -175,6 +177,17 @@ def _word_association(inp: SectionContext) -> str:
             + "</details>"
         )
     return "".join(parts)
+
+
+EXPLICIT_CODES: tuple[tuple[str, str], ...] = (
+    ("explicit:", "the direct answers for the same category"),
+    ("T", "transgender"),
+    ("C", "cisgender"),
+    ("N", "neither"),
+    ("R", "refused"),
+    ("U", "unreadable"),
+)
+"""The letters of the "explicit" column, shown beside every table that has it."""
 
 
 SCORE_CHOICE = (

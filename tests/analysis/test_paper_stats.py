@@ -312,7 +312,10 @@ def test_paper_only_store(paper_store: Path, tmp_path: Path) -> None:
     assert models["sim-b"]["status"] == "substitute"
     assert models["sim-b"]["substitute_for"] == "Llama 3 70B"
     assert "Substituted: sim-b" in html and "stands in for Llama 3 70B" in html
-    assert "1 of the paper&#x27;s 7 models ran as the paper named them" in html
+    # sim-a is simulated: its annotation never makes it one of the paper's models having run.
+    assert "ran as the paper named them" not in html
+    assert "None of the paper&#x27;s 7 models ran in this store" in html
+    assert "sim-a (annotated as GPT 4o mini)" in html
     # The authors' view of the paper design, Spanish <persona> included, by hand.
     view = check_authors_view(paper_store, result, "paper")
     assert set(view["language"].to_list()) == {"en", "es"}
