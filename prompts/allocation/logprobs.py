@@ -121,10 +121,11 @@ def _tag_pattern(tag: str) -> re.Pattern[str]:
 
 def _name_start(
     text: str, tag: str, shown: Sequence[str], names: Sequence[str]
-) -> tuple[int, list[list[str]]] | None:
-    """(offset in `text` where the name starts, per candidate the texts that may write its
-    name from there on, as shown in the prompt: not normalised), or None. `shown` are the
-    names as shown (white space collapsed), `names` the same normalised.
+) -> tuple[int, list[list[str]], str] | None:
+    """(offset in `text` where the name starts, per candidate the names that may be written
+    from there on, as shown in the prompt: not normalised, and the closing tag that follows
+    them, "" without a tag), or None. `shown` are the names as shown (white space
+    collapsed), `names` the same normalised.
 
     After the answer tag a candidate's name is its full name, or its first name when the two
     first names differ, followed by the closing tag. Without a tag: the first whole-word
@@ -138,27 +139,27 @@ def _name_start(
         start = found.end()
         while start < len(text) and text[start].isspace():
             start += 1
-        close = f"</{tag}>"
-        return start, [
-            [n + close, f + close] if differ else [n + close]
-            for n, f in zip(shown, shown_firsts, strict=True)
-        ]
+        return (
+            start,
+            [[n, f] if differ else [n] for n, f in zip(shown, shown_firsts, strict=True)],
+            f"</{tag}>",
+        )
     folded, offsets = normalise_with_map(text)
     for phrases, spelt in ((names, shown), (firsts, shown_firsts) if differ else ((), ())):
         hits = [m.start() for n in phrases if n and (m := phrase_pattern(n).search(folded))]
         if hits:
-            return offsets[min(hits)], [[n] for n in spelt]
+            return offsets[min(hits)], [[n] for n in spelt], ""
     return None
 
 
-def _writes(reply: str, ends: Sequence[Sequence[str]], spelling: Spelling) -> bool:
+def _writes(reply: str, written: Sequence[Sequence[str]], spelling: Spelling) -> bool:
     """Whether `reply` (from where the name starts) writes a candidate's name in `spelling`:
-    it agrees with one of the candidate's texts through the name, or through all the reply
-    says when it stops first."""
+    it agrees with one of the names the candidate may be written as through the whole name,
+    or through all the reply says when it stops first (what follows the name is not asked)."""
     said = spelling(reply).lstrip()
-    for mine in ends:
-        for end in mine:
-            spelt = spelling(end)
+    for mine in written:
+        for name in mine:
+            spelt = spelling(name)
             if _common(said, spelt) >= min(len(said), len(spelt)):
                 return True
     return False
@@ -230,13 +231,12 @@ def choice_logprobs(
     start = _name_start(text, asked_tag(item), shown, names)
     if start is None:
         return ChoiceLogprobs(None, None, None, None, NO_NAME)
-    offset, written = start
-    # Unfolded when the reply writes a name with its accents (the tag's part of `written`
-    # is ASCII, so it compares alike either way), else folded: the last spelling decides.
+    offset, written, close = start
+    # Unfolded when the reply writes a name with its accents, else folded: the last decides.
     spelling = next(
         (f for f in SPELLINGS[:-1] if _writes(text[offset:], written, f)), SPELLINGS[-1]
     )
-    ends = [[spelling(e) for e in mine] for mine in written]
+    ends = [[spelling(name + close) for name in mine] for mine in written]
     return _read(texts, tokens, offset, ends, identities, spelling)
 
 

@@ -140,6 +140,13 @@ def test_multi_character_tokens_spanning_the_accent_are_read_where_the_accent_pa
     _close(choice_logprobs(item, None, tokens), 0.15, 1.0, 2)
 
 
+def test_white_space_before_the_closing_tag_does_not_hide_the_accents():
+    item = _item("José Pérez", "Josefina Ruiz", language="es")
+    tops = {"José": 0.6, "Josef": 0.3, "**": 0.1}
+    tokens = [_tok("<person> "), _tok("José", 0.6, tops), _tok(" Pérez "), _tok("</person>")]
+    _close(choice_logprobs(item, None, tokens), 0.6 / 0.9, 0.9, 1)
+
+
 def test_a_name_written_without_its_accents_is_read_folded():
     """The reply writes "Jose Perez": no candidate's name with its accents, so the names are
     compared folded and part after "jose", at the space."""
