@@ -152,17 +152,22 @@ def _name_start(
     return None
 
 
-def _writes(reply: str, written: Sequence[Sequence[str]], spelling: Spelling) -> bool:
+def _writes(reply: str, written: Sequence[Sequence[str]], close: str, spelling: Spelling) -> bool:
     """Whether `reply` (from where the name starts) writes a candidate's name in `spelling`:
-    it agrees with one of the names the candidate may be written as through the whole name,
-    or through all the reply says when it stops first (what follows the name is not asked)."""
-    said = spelling(reply).lstrip()
+    it agrees with one of the names the candidate may be written as, and the closing tag after
+    it (white space before the tag aside), through the end, or through all the reply says when
+    it stops first. With the tag, so that "Lucas Perez" does not pass for "Lucas" when the
+    names are "Lucas Pérez" and "Lucía Pérez"."""
+    said = _BEFORE_TAG.sub("", spelling(reply).lstrip())
     for mine in written:
         for name in mine:
-            spelt = spelling(name)
+            spelt = spelling(name + close)
             if _common(said, spelt) >= min(len(said), len(spelt)):
                 return True
     return False
+
+
+_BEFORE_TAG = re.compile(r"\s+(?=</)")
 
 
 def _common(a: str, b: str) -> int:
@@ -234,7 +239,7 @@ def choice_logprobs(
     offset, written, close = start
     # Unfolded when the reply writes a name with its accents, else folded: the last decides.
     spelling = next(
-        (f for f in SPELLINGS[:-1] if _writes(text[offset:], written, f)), SPELLINGS[-1]
+        (f for f in SPELLINGS[:-1] if _writes(text[offset:], written, close, f)), SPELLINGS[-1]
     )
     ends = [[spelling(name + close) for name in mine] for mine in written]
     return _read(texts, tokens, offset, ends, identities, spelling)
