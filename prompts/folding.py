@@ -50,6 +50,18 @@ def fold(text: str, *, straight_quotes: bool = False) -> str:
     return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
 
 
+def fold_case(text: str, *, straight_quotes: bool = False) -> str:
+    """Case-folded `text` with its accents kept, composed (NFC): "JOSÉ" -> "josé", never "jose".
+
+    For comparisons where an accent may be the only thing that tells two texts apart at a point
+    (the logprob reader's "José" against "Josefina", `allocation.logprobs`): composed, so an
+    accented letter stays one character that differs from its base letter."""
+    if straight_quotes:
+        text = text.translate(_STRAIGHT_QUOTES_TABLE)
+    composed = unicodedata.normalize("NFC", text).casefold()
+    return composed if composed.isascii() else unicodedata.normalize("NFC", composed)
+
+
 def fold_with_offsets(text: str, *, straight_quotes: bool = False) -> tuple[str, list[int]]:
     """`fold(text)` and, for each of its characters, the index in `text` it came from.
 

@@ -9,11 +9,18 @@ of each candidate at the first token where the two candidates' names differ:
    (`<person>`, `<persona>` for the paper design in Spanish; any case and spacing), skipping
    white space; without a tag, at the first whole-word mention of either candidate's full name,
    else of either first name when they differ.
-2. Where the two names part: names are compared as the parser compares them (lowercase,
-   accents removed, runs of white space as one space), each followed by the closing tag when
-   the reply has an opening one, so "Ana" against "Ana María" parts where one closes and the
-   other goes on. Inside a tag a name may be written in full or, when the first names differ,
-   by its first name alone; without a tag, as the reply was found (full names, or first
+2. Where the two names part: the first position where the two names, as the reply would
+   write them, differ; each is followed by the closing tag when the reply has an opening one,
+   so "Ana" against "Ana María" parts where one closes and the other goes on. Names are
+   compared without case and with runs of white space as one space, first *unfolded* (accents
+   kept), and folded (accents removed, as the parser compares them) only if that decides
+   nothing: the unfolded comparison is used when the reply, from where the name starts,
+   writes one candidate's name with its accents (or stops inside it). So "José Pérez" against
+   "Josefina Ruiz" part at the "é", where a model that writes accents chooses, not one letter
+   later where the folded names part ("jose" is the start of both); a reply that writes
+   "Jose Perez" is read folded, and the names part after "jose".
+   Inside a tag a name may be written in full or, when the first names differ, by its first
+   name alone; without a tag, as the reply was found (full names, or first
    names). Names may share a first name ("María José" / "María Luisa"): the position is past
    what they share.
    Identical names are undecidable (`same_name`); so is a name whose words start the other's
@@ -32,9 +39,13 @@ of each candidate at the first token where the two candidates' names differ:
    the two names hold at that position); `p_cis` and `p_trans` are the two sums renormalised
    over the two, so they add up to 1. No alternative fits either name: `no_candidate_token`.
 
-Token texts are compared after the same normalisation, so "Lucía" split as "Luc" + "ía" and
-an alternative "as" (for "Lucas") are read as the names they spell. Byte-level pieces of one
-accented letter split over two tokens do not spell text and fit neither name.
+Token texts are compared after the same normalisation as the names, so "Lucía" split as
+"Luc" + "ía" and an alternative "as" (for "Lucas") are read as the names they spell; tokens
+longer than a letter may span the accent ("José" against "Josef"). In the unfolded comparison
+an unaccented letter where one name has the accented one reads as the other name ("Jose" is
+the start of "Josefina", not of "José": the reply writes accents). Byte-level pieces of one
+accented letter split over two tokens, and a letter and its combining accent split over two,
+do not spell the letter and fit neither name.
 
 Stored in `allocation_logprobs` (registered as an extra parser of the allocation kind, reading
 `responses.logprobs`: rows only for replies that have logprobs). Bump LOGPROBS_VERSION whenever
@@ -45,7 +56,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -53,9 +64,9 @@ from typing import Any
 from ibias.prompts.allocation.parse_tag_only import asked_tag
 from ibias.prompts.allocation.text import normalise, normalise_with_map, phrase_pattern
 from ibias.prompts.codes import CIS, SAME_NAME, TRANS
-from ibias.prompts.folding import fold
+from ibias.prompts.folding import fold, fold_case
 
-LOGPROBS_VERSION = 1
+LOGPROBS_VERSION = 2  # 2: names compared unfolded first
 LOGPROBS_TABLE = "allocation_logprobs"
 
 NO_TOKENS = "no_tokens"
@@ -88,9 +99,19 @@ class ChoiceLogprobs:
 
 
 def _frag(text: str) -> str:
-    """A piece of reply text normalised like a name, without stripping (a token's leading
-    space is part of what it spells)."""
+    """A piece of reply text normalised like a name, folded (accents removed), without
+    stripping (a token's leading space is part of what it spells)."""
     return _SPACE.sub(" ", fold(text, straight_quotes=True))
+
+
+def _frag_unfolded(text: str) -> str:
+    """As `_frag` with the accents kept (case folded, composed): compared first."""
+    return _SPACE.sub(" ", fold_case(text, straight_quotes=True))
+
+
+Spelling = Callable[[str], str]
+SPELLINGS: tuple[Spelling, ...] = (_frag_unfolded, _frag)
+"""How names and tokens are compared, in the order tried (module docstring, 2)."""
 
 
 @cache
@@ -98,32 +119,55 @@ def _tag_pattern(tag: str) -> re.Pattern[str]:
     return re.compile(rf"<\s*{re.escape(tag)}\s*>", re.I)
 
 
-def _name_start(text: str, tag: str, names: Sequence[str]) -> tuple[int, list[list[str]]] | None:
-    """(offset in `text` where the name starts, per candidate the texts that write its name
-    from there on), or None.
+def _name_start(
+    text: str, tag: str, shown: Sequence[str], names: Sequence[str]
+) -> tuple[int, list[list[str]], str] | None:
+    """(offset in `text` where the name starts, per candidate the names that may be written
+    from there on, as shown in the prompt: not normalised, and the closing tag that follows
+    them, "" without a tag), or None. `shown` are the names as shown (white space
+    collapsed), `names` the same normalised.
 
     After the answer tag a candidate's name is its full name, or its first name when the two
     first names differ, followed by the closing tag. Without a tag: the first whole-word
     mention of either full name (the names are the full names), else of either first name when
     the two differ (replies that answer with a first name alone; the names are those words)."""
     firsts = [n.split(" ")[0] for n in names]
+    shown_firsts = [n.split(" ")[0] for n in shown]
     differ = firsts[0] != firsts[1]
     found = _tag_pattern(tag).search(text)
     if found is not None:
         start = found.end()
         while start < len(text) and text[start].isspace():
             start += 1
-        close = _frag(f"</{tag}>")
-        return start, [
-            [n + close, f + close] if differ else [n + close]
-            for n, f in zip(names, firsts, strict=True)
-        ]
+        return (
+            start,
+            [[n, f] if differ else [n] for n, f in zip(shown, shown_firsts, strict=True)],
+            f"</{tag}>",
+        )
     folded, offsets = normalise_with_map(text)
-    for phrases in (names, firsts if differ else []):
+    for phrases, spelt in ((names, shown), (firsts, shown_firsts) if differ else ((), ())):
         hits = [m.start() for n in phrases if n and (m := phrase_pattern(n).search(folded))]
         if hits:
-            return offsets[min(hits)], [[n] for n in phrases]
+            return offsets[min(hits)], [[n] for n in spelt], ""
     return None
+
+
+def _writes(reply: str, written: Sequence[Sequence[str]], close: str, spelling: Spelling) -> bool:
+    """Whether `reply` (from where the name starts) writes a candidate's name in `spelling`:
+    it agrees with one of the names the candidate may be written as, and the closing tag after
+    it (white space before the tag aside), through the end, or through all the reply says when
+    it stops first. With the tag, so that "Lucas Perez" does not pass for "Lucas" when the
+    names are "Lucas Pérez" and "Lucía Pérez"."""
+    said = _BEFORE_TAG.sub("", spelling(reply).lstrip())
+    for mine in written:
+        for name in mine:
+            spelt = spelling(name + close)
+            if _common(said, spelt) >= min(len(said), len(spelt)):
+                return True
+    return False
+
+
+_BEFORE_TAG = re.compile(r"\s+(?=</)")
 
 
 def _common(a: str, b: str) -> int:
@@ -180,7 +224,8 @@ def choice_logprobs(
     """Read one trial's choice probabilities from its reply's tokens (module docstring)."""
     del content  # the tokens spell the reply; offsets are taken in their text
     candidates = list(item["candidates"])
-    names = [normalise(str(c["name"])) for c in candidates]
+    shown = [_SPACE.sub(" ", str(c["name"])).strip() for c in candidates]
+    names = [normalise(n) for n in shown]
     identities = [str(c["identity"]) for c in candidates]
     if names[0] == names[1]:
         return ChoiceLogprobs(None, None, None, None, SAME_NAME)
@@ -188,11 +233,28 @@ def choice_logprobs(
         return ChoiceLogprobs(None, None, None, None, NO_TOKENS)
     texts = [_token_text(t) for t in tokens]
     text = "".join(texts)
-    tag = asked_tag(item)
-    start = _name_start(text, tag, names)
+    start = _name_start(text, asked_tag(item), shown, names)
     if start is None:
         return ChoiceLogprobs(None, None, None, None, NO_NAME)
-    offset, ends = start
+    offset, written, close = start
+    # Unfolded when the reply writes a name with its accents, else folded: the last decides.
+    spelling = next(
+        (f for f in SPELLINGS[:-1] if _writes(text[offset:], written, close, f)), SPELLINGS[-1]
+    )
+    ends = [[spelling(name + close) for name in mine] for mine in written]
+    return _read(texts, tokens, offset, ends, identities, spelling)
+
+
+def _read(
+    texts: Sequence[str],
+    tokens: Sequence[Mapping[str, Any]],
+    offset: int,
+    ends: Sequence[Sequence[str]],
+    identities: Sequence[str],
+    spelling: Spelling,
+) -> ChoiceLogprobs:
+    """Walk the tokens from the name start to where the names part, in one spelling (module
+    docstring, 2-3)."""
     for a in ends[0]:
         for b in ends[1]:
             short, long = sorted((a, b), key=len)
@@ -210,11 +272,11 @@ def choice_logprobs(
             position = end
             continue
         cut = max(0, offset - position)
-        lead, added = piece[:cut], _frag(piece[cut:])
+        lead, added = piece[:cut], spelling(piece[cut:])
         if not done:
             added = added.lstrip()
         if len(done) + len(added) > parting:
-            return _at_parting(tokens[index], index, lead, done, ends, identities)
+            return _at_parting(tokens[index], index, lead, done, ends, identities, spelling)
         done += added
         if not shared.startswith(done):
             return ChoiceLogprobs(None, None, None, None, OFF_NAME)
@@ -229,12 +291,13 @@ def _at_parting(
     done: str,
     ends: Sequence[Sequence[str]],
     identities: Sequence[str],
+    spelling: Spelling,
 ) -> ChoiceLogprobs:
     """Sum the alternatives at the parting token per candidate (module docstring, 3-4)."""
-    fixed = _frag(lead).rstrip()
+    fixed = spelling(lead).rstrip()
     mass = {CIS: 0.0, TRANS: 0.0}
     for alternative, p in _alternatives(token):
-        spelt = _frag(alternative)
+        spelt = spelling(alternative)
         if not spelt.startswith(fixed):
             continue
         added = spelt[len(fixed) :]

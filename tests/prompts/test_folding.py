@@ -100,3 +100,13 @@ def test_offsets_cut_the_original_text() -> None:
     assert text[index[start] :] == "ﬁrst on the list."
     end = folded.index("perez") + len("perez")
     assert text[: index[end - 1] + 1] == "Elijo a José Pérez"
+
+
+def test_fold_case_keeps_accents_composed() -> None:
+    from ibias.prompts.folding import fold_case
+
+    assert fold_case("JOSÉ Pérez") == "josé pérez"
+    assert fold_case("Jose\u0301") == "josé"  # a decomposed accent is composed
+    assert fold_case("José") != fold_case("Jose")
+    assert fold_case("I can’t", straight_quotes=True) == "i can't"
+    assert fold_case("Straße") == "strasse"

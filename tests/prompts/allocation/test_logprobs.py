@@ -114,6 +114,48 @@ def test_spanish_accents_and_case_are_compared_folded():
     _close(got, 0.3 / 0.9, 0.9, 2)
 
 
+def test_multi_character_tokens_spanning_the_accent_are_read_where_the_accent_parts_names():
+    """ "José Pérez" against "Josefina Ruiz": written with accents, the names part at the "é"
+    (folded, "jose" starts both, and the token after would be read, certain of the name
+    already chosen). Tokens longer than a letter span the accent."""
+    item = _item("José Pérez", "Josefina Ruiz", language="es")
+    # one token holds the whole first name: "José" is José, "Josef" Josefina, "Jos" and "Jo"
+    # stop before the parting point (both), "**" neither
+    tops = {"José": 0.6, "Josef": 0.25, "Jos": 0.05, "Jo": 0.05, "**": 0.05}
+    tokens = [_tok("<person>"), _tok("José", 0.6, tops), _tok(" Pérez"), _tok("</person>")]
+    _close(choice_logprobs(item, None, tokens), 0.6 / 0.85, 0.85, 1)
+    # the token starts before the accent and runs past it, into the surname
+    tops = {"sé P": 0.7, "sefi": 0.2, "s": 0.1}
+    tokens = [_tok("<person>"), _tok("Jo"), _tok("sé P", 0.7, tops), _tok("érez</person>")]
+    _close(choice_logprobs(item, None, tokens), 0.7 / 0.9, 0.9, 2)
+    # upper case, the token taking the tag's ">" with it; an unaccented "JOSE" is the start
+    # of "Josefina" where the reply writes accents
+    tops = {">JOSÉ": 0.5, ">JOSE": 0.3, ">JOSEF": 0.1, "<": 0.1}
+    tokens = [_tok("<person"), _tok(">JOSÉ", 0.5, tops), _tok(" PÉREZ"), _tok("</person>")]
+    _close(choice_logprobs(item, None, tokens), 0.5 / 0.9, 0.9, 1)
+    # Josefina chosen, "é" the alternative at the parting token; a bare "e" goes on to
+    # "Josefina" only, as written with accents
+    tops = {"efin": 0.8, "é": 0.15, "e": 0.05}
+    tokens = [_tok("<person>"), _tok("Jos"), _tok("efin", 0.8, tops), _tok("a Ruiz</person>")]
+    _close(choice_logprobs(item, None, tokens), 0.15, 1.0, 2)
+
+
+def test_white_space_before_the_closing_tag_does_not_hide_the_accents():
+    item = _item("José Pérez", "Josefina Ruiz", language="es")
+    tops = {"José": 0.6, "Josef": 0.3, "**": 0.1}
+    tokens = [_tok("<person> "), _tok("José", 0.6, tops), _tok(" Pérez "), _tok("</person>")]
+    _close(choice_logprobs(item, None, tokens), 0.6 / 0.9, 0.9, 1)
+
+
+def test_a_name_written_without_its_accents_is_read_folded():
+    """The reply writes "Jose Perez": no candidate's name with its accents, so the names are
+    compared folded and part after "jose", at the space."""
+    item = _item("José Pérez", "Josefina Ruiz", language="es")
+    tops = {" Pere": 0.4, "fina": 0.5, "s": 0.1}
+    tokens = [_tok("<person>"), _tok("Jose"), _tok(" Pere", 0.4, tops), _tok("z</person>")]
+    _close(choice_logprobs(item, None, tokens), 0.4 / 0.9, 0.9, 2)
+
+
 def test_the_sampled_token_counts_when_top_logprobs_leave_it_out():
     tokens = [
         _tok("<person>"),
