@@ -30,6 +30,7 @@ from ibias.runner.config import (
 from ibias.store.lock import StoreLock
 
 if TYPE_CHECKING:
+    from ibias.runner.batch.run import BatchOptions
     from ibias.runner.stop import Stop
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -196,6 +197,17 @@ def _run_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     run.add_argument(
         "--quiet", action="store_true", help="no progress display (default: shown on stderr)"
     )
+    run.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the trials of models with a batch API as provider batches, at the batch "
+        "price (docs/batches.md); run again to collect them",
+    )
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with batches: submit them, run the online models, print the batch ids and exit 0",
+    )
 
 
 def _plan_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -210,6 +222,11 @@ def _plan_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_selection(plan)
     plan.add_argument(
         "--json", action="store_true", help="print one JSON object (default: a table)"
+    )
+    plan.add_argument(
+        "--batch",
+        action="store_true",
+        help="plan as `run --batch` would run: which models go as batches, at the batch price",
     )
 
 
@@ -676,6 +693,13 @@ def _selected_config(args: argparse.Namespace) -> Config:
     return select(load_config(args.config), args.model, args.experiment)
 
 
+def _batch_options(args: argparse.Namespace) -> BatchOptions:
+    """`--batch` and `--no-wait` (runner/batch/run.py)."""
+    from ibias.runner.batch.run import BatchOptions
+
+    return BatchOptions(forced=args.batch, wait=not args.no_wait)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from ibias.runner.run import RunOptions, execute
 
@@ -686,6 +710,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             max_cost=args.max_cost,
             concurrency=args.concurrency,
             quiet=args.quiet,
+            batch=_batch_options(args),
         )
         result = await execute(config, options, stop=stop)
         # Which store the run filled, wherever it was started from: with the summary of a
@@ -705,6 +730,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     config = _selected_config(args)
     store = config.store_path(args.store)
     report = {"store": str(absolute_path(store)), **plan_report(config, store)}
+    from ibias.runner.batch.plan import with_modes
+
+    report = with_modes(config, report, forced=args.batch)
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:

@@ -205,6 +205,8 @@ def time_sentence(m: dict[str, Any]) -> str:
     """The plain-words time of one model: 'at least 11 h 06 min (30 rpm)', or unknown."""
     if not m["remaining"]:
         return "nothing left"
+    if m.get("mode") == "batch":
+        return "within the provider's 24 h batch window"
     if m["min_seconds"] is None:
         return "unknown (no rpm or tpm configured)"
     which = m["limited_by"]
@@ -264,6 +266,8 @@ def render_plan(report: dict[str, Any]) -> None:
         f"estimated cost at most ${report['estimated_cost_usd']:,.2f}"
     )
     console.print(_total_time(report))
+    for line in report.get("batch_lines", ()):  # runner/batch/plan.py
+        console.print(line)
 
 
 def _total_time(report: dict[str, Any]) -> str:

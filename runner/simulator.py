@@ -64,7 +64,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from aiohttp import web
@@ -1363,6 +1363,10 @@ class Simulator:
         self._base_url: str | None = None
         self._active: set[asyncio.Task[Any]] = set()
         self._seq = 0  # never reset: response and request ids stay unique
+        from ibias.runner.sim_batch import BatchService  # imports this module
+
+        #: The batch protocol's state (files, batches) and the knobs tests turn.
+        self.batches = BatchService(self)
         self.reset_stats()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -1379,6 +1383,7 @@ class Simulator:
         app.router.add_post("/v1/models/{model}:generateContent", self._handler(GEMINI))
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_get("/stats", self._stats)
+        self.batches.install(app)  # OpenAI's Files and Batch API (runner/sim_batch.py)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
@@ -1449,6 +1454,35 @@ class Simulator:
     def served_count(self, model: str, messages: Sequence[Mapping[str, str]]) -> int:
         """How many completed answers to exactly these messages were sent for `model`."""
         return self._served_by_prompt.get((model, prompt_hash(messages)), 0)
+
+    def answer_openai(self, raw: bytes) -> tuple[int, bytes]:
+        """One chat-completions body answered as an online request is (the same reading,
+        responders and reply body) but without latency, faults or rate limits: what a line
+        of a batch gets (runner/sim_batch.py). Returns (status, body)."""
+        ask = OPENAI.read(cast(web.Request, None), raw)
+        if not isinstance(ask, _Ask):
+            return ask
+        state = self._state(ask.model)
+        content, finish = answer_for(
+            self.profile.seed, ask.model, ask.messages, state.profile.persona
+        )
+        prompt_tokens = estimate_tokens(sum(len(m["content"]) for m in ask.messages))
+        completion_tokens = estimate_tokens(len(content))
+        if ask.max_tokens is not None and completion_tokens > ask.max_tokens:
+            content, completion_tokens, finish = (
+                content[: ask.max_tokens * 4],
+                ask.max_tokens,
+                "length",
+            )
+        payload = OPENAI.success(
+            self, state, ask, (content, finish), (prompt_tokens, completion_tokens, 0), 0.0, {}
+        )
+        self._served += 1
+        self._served_by_model[ask.model] = self._served_by_model.get(ask.model, 0) + 1
+        if self._count_prompts:
+            key = (ask.model, stable_hash(list(ask.messages)))
+            self._served_by_prompt[key] = self._served_by_prompt.get(key, 0) + 1
+        return 200, payload
 
     # -- handlers ----------------------------------------------------------------------------
 

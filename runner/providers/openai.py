@@ -10,10 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 from urllib.parse import urlsplit
 
+import msgspec
 import orjson
+from msgspec import Meta
 
 from ibias.prompts.base import Message
 from ibias.runner.config import ModelConfig
@@ -45,6 +47,7 @@ from ibias.runner.retries import (
 )
 
 __all__ = [
+    "OpenAIOptions",
     "OpenAIProvider",
     "embedded_error",
     "logprobs_refusal",
@@ -140,9 +143,29 @@ def _positive_int(value: str | None) -> int | None:
     return number if number > 0 else None
 
 
+class OpenAIOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The `openai` provider's own keys in a `[[models]]` table: how its trials are sent,
+    never what (so none of them is part of a trial key, see `names.SENDING_OPTIONS`).
+
+    * `mode`: "online" (default) or "batch": the model's trials go out through OpenAI's Batch
+      API (runner/batch/), at the batch price.
+    * `batch`: a host other than api.openai.com that implements OpenAI's Batch API (Azure,
+      a proxy, ibias's simulator) is sent batches only with `batch = true`.
+    * `batch_price_input`, `batch_price_output`: USD per million tokens in batch mode; absent:
+      half the online price (OpenAI's documented batch discount).
+    """
+
+    mode: Literal["online", "batch"] | None = None
+    batch: bool | None = None
+    batch_price_input: Annotated[float, Meta(ge=0, le=100_000)] | None = None
+    batch_price_output: Annotated[float, Meta(ge=0, le=100_000)] | None = None
+
+
 @provider("openai")
 class OpenAIProvider(HTTPProvider):
     """`Provider` for POST {base_url}/chat/completions."""
+
+    options_schema: ClassVar[type[msgspec.Struct] | None] = OpenAIOptions
 
     def __init__(
         self,
@@ -203,13 +226,18 @@ class OpenAIProvider(HTTPProvider):
     def session_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        payload: dict[str, Any] = {
+    def request_body(self, messages: Sequence[Message], sampling: Sampling) -> dict[str, Any]:
+        """The chat-completions body of one trial: what `complete` posts, and what a batch
+        line carries as its `body` (runner/batch/openai.py), so a trial is the same request
+        whichever way it is sent."""
+        return {
             "model": self.model,
             "messages": list(messages),
             **self._wire_params(sampling),
         }
-        status, headers, body = await self.post(payload)
+
+    async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
+        status, headers, body = await self.post(self.request_body(messages, sampling))
         verdict = self.classify_response(status, headers, body)
         if verdict.verdict is not Verdict.OK:
             if sampling.top_logprobs is not None:
