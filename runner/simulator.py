@@ -1364,9 +1364,12 @@ class Simulator:
         self._active: set[asyncio.Task[Any]] = set()
         self._seq = 0  # never reset: response and request ids stay unique
         from ibias.runner.sim_batch import BatchService  # imports this module
+        from ibias.runner.sim_batch_anthropic import MessageBatchService
 
-        #: The batch protocol's state (files, batches) and the knobs tests turn.
+        #: The batch protocols' state (files, batches) and the knobs tests turn: OpenAI's
+        #: Batch API and Anthropic's Message Batches.
         self.batches = BatchService(self)
+        self.message_batches = MessageBatchService(self)
         self.reset_stats()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -1384,6 +1387,7 @@ class Simulator:
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_get("/stats", self._stats)
         self.batches.install(app)  # OpenAI's Files and Batch API (runner/sim_batch.py)
+        self.message_batches.install(app)  # Anthropic's (runner/sim_batch_anthropic.py)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
@@ -1456,10 +1460,15 @@ class Simulator:
         return self._served_by_prompt.get((model, prompt_hash(messages)), 0)
 
     def answer_openai(self, raw: bytes) -> tuple[int, bytes]:
-        """One chat-completions body answered as an online request is (the same reading,
-        responders and reply body) but without latency, faults or rate limits: what a line
-        of a batch gets (runner/sim_batch.py). Returns (status, body)."""
-        ask = OPENAI.read(cast(web.Request, None), raw)
+        """One chat-completions body answered as online (see `answer_line`)."""
+        return self.answer_line(OPENAI, raw)
+
+    def answer_line(self, d: _Dialect, raw: bytes, request: Any = None) -> tuple[int, bytes]:
+        """One request body of protocol `d` answered as an online request is (the same
+        reading, responders and reply body) but without latency, faults or rate limits: what
+        a line of a batch gets (runner/sim_batch.py). `request` stands in for the HTTP request
+        where the dialect reads one (headers, the path's model). Returns (status, body)."""
+        ask = d.read(cast(web.Request, request), raw)
         if not isinstance(ask, _Ask):
             return ask
         state = self._state(ask.model)
@@ -1474,8 +1483,15 @@ class Simulator:
                 ask.max_tokens,
                 "length",
             )
-        payload = OPENAI.success(
-            self, state, ask, (content, finish), (prompt_tokens, completion_tokens, 0), 0.0, {}
+        thoughts = 0 if finish == "content_filter" else d.thoughts(ask, prompt_tokens)
+        payload = d.success(
+            self,
+            state,
+            ask,
+            (content, finish),
+            (prompt_tokens, completion_tokens, thoughts),
+            0.0,
+            {},
         )
         self._served += 1
         self._served_by_model[ask.model] = self._served_by_model.get(ask.model, 0) + 1

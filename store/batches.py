@@ -23,6 +23,7 @@ __all__ = [
     "LIVE",
     "BatchRow",
     "attempts_of",
+    "batch_ids",
     "batches_of",
     "keys_in_batches",
     "keys_of",
@@ -132,6 +133,15 @@ def batches_of(
         + " ORDER BY intended_at, intent_id"
     )
     return [BatchRow(*r) for r in con.execute(sql, params).fetchall()]
+
+
+def batch_ids(con: duckdb.DuckDBPyConnection, model_id: str) -> set[str]:
+    """Every provider batch id recorded for this model (none is adopted twice)."""
+    rows = con.execute(
+        "SELECT DISTINCT batch_id FROM batches WHERE model_id = ? AND batch_id IS NOT NULL",
+        [model_id],
+    ).fetchall()
+    return {r[0] for r in rows}
 
 
 def keys_of(con: duckdb.DuckDBPyConnection, intent_id: str) -> list[str]:

@@ -19,19 +19,18 @@ ingests it again on the next run (responses are inserted only for trials without
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import orjson
 
+from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo
 from ibias.runner.batch.limits import BatchLimits, batch_discount
-from ibias.runner.batch.openai import BatchAPIError, OpenAIBatchClient, batch_line
 from ibias.runner.config import ModelConfig
-from ibias.runner.providers.base import Sampling
-from ibias.runner.providers.openai import OpenAIProvider, parse_chat_completion
-from ibias.runner.retries import MalformedResponse, redact
+from ibias.runner.providers.base import Reply, Sampling
+from ibias.runner.retries import redact
 from ibias.runner.scheduler import ModelStats
 from ibias.store import batches as store
 from ibias.store.batches import ENDED, LIVE, BatchRow
@@ -47,6 +46,8 @@ from ibias.store.writer import (
 
 __all__ = ["ModelBatches", "Submitted"]
 
+#: The detail of a batch adopted after a crash (found at the provider, not recorded).
+ADOPTED = "adopted after a crash (found at the provider)"
 #: Result lines stored per insert while a batch is ingested (one transaction for the batch).
 INGEST_CHUNK = 2000
 
@@ -60,7 +61,7 @@ class Submitted:
 
 
 class ModelBatches:
-    """One `openai` model's batches in one store."""
+    """One model's batches in one store, through its provider's `BatchAPI`."""
 
     def __init__(
         self,
@@ -68,8 +69,7 @@ class ModelBatches:
         plan: StoredPlan,
         run_id: str,
         model: ModelConfig,
-        provider: OpenAIProvider,
-        client: OpenAIBatchClient,
+        api: BatchAPI,
         stats: ModelStats,
         *,
         limits: BatchLimits | None = None,
@@ -81,10 +81,11 @@ class ModelBatches:
         self.run_id = run_id
         self.model = model
         self.priced = batch_discount(model)
-        self.provider = provider
-        self.client = client
+        self.api = api
         self.stats = stats
-        self.limits = limits or BatchLimits()
+        self.limits = limits or api.limits
+        #: A result line above this many bytes is not read (the model's body cap).
+        self.max_line_bytes = model.max_body_bytes
         self.say = say
         self.clock = clock
         #: Why this model's batches stopped (a batch API call that will not succeed), or None.
@@ -105,7 +106,7 @@ class ModelBatches:
 
     async def reconcile(self) -> None:
         """Settle every intent a crash left without a batch id: adopt the provider's batch
-        whose metadata names it (and whose input file is the recorded one, when recorded), or
+        made for it (runner/batch/api.py `find`: by metadata, display name or listing), or
         abandon it when the provider has none."""
         open_intents = [
             b
@@ -116,32 +117,25 @@ class ModelBatches:
         ]
         if not open_intents:
             return
-        found: dict[str, dict[str, Any]] = {}
-        try:
-            async for batch in self.client.batches():
-                meta = batch.get("metadata")
-                intent = meta.get("ibias_intent") if isinstance(meta, dict) else None
-                if isinstance(intent, str):
-                    found.setdefault(intent, batch)
-        except BatchAPIError as exc:
-            if not exc.retry:
-                self._stop(exc)
-            return  # settled on a later poll, never by submitting again
+        taken = store.batch_ids(self.con, self.model.id)
         for row in open_intents:
-            match = found.get(row.intent_id)
-            if match is not None and (
-                row.input_file_id is None or match.get("input_file_id") == row.input_file_id
-            ):
-                batch = match
+            try:
+                found = await self.api.find(row, taken)
+            except BatchAPIError as exc:
+                if not exc.retry:
+                    self._stop(exc)
+                return  # settled on a later poll, never by submitting again
+            if found is not None:
+                taken.add(found.batch_id)
                 store.record(
                     self.con,
                     row,
                     "submitted",
-                    batch_id=str(batch["id"]),
-                    input_file_id=batch.get("input_file_id"),
-                    detail="adopted after a crash (found by its metadata)",
+                    batch_id=found.batch_id,
+                    input_file_id=found.input_file_id,
+                    detail=ADOPTED,
                 )
-                self.say(f"model {self.model.id}: adopted batch {batch['id']} after a crash")
+                self.say(f"model {self.model.id}: adopted batch {found.batch_id} after a crash")
             else:
                 store.record(
                     self.con, row, "abandoned", detail="the provider has no batch for this intent"
@@ -170,8 +164,7 @@ class ModelBatches:
                             trial.params,
                             Sampling.from_params(trial.params, self.model.options),
                         )
-                    body = self.provider.request_body(trial.messages, sampling[1])
-                    line = batch_line(key, body)
+                    line = self.api.line(key, trial.messages, sampling[1])
                     if chunk and (
                         len(chunk) >= self.limits.max_requests
                         or size + len(line) + 1 > self.limits.max_bytes
@@ -200,15 +193,15 @@ class ModelBatches:
             if not allow(self.upper_bound(chunk)):
                 break
             keys = [key for key, _, _ in chunk]
-            data = b"".join(line + b"\n" for _, line, _ in chunk)
-            intent_id = store.new_intent(self.con, "openai", self.model.id, keys)
+            intent_id = store.new_intent(self.con, self.api.provider, self.model.id, keys)
             row = store.batches_of(self.con, intent_id=intent_id)[0]
+            rows = [row]
+
+            def uploaded(file_id: str, rows: list[BatchRow] = rows) -> None:
+                rows.append(store.record(self.con, rows[-1], "uploaded", input_file_id=file_id))
+
             try:
-                file_id = await self.client.upload(f"{intent_id}.jsonl", data)
-                row = store.record(self.con, row, "uploaded", input_file_id=file_id)
-                batch = await self.client.create(
-                    file_id, {"ibias_intent": intent_id, "ibias_model": self.model.id[:512]}
-                )
+                batch = await self.api.submit(intent_id, [line for _, line, _ in chunk], uploaded)
             except BatchAPIError as exc:
                 # The intent stays: the next poll or run reconciles it by its metadata.
                 if not exc.retry:
@@ -217,10 +210,16 @@ class ModelBatches:
                     self.say(f"model {self.model.id}: batch not submitted yet ({exc})")
                 break
             store.record(
-                self.con, row, "submitted", batch_id=str(batch["id"]), input_file_id=file_id
+                self.con,
+                rows[-1],
+                "submitted",
+                batch_id=batch.batch_id,
+                input_file_id=batch.input_file_id,
             )
-            made.append(Submitted(str(batch["id"]), len(keys)))
-            self.say(f"model {self.model.id}: batch {batch['id']} submitted ({len(keys):,} trials)")
+            made.append(Submitted(batch.batch_id, len(keys)))
+            self.say(
+                f"model {self.model.id}: batch {batch.batch_id} submitted ({len(keys):,} trials)"
+            )
         return made
 
     # -- polling and ingesting ---------------------------------------------------------------
@@ -235,27 +234,21 @@ class ModelBatches:
             if batch_id is None:
                 continue
             try:
-                batch = await self.client.get(batch_id)
+                batch = await self.api.get(batch_id)
             except BatchAPIError as exc:
                 if not exc.retry:
                     self._stop(exc)
                 continue
             if row.state not in ENDED:  # else: it ended before a crash, not ingested yet
-                state = str(batch.get("status"))
-                counts = batch.get("request_counts") or {}
-                if state != row.state or counts.get("completed") != row.completed:
+                if batch.state != row.state or batch.completed != row.completed:
                     row = store.record(
-                        self.con,
-                        row,
-                        state,
-                        completed=counts.get("completed"),
-                        failed=counts.get("failed"),
+                        self.con, row, batch.state, completed=batch.completed, failed=batch.failed
                     )
                     self.say(
-                        f"model {self.model.id}: batch {row.batch_id} {state} "
-                        f"({counts.get('completed', 0)}/{row.requests} done)"
+                        f"model {self.model.id}: batch {batch_id} {batch.state} "
+                        f"({batch.completed or 0}/{row.requests} done)"
                     )
-                if state not in ENDED:
+                if batch.state not in ENDED:
                     continue
             try:
                 await self._ingest(row, batch)
@@ -266,69 +259,85 @@ class ModelBatches:
             ingested += 1
         return ingested
 
-    async def _ingest(self, row: BatchRow, batch: dict[str, Any]) -> None:
+    async def cancel(self) -> list[str]:
+        """Ask the provider to cancel every live batch of this model; returns their ids."""
+        done: list[str] = []
+        for row in self.live():
+            if row.batch_id is None or row.state in ENDED:
+                continue
+            batch = await self.api.cancel(row.batch_id)
+            store.record(self.con, row, batch.state, detail="cancel requested")
+            done.append(row.batch_id)
+        return done
+
+    async def _ingest(self, row: BatchRow, batch: BatchInfo) -> None:
         """Store every result of an ended batch, matched by custom id, in one transaction
-        with the batch's `ingested` row."""
+        with the batch's `ingested` row. An adopted batch is confirmed by its custom ids: a
+        line naming no trial of the intent is counted and said, never stored."""
         keys = set(store.keys_of(self.con, row.intent_id))
         tried = store.attempts_of(self.con, self.model.id)
         started = row.intended_at.timestamp()
         seen: set[str] = set()
         attempts: list[AttemptRow] = []
         responses: list[tuple[ResponseRow, str | None]] = []
-        stored = failed = 0
+        stored = failed = foreign = 0
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
-            for field in ("output_file_id", "error_file_id"):
-                file_id = batch.get(field)
-                if not isinstance(file_id, str):
+            async for result in self.api.results(batch, self.max_line_bytes):
+                if result is None:
+                    continue  # above the body cap or unreadable: that trial is retried below
+                key = result.key
+                if key not in keys:
+                    foreign += 1
                     continue
-                async for line in self.client.lines(file_id, self.provider.max_body_bytes):
-                    if line is None:
-                        continue  # above the body cap: that trial has no line, retried below
-                    try:
-                        data = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        continue
-                    key = data.get("custom_id") if isinstance(data, dict) else None
-                    if key not in keys or key in seen:
-                        continue
-                    seen.add(key)
-                    result = self._result(key, data, started, tried.get(key, 0) + 1)
-                    if isinstance(result, AttemptRow):
-                        attempts.append(result)
-                        failed += 1
-                    else:
-                        responses.append(result)
-                        stored += 1
-                    if len(attempts) + len(responses) >= INGEST_CHUNK:
-                        self._flush(attempts, responses)
-            missing = keys - seen  # never run: the batch expired, was cancelled or failed
-            for key in sorted(missing):
+                if key in seen:
+                    continue
+                seen.add(key)
+                attempt = tried.get(key, 0) + 1
+                if result.reply is None:
+                    attempts.append(
+                        self._failure(
+                            key,
+                            started,
+                            attempt,
+                            result.status,
+                            result.kind or "batch_error",
+                            result.message or "no reply",
+                        )
+                    )
+                    failed += 1
+                else:
+                    responses.append(self._response(key, result.reply, result.raw))
+                    stored += 1
+                if len(attempts) + len(responses) >= INGEST_CHUNK:
+                    self._flush(attempts, responses)
+            for key in sorted(keys - seen):  # never run: the batch expired, was cancelled...
                 attempts.append(
                     self._failure(
                         key,
                         started,
                         tried.get(key, 0) + 1,
                         None,
-                        f"batch_{batch.get('status')}",
-                        f"not run: the batch ended {batch.get('status')} before this request",
+                        f"batch_{batch.state}",
+                        f"not run: the batch ended {batch.state} before this request",
                     )
                 )
                 failed += 1
             self._flush(attempts, responses)
-            store.record(
-                self.con,
-                row,
-                "ingested",
-                completed=stored,
-                failed=failed,
-                detail=f"batch ended {batch.get('status')}",
-            )
+            detail = f"batch ended {batch.state}"
+            if foreign:
+                detail += f"; {foreign} result lines named no trial of this batch"
+            store.record(self.con, row, "ingested", completed=stored, failed=failed, detail=detail)
             self.con.execute("COMMIT").fetchall()
         except BaseException:
             self.con.execute("ROLLBACK").fetchall()
             raise
         self.stats.done += stored
+        if foreign:
+            self.say(
+                f"model {self.model.id}: batch {row.batch_id}: {foreign} result lines named no "
+                "trial of this batch (not stored)"
+            )
         self.say(
             f"model {self.model.id}: batch {row.batch_id} ingested: {stored:,} replies, "
             f"{failed:,} to retry"
@@ -383,73 +392,41 @@ class ModelBatches:
             outcome,
         )
 
-    def _result(
-        self, key: str, data: dict[str, Any], started: float, attempt: int
-    ) -> AttemptRow | tuple[ResponseRow, str | None]:
-        """One result line: a stored reply, or a failed attempt."""
-        response = data.get("response")
-        error = data.get("error")
-        if isinstance(response, dict) and response.get("status_code") == 200:
-            body = response.get("body")
-            try:
-                reply = parse_chat_completion(
-                    orjson.dumps(body),
-                    200,
-                    {},
-                    reasoning_separate=self.provider.rule.reasoning_tokens_separate,
-                )
-            except MalformedResponse as exc:
-                return self._failure(key, started, attempt, 200, "malformed", str(exc))
-            cost = None
-            if reply.prompt_tokens is not None and reply.completion_tokens is not None:
-                cost = self.priced.cost(
-                    reply.prompt_tokens,
-                    reply.completion_tokens,
-                    reply.cache_read_tokens,
-                    reply.cache_write_tokens,
-                )
-                self.stats.cost_usd += cost
-            self.stats.prompt_tokens += reply.prompt_tokens or 0
-            self.stats.completion_tokens += reply.completion_tokens or 0
-            now = self.clock()
-            return (
-                ResponseRow(
-                    key,
-                    self.run_id,
-                    self.model.id,
-                    reply.provider_model,
-                    reply.content,
-                    reply.refusal,
-                    reply.finish_reason,
-                    reply.prompt_tokens,
-                    reply.completion_tokens,
-                    cost,
-                    reply.system_fingerprint,
-                    now,
-                    data,
-                    reply.reasoning,
-                    reply.reasoning_tokens,
-                    reply.logprobs,
-                    reply.cache_read_tokens,
-                    reply.cache_write_tokens,
-                ),
-                reply_text(reply.content, reply.finish_reason, reply.refusal),
+    def _response(
+        self, key: str, reply: Reply, raw: Mapping[str, Any]
+    ) -> tuple[ResponseRow, str | None]:
+        """A succeeded line as a response row at the batch price (the line as `raw`)."""
+        cost = None
+        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
+            cost = self.priced.cost(
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
             )
-        if isinstance(response, dict):
-            status = response.get("status_code")
-            body = response.get("body")
-            err = body.get("error") if isinstance(body, dict) else None
-            message = err.get("message") if isinstance(err, dict) else None
-            return self._failure(
+            self.stats.cost_usd += cost
+        self.stats.prompt_tokens += reply.prompt_tokens or 0
+        self.stats.completion_tokens += reply.completion_tokens or 0
+        return (
+            ResponseRow(
                 key,
-                started,
-                attempt,
-                status if isinstance(status, int) else None,
-                f"batch_http_{status}",
-                str(message or f"HTTP {status}"),
-            )
-        code = error.get("code") if isinstance(error, dict) else None
-        message = error.get("message") if isinstance(error, dict) else None
-        return self._failure(
-            key, started, attempt, None, str(code or "batch_error"), str(message or "no reply")
+                self.run_id,
+                self.model.id,
+                reply.provider_model,
+                reply.content,
+                reply.refusal,
+                reply.finish_reason,
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                cost,
+                reply.system_fingerprint,
+                self.clock(),
+                raw,
+                reply.reasoning,
+                reply.reasoning_tokens,
+                reply.logprobs,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
+            ),
+            reply_text(reply.content, reply.finish_reason, reply.refusal),
         )

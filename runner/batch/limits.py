@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 from ibias.runner.config import ModelConfig
 
 __all__ = [
+    "ANTHROPIC_BATCH_BYTES",
+    "ANTHROPIC_BATCH_REQUESTS",
     "OPENAI_BATCH_BYTES",
     "OPENAI_BATCH_REQUESTS",
     "OPENAI_HOST",
@@ -25,10 +27,15 @@ __all__ = [
 #: (API reference, Batch > Create batch, `input_file_id`).
 OPENAI_BATCH_REQUESTS = 50_000
 OPENAI_BATCH_BYTES = 200 * 1000 * 1000
+#: Anthropic: "Batches may contain up to 100,000 requests and be up to 256 MB in total size"
+#: (API reference, Create a Message Batch).
+ANTHROPIC_BATCH_REQUESTS = 100_000
+ANTHROPIC_BATCH_BYTES = 256 * 1000 * 1000
 #: The host whose `openai` models may run in batch mode without `batch = true`.
 OPENAI_HOST = "api.openai.com"
-#: OpenAI's Batch API costs half the online price ("50% lower costs", Batch API guide); used
-#: when a model gives no `batch_price_input`/`batch_price_output`.
+#: OpenAI's Batch API costs half the online price ("50% lower costs", Batch API guide), and
+#: so does Anthropic's ("reducing costs by 50%", Message Batches guide); used when a model
+#: gives no `batch_price_input`/`batch_price_output`.
 OPENAI_BATCH_DISCOUNT = 0.5
 
 
@@ -48,15 +55,21 @@ def wants_batch(model: ModelConfig, forced: bool) -> bool:
     return forced or model.options.get("mode") == "batch"
 
 
+#: Each provider with a batch API in ibias, and the host of its own API: at another host a
+#: model runs in batch mode only with `batch = true`.
+BATCH_HOSTS = {"openai": OPENAI_HOST, "anthropic": "api.anthropic.com"}
+
+
 def batch_refusal(model: ModelConfig) -> str | None:
     """Why this model cannot run in batch mode (it then runs online), or None when it can:
-    `openai` models at api.openai.com, and at any other host only with `batch = true`. The
-    other providers' batch APIs are not implemented yet."""
-    if model.provider != "openai":
+    `openai` and `anthropic` models at their provider's own host, and at any other host only
+    with `batch = true`. Gemini's batch API is not implemented yet."""
+    own = BATCH_HOSTS.get(model.provider)
+    if own is None:
         return f"provider {model.provider!r} has no batch mode in ibias"
-    host = (urlsplit(model.base_url).hostname or "") if model.base_url else OPENAI_HOST
-    if host != OPENAI_HOST and not model.options.get("batch"):
-        return f"host {host} is not OpenAI's (set batch = true if it has OpenAI's Batch API)"
+    host = (urlsplit(model.base_url).hostname or "") if model.base_url else own
+    if host != own and not model.options.get("batch"):
+        return f"host {host} is not {own} (set batch = true if it has the provider's batch API)"
     return None
 
 

@@ -8,30 +8,22 @@ and the upload is multipart. The key is only in the session's default headers.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
 import orjson
 
-from ibias.runner.providers.http import display_url
-from ibias.runner.redact import redact_body, secret_bytes
-from ibias.runner.retries import redact
+from ibias.prompts.base import Message
+from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo, LineResult
+from ibias.runner.batch.http import BatchClient
+from ibias.runner.batch.limits import OPENAI_BATCH_BYTES, OPENAI_BATCH_REQUESTS, BatchLimits
+from ibias.runner.providers.base import Sampling
+from ibias.runner.providers.openai import OpenAIProvider, parse_chat_completion
+from ibias.runner.retries import MalformedResponse
+from ibias.store.batches import BatchRow
 
-__all__ = ["BatchAPIError", "OpenAIBatchClient", "batch_line"]
-
-#: Bytes read per chunk of a result file.
-_CHUNK = 256 * 1024
-
-
-class BatchAPIError(Exception):
-    """A call of the batch API that failed: `retry` when asking again later may succeed
-    (a connection error, 408, 409, 429, 5xx), else the model's batches stop (400s, 401, 404)."""
-
-    def __init__(self, message: str, *, status: int | None = None, retry: bool = False) -> None:
-        super().__init__(redact(message))
-        self.status = status
-        self.retry = retry
+__all__ = ["OpenAIBatchClient", "OpenAIBatches", "batch_line"]
 
 
 def batch_line(custom_id: str, body: Mapping[str, Any]) -> bytes:
@@ -42,68 +34,20 @@ def batch_line(custom_id: str, body: Mapping[str, Any]) -> bytes:
     )
 
 
-class OpenAIBatchClient:
-    """One base URL's batch API; `start()` before use, `close()` after."""
+class OpenAIBatchClient(BatchClient):
+    """OpenAI's Files and Batch API at one base URL."""
 
-    def __init__(self, base_url: str, api_key: str | None, *, timeout_s: float = 600.0) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._api_key = api_key
-        self._echoed = secret_bytes(api_key)
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
-        self._session: aiohttp.ClientSession | None = None
-
-    def __repr__(self) -> str:
-        return f"OpenAIBatchClient({display_url(self.base_url)!r})"
-
-    async def start(self) -> None:
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        self._session = aiohttp.ClientSession(headers=headers, timeout=self._timeout)
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            raise RuntimeError("batch client not started")
-        return self._session
-
-    async def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        url = self.base_url + path
-        try:
-            async with self.session.request(method, url, allow_redirects=False, **kwargs) as resp:
-                body = redact_body(await resp.read(), self._echoed)
-                status = resp.status
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise BatchAPIError(
-                f"{method} {display_url(url)}: {type(exc).__name__}: {exc}", retry=True
-            ) from None
-        if status != 200:
-            retry = status in (408, 409, 429) or status >= 500
-            text = body[:300].decode(errors="replace")
-            raise BatchAPIError(
-                f"{method} {display_url(url)}: HTTP {status}: {text}",
-                status=status,
-                retry=retry,
-            )
-        try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise BatchAPIError(
-                f"{method} {display_url(url)}: body is not JSON", retry=True
-            ) from None
-        if not isinstance(data, dict):
-            raise BatchAPIError(f"{method} {display_url(url)}: body is not an object", retry=True)
-        return data
+    def __init__(self, base_url: str, api_key: str | None) -> None:
+        super().__init__(
+            base_url, api_key, {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        )
 
     async def upload(self, filename: str, data: bytes) -> str:
         """Upload a batch input file; returns its file id."""
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
         form.add_field("file", data, filename=filename, content_type="application/jsonl")
-        found = await self._call("POST", "/files", data=form)
+        found = await self.call("POST", "/files", data=form)
         file_id = found.get("id")
         if not isinstance(file_id, str):
             raise BatchAPIError("POST /files: the reply names no file id", retry=True)
@@ -111,7 +55,7 @@ class OpenAIBatchClient:
 
     async def create(self, input_file_id: str, metadata: Mapping[str, str]) -> dict[str, Any]:
         """Create a chat-completions batch over an uploaded file, with a 24 h window."""
-        return await self._call(
+        return await self.call(
             "POST",
             "/batches",
             json={
@@ -123,17 +67,17 @@ class OpenAIBatchClient:
         )
 
     async def get(self, batch_id: str) -> dict[str, Any]:
-        return await self._call("GET", f"/batches/{batch_id}")
+        return await self.call("GET", f"/batches/{batch_id}")
 
     async def cancel(self, batch_id: str) -> dict[str, Any]:
-        return await self._call("POST", f"/batches/{batch_id}/cancel")
+        return await self.call("POST", f"/batches/{batch_id}/cancel")
 
     async def batches(self, *, page: int = 100) -> AsyncIterator[dict[str, Any]]:
         """Every batch of the account, newest first (`after` pagination)."""
         after: str | None = None
         while True:
             params = {"limit": str(page)} | ({"after": after} if after else {})
-            found = await self._call("GET", "/batches", params=params)
+            found = await self.call("GET", "/batches", params=params)
             data = found.get("data")
             if not isinstance(data, list):
                 return
@@ -145,44 +89,130 @@ class OpenAIBatchClient:
                 return
             after = last
 
-    async def lines(self, file_id: str, max_line_bytes: int) -> AsyncIterator[bytes | None]:
-        """The lines of a result file, streamed in chunks; a line above `max_line_bytes` (the
-        model's body cap) is yielded as None, its bytes skipped, never held whole."""
-        url = f"{self.base_url}/files/{file_id}/content"
+
+#: OpenAI's batch states are the `batches` table's (its `cancelled` too).
+_STATES = frozenset(
+    {
+        "validating",
+        "in_progress",
+        "finalizing",
+        "cancelling",
+        "completed",
+        "expired",
+        "cancelled",
+        "failed",
+    }
+)
+
+
+def _info(batch: Mapping[str, Any]) -> BatchInfo:
+    counts = batch.get("request_counts") or {}
+    status = str(batch.get("status"))
+    return BatchInfo(
+        batch_id=str(batch.get("id")),
+        state=status if status in _STATES else "in_progress",
+        completed=counts.get("completed"),
+        failed=counts.get("failed"),
+        input_file_id=batch.get("input_file_id"),
+        raw=batch,
+    )
+
+
+class OpenAIBatches(BatchAPI):
+    """OpenAI's Batch API for one `openai` model: JSONL upload, a batch carrying the intent
+    id in its `metadata`, results from the output and error files."""
+
+    provider = "openai"
+    limits = BatchLimits(max_requests=OPENAI_BATCH_REQUESTS, max_bytes=OPENAI_BATCH_BYTES)
+
+    def __init__(self, provider: OpenAIProvider, client: OpenAIBatchClient, model_id: str) -> None:
+        self.online = provider
+        self.client = client
+        self.model_id = model_id
+
+    def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:
+        return batch_line(key, self.online.request_body(messages, sampling))
+
+    async def start(self) -> None:
+        await self.client.start()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def submit(
+        self, intent_id: str, lines: Sequence[bytes], uploaded: Callable[[str], None]
+    ) -> BatchInfo:
+        data = b"".join(line + b"\n" for line in lines)
+        file_id = await self.client.upload(f"{intent_id}.jsonl", data)
+        uploaded(file_id)
+        batch = await self.client.create(
+            file_id, {"ibias_intent": intent_id, "ibias_model": self.model_id[:512]}
+        )
+        return _info(batch)
+
+    async def get(self, batch_id: str) -> BatchInfo:
+        return _info(await self.client.get(batch_id))
+
+    async def cancel(self, batch_id: str) -> BatchInfo:
+        return _info(await self.client.cancel(batch_id))
+
+    async def find(self, intent: BatchRow, taken: set[str]) -> BatchInfo | None:
+        """The batch whose metadata names the intent (and whose input file is the recorded
+        one, when one was recorded)."""
+        async for batch in self.client.batches():
+            meta = batch.get("metadata")
+            if not isinstance(meta, dict) or meta.get("ibias_intent") != intent.intent_id:
+                continue
+            if intent.input_file_id is None or batch.get("input_file_id") == intent.input_file_id:
+                return _info(batch)
+        return None
+
+    async def results(
+        self, batch: BatchInfo, max_line_bytes: int
+    ) -> AsyncIterator[LineResult | None]:
+        for field in ("output_file_id", "error_file_id"):
+            file_id = batch.raw.get(field)
+            if not isinstance(file_id, str):
+                continue
+            async for line in self.client.lines(f"/files/{file_id}/content", max_line_bytes):
+                yield None if line is None else self._result(line)
+
+    def _result(self, line: bytes) -> LineResult | None:
         try:
-            async with self.session.get(url, allow_redirects=False) as resp:
-                if resp.status != 200:
-                    raise BatchAPIError(
-                        f"GET {display_url(url)}: HTTP {resp.status}",
-                        status=resp.status,
-                        retry=resp.status in (408, 409, 429) or resp.status >= 500,
-                    )
-                pending = bytearray()
-                skipping = False
-                async for chunk in resp.content.iter_chunked(_CHUNK):
-                    start = 0
-                    while True:
-                        end = chunk.find(b"\n", start)
-                        piece = chunk[start:] if end < 0 else chunk[start:end]
-                        if not skipping:
-                            pending += piece
-                            if len(pending) > max_line_bytes:
-                                pending.clear()
-                                skipping = True
-                        if end < 0:
-                            break
-                        if skipping:
-                            yield None
-                        elif pending.strip():
-                            yield redact_body(bytes(pending), self._echoed)
-                        pending.clear()
-                        skipping = False
-                        start = end + 1
-                if skipping:
-                    yield None
-                elif pending.strip():
-                    yield redact_body(bytes(pending), self._echoed)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise BatchAPIError(
-                f"GET {display_url(url)}: {type(exc).__name__}", retry=True
-            ) from None
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        key = data.get("custom_id") if isinstance(data, dict) else None
+        if not isinstance(key, str):
+            return None
+        response = data.get("response")
+        if isinstance(response, dict) and response.get("status_code") == 200:
+            try:
+                reply = parse_chat_completion(
+                    orjson.dumps(response.get("body")),
+                    200,
+                    {},
+                    reasoning_separate=self.online.rule.reasoning_tokens_separate,
+                )
+            except MalformedResponse as exc:
+                return LineResult(key, None, data, 200, "malformed", str(exc))
+            return LineResult(key, reply, data, 200)
+        if isinstance(response, dict):
+            status = response.get("status_code")
+            body = response.get("body")
+            err = body.get("error") if isinstance(body, dict) else None
+            message = err.get("message") if isinstance(err, dict) else None
+            return LineResult(
+                key,
+                None,
+                data,
+                status if isinstance(status, int) else None,
+                f"batch_http_{status}",
+                str(message or f"HTTP {status}"),
+            )
+        error = data.get("error")
+        code = error.get("code") if isinstance(error, dict) else None
+        message = error.get("message") if isinstance(error, dict) else None
+        return LineResult(
+            key, None, data, None, str(code or "batch_error"), str(message or "no reply")
+        )

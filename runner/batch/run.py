@@ -13,7 +13,7 @@ is live. Ctrl-C while waiting leaves the batches running at the provider: the ne
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import anyio
@@ -27,8 +27,8 @@ from ibias.runner.stop import Stop
 from ibias.store.plans import StoredPlan
 
 if TYPE_CHECKING:
+    from ibias.runner.batch.api import BatchAPI
     from ibias.runner.batch.engine import ModelBatches
-    from ibias.runner.batch.openai import OpenAIBatchClient
 
 __all__ = ["POLL_CAP_S", "POLL_FIRST_S", "BatchOptions", "BatchOutcome", "batch_models", "run"]
 
@@ -43,7 +43,8 @@ class BatchOptions:
 
     forced: bool = False
     wait: bool = True
-    limits: BatchLimits = field(default_factory=BatchLimits)
+    #: Per-batch limits; None: each provider's documented ones (tests make them small).
+    limits: BatchLimits | None = None
     #: Waits between polls (tests pass one that does not sleep).
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
 
@@ -93,12 +94,7 @@ async def run(
 ) -> BatchOutcome:
     """Submit the batch models' trials, run `online(committed_usd)` (the online models), then
     wait for the batches unless told not to."""
-    # Loaded only when a model runs in batch mode (they load aiohttp).
-    from ibias.runner.batch.engine import ModelBatches
-    from ibias.runner.batch.openai import OpenAIBatchClient
-    from ibias.runner.providers.base import ProviderContext
-    from ibias.runner.providers.openai import OpenAIProvider
-    from ibias.runner.providers.registry import create_provider
+    from ibias.runner.batch.engine import ModelBatches  # loads aiohttp: only when used
 
     committed = [spent]
     budget_hit: list[str] = []
@@ -119,26 +115,14 @@ async def run(
         return True
 
     engines: list[ModelBatches] = []
-    clients: list[OpenAIBatchClient] = []
+    apis: list[BatchAPI] = []
     try:
         for m in models:
-            provider = create_provider(m, keys.get(m.id), ProviderContext())
-            assert isinstance(provider, OpenAIProvider)
-            client = OpenAIBatchClient(m.base_url or DEFAULT_BASE_URLS["openai"], keys.get(m.id))
-            await client.start()
-            clients.append(client)
+            api = batch_api(m, keys.get(m.id))
+            await api.start()
+            apis.append(api)
             engines.append(
-                ModelBatches(
-                    con,
-                    plan,
-                    run_id,
-                    m,
-                    provider,
-                    client,
-                    stats[m.id],
-                    limits=options.limits,
-                    say=say,
-                )
+                ModelBatches(con, plan, run_id, m, api, stats[m.id], limits=options.limits, say=say)
             )
         for e in engines:
             await e.poll()
@@ -164,8 +148,8 @@ async def run(
         return _outcome(engines, budget_hit)
     finally:
         with anyio.CancelScope(shield=True):
-            for c in clients:
-                await c.close()
+            for api in apis:
+                await api.close()
 
 
 async def _sleep_or_stop(
@@ -205,6 +189,26 @@ def _outcome(
             "collect them"
         )
     return BatchOutcome(tuple(lines), interrupted, failed, tuple(running))
+
+
+def batch_api(model: ModelConfig, api_key: str | None) -> BatchAPI:
+    """The batch API of a model that runs in batch mode (`batch_refusal` said it can)."""
+    from ibias.runner.providers.base import ProviderContext
+    from ibias.runner.providers.registry import create_provider
+
+    provider = create_provider(model, api_key, ProviderContext())
+    if model.provider == "anthropic":
+        from ibias.runner.batch.anthropic import AnthropicBatches
+        from ibias.runner.providers.anthropic import AnthropicProvider
+
+        assert isinstance(provider, AnthropicProvider)
+        return AnthropicBatches(provider, model.base_url or DEFAULT_BASE_URLS["anthropic"], api_key)
+    from ibias.runner.batch.openai import OpenAIBatchClient, OpenAIBatches
+    from ibias.runner.providers.openai import OpenAIProvider
+
+    assert isinstance(provider, OpenAIProvider)
+    client = OpenAIBatchClient(model.base_url or DEFAULT_BASE_URLS["openai"], api_key)
+    return OpenAIBatches(provider, client, model.id)
 
 
 def online_config(config: Config, batched: Sequence[ModelConfig]) -> Config:

@@ -40,6 +40,7 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
         "gemini": frozenset({"safety_settings", "thinking_budget", "thinking_level"}),
         "openai": frozenset({"mode", "batch", "batch_price_input", "batch_price_output"}),
+        "anthropic": frozenset({"mode", "batch", "batch_price_input", "batch_price_output"}),
     }
 )
 #: Provider options that say how a model's trials are sent (online or in provider batches,

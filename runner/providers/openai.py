@@ -10,12 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 import msgspec
 import orjson
-from msgspec import Meta
 
 from ibias.prompts.base import Message
 from ibias.runner.config import ModelConfig
@@ -34,6 +33,7 @@ from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.names import DEFAULT_BASE_URLS
 from ibias.runner.providers.params import ParamRule, rule_for, wire_params
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.sending import SendingOptions
 from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
@@ -143,22 +143,8 @@ def _positive_int(value: str | None) -> int | None:
     return number if number > 0 else None
 
 
-class OpenAIOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """The `openai` provider's own keys in a `[[models]]` table: how its trials are sent,
-    never what (so none of them is part of a trial key, see `names.SENDING_OPTIONS`).
-
-    * `mode`: "online" (default) or "batch": the model's trials go out through OpenAI's Batch
-      API (runner/batch/), at the batch price.
-    * `batch`: a host other than api.openai.com that implements OpenAI's Batch API (Azure,
-      a proxy, ibias's simulator) is sent batches only with `batch = true`.
-    * `batch_price_input`, `batch_price_output`: USD per million tokens in batch mode; absent:
-      half the online price (OpenAI's documented batch discount).
-    """
-
-    mode: Literal["online", "batch"] | None = None
-    batch: bool | None = None
-    batch_price_input: Annotated[float, Meta(ge=0, le=100_000)] | None = None
-    batch_price_output: Annotated[float, Meta(ge=0, le=100_000)] | None = None
+#: The `openai` provider's own keys: how its trials are sent (runner/providers/sending.py).
+OpenAIOptions = SendingOptions
 
 
 @provider("openai")

@@ -115,7 +115,7 @@ async def test_killed_between_upload_or_create_and_its_record(tmp_path, moment):
     finally:
         con.close()
     if moment == "hold_create":  # the killed run's batch, found by its metadata
-        assert events == [("submitted", "adopted after a crash (found by its metadata)")]
+        assert events == [("submitted", "adopted after a crash (found at the provider)")]
     else:  # the provider never made a batch: the intent is abandoned, its trials sent once
         assert events == [
             ("abandoned", "the provider has no batch for this intent"),

@@ -40,6 +40,7 @@ def _cfg(tmp_path: Path, url: str) -> Path:
             ),
             model_block("elsewhere", provider="openai", base_url=url, **prices),
             model_block("claude", provider="anthropic", model="claude-x", **prices),
+            model_block("gem", provider="gemini", model="gemini-x", **prices),
         ],
         n_prompts=10,
     )
@@ -56,23 +57,26 @@ def test_plan_says_which_models_run_as_batches_and_prices_them(tmp_path, capsys)
         "official": "batch",
         "priced": "batch",
         "elsewhere": "online",
-        "claude": "online",
+        "claude": "batch",
+        "gem": "online",
     }
     assert {m["model_id"]: m["mode"] for m in online["models"]} == dict.fromkeys(modes, "online")
     cost = {m["model_id"]: m["estimated_cost_usd"] for m in batch["models"]}
     was = {m["model_id"]: m["estimated_cost_usd"] for m in online["models"]}
     assert abs(cost["official"] - was["official"] / 2) < 1e-3  # the documented discount
     assert abs(cost["priced"] - was["priced"] / 10) < 1e-3  # its own batch prices
-    assert cost["elsewhere"] == was["elsewhere"] and cost["claude"] == was["claude"]
+    assert abs(cost["claude"] - was["claude"] / 2) < 1e-3
+    assert cost["elsewhere"] == was["elsewhere"] and cost["gem"] == was["gem"]
     assert batch["online_cost_usd"] == online["estimated_cost_usd"]
-    assert "model elsewhere runs online: host 127.0.0.1 is not OpenAI's" in " ".join(
+    assert "model elsewhere runs online: host 127.0.0.1 is not api.openai.com" in " ".join(
         batch["batch_lines"]
     )
     # The table says it too.
     assert main(["plan", str(cfg), "--batch"]) == 0
     text = capsys.readouterr().out
-    assert "model claude runs online: provider 'anthropic' has no batch mode" in text
-    assert "model official runs in batch mode" in text
+    assert "model gem runs online: provider 'gemini' has no batch mode" in text
+    assert "model official runs in batch mode (OpenAI Batch API" in text
+    assert "model claude runs in batch mode (Anthropic Message Batches" in text
 
 
 async def test_the_budget_stops_submitting_batches_at_the_bound(tmp_path):
