@@ -1370,6 +1370,9 @@ class Simulator:
         #: Batch API and Anthropic's Message Batches.
         self.batches = BatchService(self)
         self.message_batches = MessageBatchService(self)
+        from ibias.runner.sim_batch_gemini import GeminiBatchService
+
+        self.gemini_batches = GeminiBatchService(self)
         self.reset_stats()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -1388,6 +1391,7 @@ class Simulator:
         app.router.add_get("/stats", self._stats)
         self.batches.install(app)  # OpenAI's Files and Batch API (runner/sim_batch.py)
         self.message_batches.install(app)  # Anthropic's (runner/sim_batch_anthropic.py)
+        self.gemini_batches.install(app)  # Gemini's (runner/sim_batch_gemini.py)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
         await runner.setup()
         site = web.TCPSite(runner, host, port)

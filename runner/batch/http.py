@@ -60,11 +60,18 @@ class BatchClient:
 
     async def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """One JSON call; a failure is a `BatchAPIError` (`retry` when it may pass)."""
+        return (await self.call_with_headers(method, path, **kwargs))[0]
+
+    async def call_with_headers(
+        self, method: str, path: str, **kwargs: Any
+    ) -> tuple[dict[str, Any], Mapping[str, str]]:
+        """`call`, with the reply's headers (Google's resumable upload names its URL there)."""
         url = self.url(path)
         try:
             async with self.session.request(method, url, allow_redirects=False, **kwargs) as resp:
                 body = redact_body(await resp.read(), self._echoed)
                 status = resp.status
+                headers: Mapping[str, str] = resp.headers
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise BatchAPIError(
                 f"{method} {display_url(url)}: {type(exc).__name__}: {exc}", retry=True
@@ -85,7 +92,7 @@ class BatchClient:
             ) from None
         if not isinstance(data, dict):
             raise BatchAPIError(f"{method} {display_url(url)}: body is not an object", retry=True)
-        return data
+        return data, headers
 
     async def lines(self, path: str, max_line_bytes: int) -> AsyncIterator[bytes | None]:
         """The lines of a result file, streamed in chunks; a line above `max_line_bytes` (the

@@ -14,6 +14,9 @@ from ibias.runner.config import ModelConfig
 __all__ = [
     "ANTHROPIC_BATCH_BYTES",
     "ANTHROPIC_BATCH_REQUESTS",
+    "GEMINI_BATCH_BYTES",
+    "GEMINI_BATCH_REQUESTS",
+    "GEMINI_INLINE_BYTES",
     "OPENAI_BATCH_BYTES",
     "OPENAI_BATCH_REQUESTS",
     "OPENAI_HOST",
@@ -31,10 +34,17 @@ OPENAI_BATCH_BYTES = 200 * 1000 * 1000
 #: (API reference, Create a Message Batch).
 ANTHROPIC_BATCH_REQUESTS = 100_000
 ANTHROPIC_BATCH_BYTES = 256 * 1000 * 1000
+#: Gemini: inline requests "for smaller batches that keep the total request size under
+#: 20MB"; above it, an input file, which the Files API takes up to 2 GB ("Batch API" guide;
+#: Files API). The guide names no per-batch request count: batches are cut by bytes only.
+GEMINI_INLINE_BYTES = 20 * 1000 * 1000
+GEMINI_BATCH_BYTES = 2 * 1000 * 1000 * 1000
+GEMINI_BATCH_REQUESTS = 2**31 - 1
 #: The host whose `openai` models may run in batch mode without `batch = true`.
 OPENAI_HOST = "api.openai.com"
 #: OpenAI's Batch API costs half the online price ("50% lower costs", Batch API guide), and
-#: so does Anthropic's ("reducing costs by 50%", Message Batches guide); used when a model
+#: so does Anthropic's ("reducing costs by 50%", Message Batches guide) and Gemini's ("50% of
+#: the standard cost", Batch API guide); used when a model
 #: gives no `batch_price_input`/`batch_price_output`.
 OPENAI_BATCH_DISCOUNT = 0.5
 
@@ -57,13 +67,17 @@ def wants_batch(model: ModelConfig, forced: bool) -> bool:
 
 #: Each provider with a batch API in ibias, and the host of its own API: at another host a
 #: model runs in batch mode only with `batch = true`.
-BATCH_HOSTS = {"openai": OPENAI_HOST, "anthropic": "api.anthropic.com"}
+BATCH_HOSTS = {
+    "openai": OPENAI_HOST,
+    "anthropic": "api.anthropic.com",
+    "gemini": "generativelanguage.googleapis.com",
+}
 
 
 def batch_refusal(model: ModelConfig) -> str | None:
     """Why this model cannot run in batch mode (it then runs online), or None when it can:
     `openai` and `anthropic` models at their provider's own host, and at any other host only
-    with `batch = true`. Gemini's batch API is not implemented yet."""
+    with `batch = true`; the same for `gemini` models."""
     own = BATCH_HOSTS.get(model.provider)
     if own is None:
         return f"provider {model.provider!r} has no batch mode in ibias"

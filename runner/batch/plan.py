@@ -23,7 +23,11 @@ def with_modes(config: Config, report: dict[str, Any], forced: bool) -> dict[str
     models, the cost at the batch price; `batch_lines` says which run how."""
     batched, online_lines = batch_models(config, forced)
     by_id = {m.id: m for m in batched}
-    apis = {"openai": "OpenAI Batch API", "anthropic": "Anthropic Message Batches"}
+    apis = {
+        "openai": "OpenAI Batch API",
+        "anthropic": "Anthropic Message Batches",
+        "gemini": "Gemini batch generation",
+    }
     lines = [
         f"model {m.id} runs in batch mode ({apis.get(m.provider, m.provider)}, batch price)"
         for m in batched

@@ -203,6 +203,12 @@ def batch_api(model: ModelConfig, api_key: str | None) -> BatchAPI:
 
         assert isinstance(provider, AnthropicProvider)
         return AnthropicBatches(provider, model.base_url or DEFAULT_BASE_URLS["anthropic"], api_key)
+    if model.provider == "gemini":
+        from ibias.runner.batch.gemini import GeminiBatches
+        from ibias.runner.providers.gemini import GeminiProvider
+
+        assert isinstance(provider, GeminiProvider)
+        return GeminiBatches(provider, model.base_url or DEFAULT_BASE_URLS["gemini"], api_key)
     from ibias.runner.batch.openai import OpenAIBatchClient, OpenAIBatches
     from ibias.runner.providers.openai import OpenAIProvider
 

@@ -38,7 +38,17 @@ DEFAULT_BASE_URLS: Mapping[str, str] = MappingProxyType(
 #: a key of another provider's is refused naming that provider, without loading it.
 BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
-        "gemini": frozenset({"safety_settings", "thinking_budget", "thinking_level"}),
+        "gemini": frozenset(
+            {
+                "safety_settings",
+                "thinking_budget",
+                "thinking_level",
+                "mode",
+                "batch",
+                "batch_price_input",
+                "batch_price_output",
+            }
+        ),
         "openai": frozenset({"mode", "batch", "batch_price_input", "batch_price_output"}),
         "anthropic": frozenset({"mode", "batch", "batch_price_input", "batch_price_output"}),
     }

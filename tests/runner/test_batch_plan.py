@@ -41,6 +41,7 @@ def _cfg(tmp_path: Path, url: str) -> Path:
             model_block("elsewhere", provider="openai", base_url=url, **prices),
             model_block("claude", provider="anthropic", model="claude-x", **prices),
             model_block("gem", provider="gemini", model="gemini-x", **prices),
+            model_block("local", provider="simulator", **prices),
         ],
         n_prompts=10,
     )
@@ -58,7 +59,8 @@ def test_plan_says_which_models_run_as_batches_and_prices_them(tmp_path, capsys)
         "priced": "batch",
         "elsewhere": "online",
         "claude": "batch",
-        "gem": "online",
+        "gem": "batch",
+        "local": "online",
     }
     assert {m["model_id"]: m["mode"] for m in online["models"]} == dict.fromkeys(modes, "online")
     cost = {m["model_id"]: m["estimated_cost_usd"] for m in batch["models"]}
@@ -66,7 +68,8 @@ def test_plan_says_which_models_run_as_batches_and_prices_them(tmp_path, capsys)
     assert abs(cost["official"] - was["official"] / 2) < 1e-3  # the documented discount
     assert abs(cost["priced"] - was["priced"] / 10) < 1e-3  # its own batch prices
     assert abs(cost["claude"] - was["claude"] / 2) < 1e-3
-    assert cost["elsewhere"] == was["elsewhere"] and cost["gem"] == was["gem"]
+    assert abs(cost["gem"] - was["gem"] / 2) < 1e-3
+    assert cost["elsewhere"] == was["elsewhere"] and cost["local"] == was["local"]
     assert batch["online_cost_usd"] == online["estimated_cost_usd"]
     assert "model elsewhere runs online: host 127.0.0.1 is not api.openai.com" in " ".join(
         batch["batch_lines"]
@@ -74,7 +77,8 @@ def test_plan_says_which_models_run_as_batches_and_prices_them(tmp_path, capsys)
     # The table says it too.
     assert main(["plan", str(cfg), "--batch"]) == 0
     text = capsys.readouterr().out
-    assert "model gem runs online: provider 'gemini' has no batch mode" in text
+    assert "model local runs online: provider 'simulator' has no batch mode" in text
+    assert "model gem runs in batch mode (Gemini batch generation" in text
     assert "model official runs in batch mode (OpenAI Batch API" in text
     assert "model claude runs in batch mode (Anthropic Message Batches" in text
 
