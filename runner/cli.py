@@ -162,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     _plan_parser(sub)
     _models_parser(sub)
     _status_parser(sub)
+    _batches_parser(sub)
     _show_parser(sub)
     _sql_parser(sub)
     _simulate_parser(sub)
@@ -251,6 +252,19 @@ def _status_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_store(status)
     status.add_argument(
         "--json", action="store_true", help="print one JSON object (default: a table)"
+    )
+
+
+def _batches_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    batches = sub.add_parser("batches", help="provider batches of a config (docs/batches.md)")
+    batches_sub = batches.add_subparsers(dest="batches_command", required=True, metavar="ACTION")
+    cancel = batches_sub.add_parser("cancel", help="cancel this config's live batches")
+    cancel.add_argument("config", help="the TOML config whose batches to cancel")
+    cancel.add_argument(
+        "--store",
+        type=_store_path,
+        metavar="PATH",
+        help=f"the DuckDB store (default: the config's [run] store, else {DEFAULT_STORE})",
     )
 
 
@@ -545,6 +559,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_run(args)
     if args.command == "plan":
         return _cmd_plan(args)
+    if args.command == "batches":
+        return _cmd_batches(args)
     if args.command == "status":
         return _cmd_status(args)
     if args.command == "models":
@@ -760,10 +776,30 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     # Absolute: the report names the store, and it must say which one wherever you stand.
     report = status_report(absolute_path(store_of(args)))
+    from ibias.runner.batch.status import batch_lines, batches_report
+
+    batches = batches_report(absolute_path(store_of(args)))
     if args.json:
-        sys.stdout.write(orjson.dumps(report).decode() + "\n")
+        sys.stdout.write(orjson.dumps({**report, "batches": batches}).decode() + "\n")
     else:
         render_status(report)
+        for line in batch_lines(batches):
+            print(line)
+    return EXIT_OK
+
+
+def _cmd_batches(args: argparse.Namespace) -> int:
+    """`ibias batches cancel CONFIG`: cancel the config's live batches at their providers."""
+    import anyio
+
+    from ibias.runner.batch.status import cancel_batches
+
+    config = load_config(args.config)
+    store = config.store_path(args.store)
+    cancelled = anyio.run(
+        cancel_batches, config, store, os.environ, lambda line: print(line, file=sys.stderr)
+    )
+    print(f"{len(cancelled)} batches cancelled", file=sys.stderr)
     return EXIT_OK
 
 

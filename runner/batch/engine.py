@@ -265,7 +265,11 @@ class ModelBatches:
         for row in self.live():
             if row.batch_id is None or row.state in ENDED:
                 continue
-            batch = await self.api.cancel(row.batch_id)
+            try:
+                batch = await self.api.cancel(row.batch_id)
+            except BatchAPIError as exc:
+                self.say(f"model {self.model.id}: batch {row.batch_id} not cancelled: {exc}")
+                continue
             store.record(self.con, row, batch.state, detail="cancel requested")
             done.append(row.batch_id)
         return done
