@@ -202,12 +202,13 @@ def _run_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--batch",
         action="store_true",
         help="send the trials of models with a batch API as provider batches, at the batch "
-        "price (docs/batches.md); run again to collect them",
+        "price (docs/batches.md); run again to collect them (default: each model's mode)",
     )
     run.add_argument(
         "--no-wait",
         action="store_true",
-        help="with batches: submit them, run the online models, print the batch ids and exit 0",
+        help="with batches: submit them, run the online models, print the batch ids and exit 0 "
+        "(default: wait for the batches)",
     )
 
 
@@ -227,7 +228,8 @@ def _plan_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     plan.add_argument(
         "--batch",
         action="store_true",
-        help="plan as `run --batch` would run: which models go as batches, at the batch price",
+        help="plan as `run --batch` would run: which models go as batches, at the batch price "
+        "(default: each model's mode)",
     )
 
 
