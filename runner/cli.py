@@ -30,6 +30,7 @@ from ibias.runner.config import (
 from ibias.store.lock import StoreLock
 
 if TYPE_CHECKING:
+    from ibias.runner.batch.run import BatchOptions
     from ibias.runner.stop import Stop
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     _plan_parser(sub)
     _models_parser(sub)
     _status_parser(sub)
+    _batches_parser(sub)
     _show_parser(sub)
     _sql_parser(sub)
     _simulate_parser(sub)
@@ -200,6 +202,18 @@ def _run_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     run.add_argument(
         "--quiet", action="store_true", help="no progress display (default: shown on stderr)"
     )
+    run.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the trials of models with a batch API as provider batches, at the batch "
+        "price (docs/batches.md); run again to collect them (default: each model's mode)",
+    )
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with batches: submit them, run the online models, print the batch ids and exit 0 "
+        "(default: wait for the batches)",
+    )
 
 
 def _plan_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -214,6 +228,12 @@ def _plan_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_selection(plan)
     plan.add_argument(
         "--json", action="store_true", help="print one JSON object (default: a table)"
+    )
+    plan.add_argument(
+        "--batch",
+        action="store_true",
+        help="plan as `run --batch` would run: which models go as batches, at the batch price "
+        "(default: each model's mode)",
     )
 
 
@@ -238,6 +258,19 @@ def _status_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     _add_store(status)
     status.add_argument(
         "--json", action="store_true", help="print one JSON object (default: a table)"
+    )
+
+
+def _batches_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    batches = sub.add_parser("batches", help="provider batches of a config (docs/batches.md)")
+    batches_sub = batches.add_subparsers(dest="batches_command", required=True, metavar="ACTION")
+    cancel = batches_sub.add_parser("cancel", help="cancel this config's live batches")
+    cancel.add_argument("config", help="the TOML config whose batches to cancel")
+    cancel.add_argument(
+        "--store",
+        type=_store_path,
+        metavar="PATH",
+        help=f"the DuckDB store (default: the config's [run] store, else {DEFAULT_STORE})",
     )
 
 
@@ -543,6 +576,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_run(args)
     if args.command == "plan":
         return _cmd_plan(args)
+    if args.command == "batches":
+        return _cmd_batches(args)
     if args.command == "status":
         return _cmd_status(args)
     if args.command == "models":
@@ -691,6 +726,13 @@ def _selected_config(args: argparse.Namespace) -> Config:
     return select(load_config(args.config), args.model, args.experiment)
 
 
+def _batch_options(args: argparse.Namespace) -> BatchOptions:
+    """`--batch` and `--no-wait` (runner/batch/run.py)."""
+    from ibias.runner.batch.run import BatchOptions
+
+    return BatchOptions(forced=args.batch, wait=not args.no_wait)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from ibias.runner.run import RunOptions, execute
 
@@ -701,6 +743,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             max_cost=args.max_cost,
             concurrency=args.concurrency,
             quiet=args.quiet,
+            batch=_batch_options(args),
         )
         result = await execute(config, options, stop=stop)
         # Which store the run filled, wherever it was started from: with the summary of a
@@ -720,6 +763,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     config = _selected_config(args)
     store = config.store_path(args.store)
     report = {"store": str(absolute_path(store)), **plan_report(config, store)}
+    from ibias.runner.batch.plan import with_modes
+
+    report = with_modes(config, report, forced=args.batch)
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:
@@ -747,10 +793,30 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
     # Absolute: the report names the store, and it must say which one wherever you stand.
     report = status_report(absolute_path(store_of(args)))
+    from ibias.runner.batch.status import batch_lines, batches_report
+
+    batches = batches_report(absolute_path(store_of(args)))
     if args.json:
-        sys.stdout.write(orjson.dumps(report).decode() + "\n")
+        sys.stdout.write(orjson.dumps({**report, "batches": batches}).decode() + "\n")
     else:
         render_status(report)
+        for line in batch_lines(batches):
+            print(line)
+    return EXIT_OK
+
+
+def _cmd_batches(args: argparse.Namespace) -> int:
+    """`ibias batches cancel CONFIG`: cancel the config's live batches at their providers."""
+    import anyio
+
+    from ibias.runner.batch.status import cancel_batches
+
+    config = load_config(args.config)
+    store = config.store_path(args.store)
+    cancelled = anyio.run(
+        cancel_batches, config, store, os.environ, lambda line: print(line, file=sys.stderr)
+    )
+    print(f"{len(cancelled)} batches cancelled", file=sys.stderr)
     return EXIT_OK
 
 

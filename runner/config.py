@@ -41,7 +41,7 @@ from msgspec import Meta
 from ibias.prompts.base import Experiment, SettingsError
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
 from ibias.prompts.schema import MAX_INT, join_key, one_line, render_path, show, validate
-from ibias.runner.providers.names import DEFAULT_BASE_URLS
+from ibias.runner.providers.names import DEFAULT_BASE_URLS, SENDING_OPTIONS
 
 PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
 
@@ -259,6 +259,8 @@ class ModelConfig:
         if self.sampling_seed is not None:
             out["seed"] = self.sampling_seed
         for name, value in self.options.items():
+            if name in SENDING_OPTIONS:
+                continue  # how the trial is sent, not what: never in its key
             if isinstance(value, Mapping):
                 if value:
                     out[name] = dict(sorted(value.items()))

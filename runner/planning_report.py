@@ -364,6 +364,8 @@ def time_sentence(m: dict[str, Any]) -> str:
     """The plain-words time of one model: 'at least 11 h 06 min (30 rpm)', or unknown."""
     if not m["remaining"]:
         return "nothing left"
+    if m.get("mode") == "batch":
+        return "within the provider's 24 h batch window"
     if m["min_seconds"] is None:
         return "unknown (no rpm or tpm configured)"
     which = m["limited_by"]
@@ -439,6 +441,8 @@ def render_plan(report: dict[str, Any]) -> None:
     )
     console.print(typical_sentence(report))
     console.print(_total_time(report))
+    for line in report.get("batch_lines", ()):  # runner/batch/plan.py
+        console.print(line)
 
 
 def typical_sentence(report: dict[str, Any]) -> str:

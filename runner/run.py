@@ -36,6 +36,8 @@ import duckdb
 from ibias.prompts import registry
 from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner import phase_hook
+from ibias.runner.batch.run import BatchOptions, batch_models, online_config
+from ibias.runner.batch.run import run as batch_run
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.money import usd
@@ -87,6 +89,9 @@ class RunOptions:
     #: Seconds in-flight requests get after a stop; None: the config's `[run].grace_s`.
     grace_s: float | None = None
     backoff: Backoff = field(default_factory=Backoff)
+    #: Provider batches (`--batch`, `--no-wait`; runner/batch/): None reads each model's
+    #: `mode` only (a model with `mode = "batch"` still runs in batch mode).
+    batch: BatchOptions | None = None
 
 
 @dataclass(frozen=True)
@@ -442,7 +447,7 @@ async def _execute_locked(
             result = _budget_used_up(options.max_cost, spent, list(stats.values()))
         else:
             status("running", stats)
-            result = await _schedule(
+            result = await _schedule_all(
                 config,
                 options,
                 keys,
@@ -477,6 +482,96 @@ async def _execute_locked(
         if run_recorded:
             _record_end(con, run_id, exit_status)
         con.close()
+
+
+async def _schedule_all(
+    config: Config,
+    options: RunOptions,
+    keys: dict[str, str | None],
+    say: Callable[[str], None],
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    started_at: datetime,
+    stats: dict[str, ModelStats],
+    plan: StoredPlan,
+    factory: ProviderFactory,
+    stop: Stop,
+    guard: MemoryGuard,
+    spent: float,
+) -> RunResult:
+    """The online models through the scheduler; the batch models (runner/batch/), when the
+    run or a model's `mode` asks for batches, through their provider's batch API around it."""
+    batch_options = options.batch or BatchOptions()
+    batched, online_lines = batch_models(config, batch_options.forced)
+    for line in online_lines:
+        say(line)
+    if not batched:
+        return await _schedule(
+            config,
+            options,
+            keys,
+            say,
+            con,
+            run_id,
+            started_at,
+            stats,
+            plan,
+            factory,
+            stop,
+            guard,
+            spent,
+        )
+    online = online_config(config, batched)
+    results: list[RunResult] = []
+
+    async def run_online(committed: float) -> None:
+        if online.models:
+            results.append(
+                await _schedule(
+                    online,
+                    options,
+                    keys,
+                    say,
+                    con,
+                    run_id,
+                    started_at,
+                    stats,
+                    plan,
+                    factory,
+                    stop,
+                    guard,
+                    spent + committed,
+                )
+            )
+
+    outcome = await batch_run(
+        con,
+        plan,
+        run_id,
+        batched,
+        keys,
+        stats,
+        batch_options,
+        stop,
+        say,
+        online=run_online,
+        max_cost=options.max_cost,
+        spent=spent,
+    )
+    base = results[0] if results else _result(None, list(stats.values()))
+    lines = (*base.lines, *outcome.lines)
+    if base.exit_code == EXIT_INTERRUPTED or outcome.interrupted:
+        write_status(
+            status_path(options.store), snapshot(run_id, "interrupted", started_at, stats.values())
+        )
+        reason = stop.reason or "interrupted"
+        return RunResult(EXIT_INTERRUPTED, (*lines, f"{reason}: results so far are stored"))
+    write_status(
+        status_path(options.store), snapshot(run_id, "finished", started_at, stats.values())
+    )
+    if base.exit_code != EXIT_OK or outcome.failed:
+        return RunResult(EXIT_FAILED, lines)
+    return RunResult(EXIT_OK, lines)
 
 
 #: Allocations between young-generation collections during a run (CPython's default: 700).

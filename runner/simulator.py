@@ -64,7 +64,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from aiohttp import web
@@ -1363,6 +1363,16 @@ class Simulator:
         self._base_url: str | None = None
         self._active: set[asyncio.Task[Any]] = set()
         self._seq = 0  # never reset: response and request ids stay unique
+        from ibias.runner.sim_batch import BatchService  # imports this module
+        from ibias.runner.sim_batch_anthropic import MessageBatchService
+
+        #: The batch protocols' state (files, batches) and the knobs tests turn: OpenAI's
+        #: Batch API and Anthropic's Message Batches.
+        self.batches = BatchService(self)
+        self.message_batches = MessageBatchService(self)
+        from ibias.runner.sim_batch_gemini import GeminiBatchService
+
+        self.gemini_batches = GeminiBatchService(self)
         self.reset_stats()
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -1379,6 +1389,9 @@ class Simulator:
         app.router.add_post("/v1/models/{model}:generateContent", self._handler(GEMINI))
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_get("/stats", self._stats)
+        self.batches.install(app)  # OpenAI's Files and Batch API (runner/sim_batch.py)
+        self.message_batches.install(app)  # Anthropic's (runner/sim_batch_anthropic.py)
+        self.gemini_batches.install(app)  # Gemini's (runner/sim_batch_gemini.py)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
@@ -1449,6 +1462,47 @@ class Simulator:
     def served_count(self, model: str, messages: Sequence[Mapping[str, str]]) -> int:
         """How many completed answers to exactly these messages were sent for `model`."""
         return self._served_by_prompt.get((model, prompt_hash(messages)), 0)
+
+    def answer_openai(self, raw: bytes) -> tuple[int, bytes]:
+        """One chat-completions body answered as online (see `answer_line`)."""
+        return self.answer_line(OPENAI, raw)
+
+    def answer_line(self, d: _Dialect, raw: bytes, request: Any = None) -> tuple[int, bytes]:
+        """One request body of protocol `d` answered as an online request is (the same
+        reading, responders and reply body) but without latency, faults or rate limits: what
+        a line of a batch gets (runner/sim_batch.py). `request` stands in for the HTTP request
+        where the dialect reads one (headers, the path's model). Returns (status, body)."""
+        ask = d.read(cast(web.Request, request), raw)
+        if not isinstance(ask, _Ask):
+            return ask
+        state = self._state(ask.model)
+        content, finish = answer_for(
+            self.profile.seed, ask.model, ask.messages, state.profile.persona
+        )
+        prompt_tokens = estimate_tokens(sum(len(m["content"]) for m in ask.messages))
+        completion_tokens = estimate_tokens(len(content))
+        if ask.max_tokens is not None and completion_tokens > ask.max_tokens:
+            content, completion_tokens, finish = (
+                content[: ask.max_tokens * 4],
+                ask.max_tokens,
+                "length",
+            )
+        thoughts = 0 if finish == "content_filter" else d.thoughts(ask, prompt_tokens)
+        payload = d.success(
+            self,
+            state,
+            ask,
+            (content, finish),
+            (prompt_tokens, completion_tokens, thoughts),
+            0.0,
+            {},
+        )
+        self._served += 1
+        self._served_by_model[ask.model] = self._served_by_model.get(ask.model, 0) + 1
+        if self._count_prompts:
+            key = (ask.model, stable_hash(list(ask.messages)))
+            self._served_by_prompt[key] = self._served_by_prompt.get(key, 0) + 1
+        return 200, payload
 
     # -- handlers ----------------------------------------------------------------------------
 

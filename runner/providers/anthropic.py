@@ -39,7 +39,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Self
+from typing import Any, ClassVar, Self
+
+import msgspec
 
 from ibias.prompts.base import Message
 from ibias.runner.config import ModelConfig
@@ -56,6 +58,7 @@ from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.params import ParamRule, rule_for
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.sending import SendingOptions
 from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
@@ -258,6 +261,9 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
 class AnthropicProvider(HTTPProvider):
     """`Provider` for POST {base_url}/messages."""
 
+    #: How its trials are sent (online or as Message Batches): the same keys as `openai`'s.
+    options_schema: ClassVar[type[msgspec.Struct] | None] = SendingOptions
+
     def __init__(
         self,
         *,
@@ -304,10 +310,13 @@ class AnthropicProvider(HTTPProvider):
     def session_headers(self, api_key: str | None) -> dict[str, str]:
         return {"anthropic-version": self.version, **({"x-api-key": api_key} if api_key else {})}
 
+    def request_body(self, messages: Sequence[Message], sampling: Sampling) -> dict[str, Any]:
+        """The Messages body of one trial: what `complete` posts, and what a Message Batches
+        request carries as its `params` (runner/batch/anthropic.py)."""
+        return anthropic_request(self.model, messages, sampling, self.rule)
+
     async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        status, headers, body = await self.post(
-            anthropic_request(self.model, messages, sampling, self.rule)
-        )
+        status, headers, body = await self.post(self.request_body(messages, sampling))
         verdict = classify_anthropic(status, headers, body, now=time.time())
         if verdict.verdict is not Verdict.OK:
             raise ProviderError(verdict, status=status, headers=headers)

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from types import MappingProxyType
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import quote
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -56,6 +56,7 @@ from ibias.runner.providers.base import (
 )
 from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
+from ibias.runner.providers.names import SENDING_OPTIONS
 from ibias.runner.providers.registry import provider
 from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
@@ -188,7 +189,9 @@ class GeminiOptions:
     def from_model(cls, model: ModelConfig) -> GeminiOptions:
         """The options a model config carries (`ModelConfig.options`, validated by
         `GeminiConfigOptions` when the config was read)."""
-        return cls.from_mapping({k: v for k, v in model.options.items() if v is not None})
+        return cls.from_mapping(
+            {k: v for k, v in model.options.items() if v is not None and k not in SENDING_OPTIONS}
+        )
 
     def generation_extras(self) -> dict[str, Any]:
         """The `thinkingConfig` entry of `generationConfig`, if any."""
@@ -389,6 +392,11 @@ class GeminiConfigOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=Tru
 
     safety_settings: dict[str, str] | None = None
     thinking_budget: Annotated[int, Meta(ge=-1, le=32768)] | None = None
+    #: How its trials are sent (online or as batches): runner/providers/sending.py.
+    mode: Literal["online", "batch"] | None = None
+    batch: bool | None = None
+    batch_price_input: Annotated[float, Meta(ge=0, le=100_000)] | None = None
+    batch_price_output: Annotated[float, Meta(ge=0, le=100_000)] | None = None
     thinking_level: (
         Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})] | None
     ) = None
@@ -405,7 +413,11 @@ class GeminiProvider(HTTPProvider):
     def check_options(cls, options: Any) -> None:
         assert isinstance(options, GeminiConfigOptions)
         GeminiOptions.from_mapping(
-            {k: v for k, v in msgspec.structs.asdict(options).items() if v is not None}
+            {
+                k: v
+                for k, v in msgspec.structs.asdict(options).items()
+                if v is not None and k not in SENDING_OPTIONS
+            }
         )
 
     def __init__(
@@ -446,8 +458,13 @@ class GeminiProvider(HTTPProvider):
     def session_headers(self, api_key: str | None) -> dict[str, str]:
         return {"x-goog-api-key": api_key} if api_key else {}
 
+    def request_body(self, messages: Sequence[Message], sampling: Sampling) -> dict[str, Any]:
+        """The generateContent body of one trial: what `complete` posts, and what a batch
+        request carries (runner/batch/gemini.py)."""
+        return gemini_request(messages, sampling, self.options)
+
     async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        status, headers, body = await self.post(gemini_request(messages, sampling, self.options))
+        status, headers, body = await self.post(self.request_body(messages, sampling))
         verdict = classify_gemini(status, headers, body, now=time.time())
         if verdict.verdict is not Verdict.OK:
             if status == 429:

@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["BUILTIN", "BUILTIN_OPTIONS", "DEFAULT_BASE_URLS", "ENTRY_POINT_GROUP"]
+__all__ = [
+    "BUILTIN",
+    "BUILTIN_OPTIONS",
+    "DEFAULT_BASE_URLS",
+    "ENTRY_POINT_GROUP",
+    "SENDING_OPTIONS",
+]
 
 #: Config name -> the module whose `@provider` decorator registers it (imported on first use).
 BUILTIN: Mapping[str, str] = MappingProxyType(
@@ -31,5 +37,25 @@ DEFAULT_BASE_URLS: Mapping[str, str] = MappingProxyType(
 #: The option keys of each built-in provider's `options_schema` (a test checks they agree):
 #: a key of another provider's is refused naming that provider, without loading it.
 BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
-    {"gemini": frozenset({"safety_settings", "thinking_budget", "thinking_level"})}
+    {
+        "gemini": frozenset(
+            {
+                "safety_settings",
+                "thinking_budget",
+                "thinking_level",
+                "mode",
+                "batch",
+                "batch_price_input",
+                "batch_price_output",
+            }
+        ),
+        "openai": frozenset({"mode", "batch", "batch_price_input", "batch_price_output"}),
+        "anthropic": frozenset({"mode", "batch", "batch_price_input", "batch_price_output"}),
+    }
+)
+#: Provider options that say how a model's trials are sent (online or in provider batches,
+#: at which batch price), never what: left out of a trial's params and so of its key, because
+#: a trial is the same trial whichever way it is sent (runner/batch/).
+SENDING_OPTIONS: frozenset[str] = frozenset(
+    {"mode", "batch", "batch_price_input", "batch_price_output"}
 )

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 from urllib.parse import urlsplit
 
+import msgspec
 import orjson
 
 from ibias.prompts.base import Message
@@ -32,6 +33,7 @@ from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.names import DEFAULT_BASE_URLS
 from ibias.runner.providers.params import ParamRule, rule_for, wire_params
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.sending import SendingOptions
 from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
@@ -45,6 +47,7 @@ from ibias.runner.retries import (
 )
 
 __all__ = [
+    "OpenAIOptions",
     "OpenAIProvider",
     "embedded_error",
     "logprobs_refusal",
@@ -140,9 +143,15 @@ def _positive_int(value: str | None) -> int | None:
     return number if number > 0 else None
 
 
+#: The `openai` provider's own keys: how its trials are sent (runner/providers/sending.py).
+OpenAIOptions = SendingOptions
+
+
 @provider("openai")
 class OpenAIProvider(HTTPProvider):
     """`Provider` for POST {base_url}/chat/completions."""
+
+    options_schema: ClassVar[type[msgspec.Struct] | None] = OpenAIOptions
 
     def __init__(
         self,
@@ -203,13 +212,18 @@ class OpenAIProvider(HTTPProvider):
     def session_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        payload: dict[str, Any] = {
+    def request_body(self, messages: Sequence[Message], sampling: Sampling) -> dict[str, Any]:
+        """The chat-completions body of one trial: what `complete` posts, and what a batch
+        line carries as its `body` (runner/batch/openai.py), so a trial is the same request
+        whichever way it is sent."""
+        return {
             "model": self.model,
             "messages": list(messages),
             **self._wire_params(sampling),
         }
-        status, headers, body = await self.post(payload)
+
+    async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
+        status, headers, body = await self.post(self.request_body(messages, sampling))
         verdict = self.classify_response(status, headers, body)
         if verdict.verdict is not Verdict.OK:
             if sampling.top_logprobs is not None:

@@ -76,6 +76,10 @@ class LoopbackSimulator:
 class SimulatorProvider(OpenAIProvider):
     """The OpenAI provider against the run's loopback simulator."""
 
+    #: Online only: batch mode needs a simulator that outlives the run (`ibias simulate`, at
+    #: an `openai` model's base_url with `batch = true`).
+    options_schema = None
+
     def __init__(
         self,
         *,

@@ -146,6 +146,8 @@ def test_a_store_from_before_prompt_checks_upgrades(tmp_path: Path, paper_pack_d
     con = db.open_store(tmp_path / "s.duckdb")
     try:
         con.execute("DROP TABLE prompt_checks")
+        con.execute("DROP VIEW batch_state")  # and the later migrations' (012)
+        con.execute("DROP TABLE batches")
         con.execute("DELETE FROM schema_version WHERE version > 9")
         assert db.schema_version(con) == 9
         before = con.execute("SELECT * FROM trials ORDER BY trial_key").fetchall()

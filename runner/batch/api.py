@@ -1,0 +1,104 @@
+"""What the batch engine needs from a provider's batch API, whatever its dialect.
+
+One adapter per provider (runner/batch/openai.py, runner/batch/anthropic.py) turns its API
+into these values, so the engine (runner/batch/engine.py) never reads a provider's bodies:
+the lines it submits are built from the provider's own online request body, the batch it gets
+back is a `BatchInfo` in the `batches` table's vocabulary, and each result line is a
+`LineResult` keyed by the trial key.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ibias.prompts.base import Message
+from ibias.runner.batch.limits import BatchLimits
+from ibias.runner.providers.base import Reply, Sampling
+from ibias.store.batches import BatchRow
+
+__all__ = ["BatchAPI", "BatchAPIError", "BatchInfo", "LineResult"]
+
+
+class BatchAPIError(Exception):
+    """A call of a batch API that failed: `retry` when asking again later may succeed
+    (a connection error, 408, 409, 429, 5xx), else the model's batches stop (400s, 401, 404)."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry: bool = False) -> None:
+        from ibias.runner.retries import redact
+
+        super().__init__(redact(message))
+        self.status = status
+        self.retry = retry
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """A provider's batch as the store names it: `state` is one of store/batches.py's
+    (`validating`, `in_progress`, `finalizing`, `cancelling`, `completed`, `expired`,
+    `cancelled`, `failed`); `completed`/`failed` count its requests so far."""
+
+    batch_id: str
+    state: str
+    completed: int | None = None
+    failed: int | None = None
+    input_file_id: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LineResult:
+    """One result line: the reply (a succeeded request) or why there is none."""
+
+    key: str
+    reply: Reply | None
+    raw: Mapping[str, Any]
+    status: int | None = None
+    kind: str | None = None
+    message: str | None = None
+
+
+class BatchAPI(ABC):
+    """One model's batch API (its provider's dialect, its base URL and key)."""
+
+    #: The provider's registry name (the `batches.provider` column).
+    provider: ClassVar[str] = ""
+    #: The provider's documented per-batch limits (runner/batch/limits.py).
+    limits: ClassVar[BatchLimits] = BatchLimits()
+
+    @abstractmethod
+    def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:
+        """One request of a batch, as submitted: the trial key and the body the online
+        request would send (built by the provider's own code)."""
+
+    async def start(self) -> None:  # noqa: B027  (optional hook)
+        """Open connections."""
+
+    async def close(self) -> None:  # noqa: B027  (optional hook)
+        """Release connections."""
+
+    @abstractmethod
+    async def submit(
+        self, intent_id: str, lines: Sequence[bytes], uploaded: Callable[[str], None]
+    ) -> BatchInfo:
+        """Make one batch of `lines` named by `intent_id` where the API can carry a name;
+        `uploaded(file_id)` is called (to be recorded) between an upload and the create."""
+
+    @abstractmethod
+    async def get(self, batch_id: str) -> BatchInfo:
+        """The batch as the provider has it now."""
+
+    @abstractmethod
+    async def find(self, intent: BatchRow, taken: set[str]) -> BatchInfo | None:
+        """The provider's batch a crash left unrecorded for `intent`, or None when the
+        provider never made one (`taken`: batch ids the store already knows)."""
+
+    @abstractmethod
+    def results(self, batch: BatchInfo, max_line_bytes: int) -> AsyncIterator[LineResult | None]:
+        """The ended batch's result lines, streamed (None for a line above the cap)."""
+
+    @abstractmethod
+    async def cancel(self, batch_id: str) -> BatchInfo:
+        """Ask the provider to cancel the batch."""

@@ -1,0 +1,436 @@
+"""One model's trials through OpenAI's Batch API: submit, poll, download, ingest, resubmit.
+
+Why every step is recorded before the next (store/batches.py): a batch costs money and runs
+for hours, so a crash must never lose one nor submit its trials twice. The order is: the
+intent (with its trial keys) is committed, then the file is uploaded and its id recorded, then
+the batch is created with the intent id in its `metadata` and the batch id recorded. A run that
+finds an intent without a batch id asks the provider for the batch whose metadata names it (and
+whose input file is the recorded one, when that was recorded): found, it is adopted; not found,
+the provider never made it, and the intent is `abandoned` (its trials are free again).
+
+Results are matched to trials by `custom_id` (the trial key), never by order: a line answered
+200 is stored like an online reply (an attempt, a response at the batch price, the line as
+`raw`); a line that errored, and a trial of an expired or cancelled batch without a line, is a
+failed attempt, and the trial goes into a later batch while it has attempts left. Everything a
+batch brought is stored in one transaction with its `ingested` row, so a crash while ingesting
+ingests it again on the next run (responses are inserted only for trials without one).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import orjson
+
+from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo
+from ibias.runner.batch.limits import BatchLimits, batch_discount
+from ibias.runner.config import ModelConfig
+from ibias.runner.providers.base import Reply, Sampling
+from ibias.runner.retries import redact
+from ibias.runner.scheduler import ModelStats
+from ibias.store import batches as store
+from ibias.store.batches import ENDED, LIVE, BatchRow
+from ibias.store.derived import parse_landed, parsed_kinds, reply_text
+from ibias.store.plans import StoredPlan, remaining
+from ibias.store.writer import (
+    AttemptRow,
+    Landed,
+    ResponseRow,
+    insert_attempts,
+    insert_responses,
+)
+
+__all__ = ["ModelBatches", "Submitted"]
+
+#: The detail of a batch adopted after a crash (found at the provider, not recorded).
+ADOPTED = "adopted after a crash (found at the provider)"
+#: Result lines stored per insert while a batch is ingested (one transaction for the batch).
+INGEST_CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A batch this run submitted."""
+
+    batch_id: str
+    requests: int
+
+
+class ModelBatches:
+    """One model's batches in one store, through its provider's `BatchAPI`."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        plan: StoredPlan,
+        run_id: str,
+        model: ModelConfig,
+        api: BatchAPI,
+        stats: ModelStats,
+        *,
+        limits: BatchLimits | None = None,
+        say: Callable[[str], None] = lambda line: None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.con = con
+        self.plan = plan
+        self.run_id = run_id
+        self.model = model
+        self.priced = batch_discount(model)
+        self.api = api
+        self.stats = stats
+        self.limits = limits or api.limits
+        #: A result line above this many bytes is not read (the model's body cap).
+        self.max_line_bytes = model.max_body_bytes
+        self.say = say
+        self.clock = clock
+        #: Why this model's batches stopped (a batch API call that will not succeed), or None.
+        self.fatal: str | None = None
+
+    # -- what is where -----------------------------------------------------------------------
+
+    def live(self) -> list[BatchRow]:
+        """Batches still running (or whose results are not stored yet)."""
+        return store.batches_of(self.con, model_id=self.model.id, states=LIVE | ENDED)
+
+    def _stop(self, exc: BatchAPIError) -> None:
+        if self.fatal is None:
+            self.fatal = str(exc)
+            self.say(f"model {self.model.id}: batches stopped: {exc}")
+
+    # -- reconciling -------------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        """Settle every intent a crash left without a batch id: adopt the provider's batch
+        made for it (runner/batch/api.py `find`: by metadata, display name or listing), or
+        abandon it when the provider has none."""
+        open_intents = [
+            b
+            for b in store.batches_of(
+                self.con, model_id=self.model.id, states={"intent", "uploaded"}
+            )
+            if b.batch_id is None
+        ]
+        if not open_intents:
+            return
+        taken = store.batch_ids(self.con, self.model.id)
+        for row in open_intents:
+            try:
+                found = await self.api.find(row, taken)
+            except BatchAPIError as exc:
+                if not exc.retry:
+                    self._stop(exc)
+                return  # settled on a later poll, never by submitting again
+            if found is not None:
+                taken.add(found.batch_id)
+                store.record(
+                    self.con,
+                    row,
+                    "submitted",
+                    batch_id=found.batch_id,
+                    input_file_id=found.input_file_id,
+                    detail=ADOPTED,
+                )
+                self.say(f"model {self.model.id}: adopted batch {found.batch_id} after a crash")
+            else:
+                store.record(
+                    self.con, row, "abandoned", detail="the provider has no batch for this intent"
+                )
+
+    # -- submitting --------------------------------------------------------------------------
+
+    def _chunks(self) -> Iterator[list[tuple[str, bytes, int]]]:
+        """Lines (key, JSONL line, estimated prompt tokens) of every trial to submit, cut
+        below the per-batch request and byte limits: trials without a response, in no live
+        batch, with attempts left."""
+        held = store.keys_in_batches(self.con, self.model.id, LIVE | ENDED)
+        tried = store.attempts_of(self.con, self.model.id)
+        cursor = self.con.cursor()
+        sampling: tuple[Any, Sampling] | None = None
+        chunk: list[tuple[str, bytes, int]] = []
+        size = 0
+        try:
+            for pending in remaining(cursor, self.plan, self.model.id):
+                for trial in pending:
+                    key = trial.trial_key
+                    if key in held or tried.get(key, 0) >= self.limits.max_attempts:
+                        continue
+                    if sampling is None or sampling[0] != trial.params:
+                        sampling = (
+                            trial.params,
+                            Sampling.from_params(trial.params, self.model.options),
+                        )
+                    line = self.api.line(key, trial.messages, sampling[1])
+                    if chunk and (
+                        len(chunk) >= self.limits.max_requests
+                        or size + len(line) + 1 > self.limits.max_bytes
+                    ):
+                        yield chunk
+                        chunk, size = [], 0
+                    chunk.append((key, line, -(-trial.prompt_chars // 4)))
+                    size += len(line) + 1
+        finally:
+            cursor.close()
+        if chunk:
+            yield chunk
+
+    def upper_bound(self, chunk: Sequence[tuple[str, bytes, int]]) -> float:
+        """USD a batch can cost at most: its prompt estimates and every trial's max_tokens."""
+        prompt = sum(est for _, _, est in chunk)
+        return self.priced.cost(prompt, len(chunk) * self.model.max_tokens)
+
+    async def submit(self, allow: Callable[[float], bool] = lambda cost: True) -> list[Submitted]:
+        """Submit every trial still to send, one batch per chunk; `allow(upper_bound)` says
+        whether the budget admits a batch (False: stop submitting)."""
+        if self.fatal is not None:
+            return []
+        made: list[Submitted] = []
+        for chunk in self._chunks():
+            if not allow(self.upper_bound(chunk)):
+                break
+            keys = [key for key, _, _ in chunk]
+            intent_id = store.new_intent(self.con, self.api.provider, self.model.id, keys)
+            row = store.batches_of(self.con, intent_id=intent_id)[0]
+            rows = [row]
+
+            def uploaded(file_id: str, rows: list[BatchRow] = rows) -> None:
+                rows.append(store.record(self.con, rows[-1], "uploaded", input_file_id=file_id))
+
+            try:
+                batch = await self.api.submit(intent_id, [line for _, line, _ in chunk], uploaded)
+            except BatchAPIError as exc:
+                # The intent stays: the next poll or run reconciles it by its metadata.
+                if not exc.retry:
+                    self._stop(exc)
+                else:
+                    self.say(f"model {self.model.id}: batch not submitted yet ({exc})")
+                break
+            store.record(
+                self.con,
+                rows[-1],
+                "submitted",
+                batch_id=batch.batch_id,
+                input_file_id=batch.input_file_id,
+            )
+            made.append(Submitted(batch.batch_id, len(keys)))
+            self.say(
+                f"model {self.model.id}: batch {batch.batch_id} submitted ({len(keys):,} trials)"
+            )
+        return made
+
+    # -- polling and ingesting ---------------------------------------------------------------
+
+    async def poll(self) -> int:
+        """Read every live batch once, record a changed state, and ingest those that ended;
+        returns how many batches were ingested."""
+        await self.reconcile()
+        ingested = 0
+        for row in self.live():
+            batch_id = row.batch_id
+            if batch_id is None:
+                continue
+            try:
+                batch = await self.api.get(batch_id)
+            except BatchAPIError as exc:
+                if not exc.retry:
+                    self._stop(exc)
+                continue
+            if row.state not in ENDED:  # else: it ended before a crash, not ingested yet
+                if batch.state != row.state or batch.completed != row.completed:
+                    row = store.record(
+                        self.con, row, batch.state, completed=batch.completed, failed=batch.failed
+                    )
+                    self.say(
+                        f"model {self.model.id}: batch {batch_id} {batch.state} "
+                        f"({batch.completed or 0}/{row.requests} done)"
+                    )
+                if batch.state not in ENDED:
+                    continue
+            try:
+                await self._ingest(row, batch)
+            except BatchAPIError as exc:
+                if not exc.retry:
+                    self._stop(exc)
+                continue
+            ingested += 1
+        return ingested
+
+    async def cancel(self) -> list[str]:
+        """Ask the provider to cancel every live batch of this model; returns their ids."""
+        done: list[str] = []
+        for row in self.live():
+            if row.batch_id is None or row.state in ENDED:
+                continue
+            try:
+                batch = await self.api.cancel(row.batch_id)
+            except BatchAPIError as exc:
+                self.say(f"model {self.model.id}: batch {row.batch_id} not cancelled: {exc}")
+                continue
+            store.record(self.con, row, batch.state, detail="cancel requested")
+            done.append(row.batch_id)
+        return done
+
+    async def _ingest(self, row: BatchRow, batch: BatchInfo) -> None:
+        """Store every result of an ended batch, matched by custom id, in one transaction
+        with the batch's `ingested` row. An adopted batch is confirmed by its custom ids: a
+        line naming no trial of the intent is counted and said, never stored."""
+        keys = set(store.keys_of(self.con, row.intent_id))
+        tried = store.attempts_of(self.con, self.model.id)
+        started = row.intended_at.timestamp()
+        seen: set[str] = set()
+        attempts: list[AttemptRow] = []
+        responses: list[tuple[ResponseRow, str | None]] = []
+        stored = failed = foreign = 0
+        self.con.execute("BEGIN TRANSACTION").fetchall()
+        try:
+            async for result in self.api.results(batch, self.max_line_bytes):
+                if result is None:
+                    continue  # above the body cap or unreadable: that trial is retried below
+                key = result.key
+                if key not in keys:
+                    foreign += 1
+                    continue
+                if key in seen:
+                    continue
+                seen.add(key)
+                attempt = tried.get(key, 0) + 1
+                if result.reply is None:
+                    attempts.append(
+                        self._failure(
+                            key,
+                            started,
+                            attempt,
+                            result.status,
+                            result.kind or "batch_error",
+                            result.message or "no reply",
+                        )
+                    )
+                    failed += 1
+                else:
+                    responses.append(self._response(key, result.reply, result.raw))
+                    stored += 1
+                if len(attempts) + len(responses) >= INGEST_CHUNK:
+                    self._flush(attempts, responses)
+            for key in sorted(keys - seen):  # never run: the batch expired, was cancelled...
+                attempts.append(
+                    self._failure(
+                        key,
+                        started,
+                        tried.get(key, 0) + 1,
+                        None,
+                        f"batch_{batch.state}",
+                        f"not run: the batch ended {batch.state} before this request",
+                    )
+                )
+                failed += 1
+            self._flush(attempts, responses)
+            detail = f"batch ended {batch.state}"
+            if foreign:
+                detail += f"; {foreign} result lines named no trial of this batch"
+            store.record(self.con, row, "ingested", completed=stored, failed=failed, detail=detail)
+            self.con.execute("COMMIT").fetchall()
+        except BaseException:
+            self.con.execute("ROLLBACK").fetchall()
+            raise
+        self.stats.done += stored
+        if foreign:
+            self.say(
+                f"model {self.model.id}: batch {row.batch_id}: {foreign} result lines named no "
+                "trial of this batch (not stored)"
+            )
+        self.say(
+            f"model {self.model.id}: batch {row.batch_id} ingested: {stored:,} replies, "
+            f"{failed:,} to retry"
+        )
+
+    def _flush(
+        self, attempts: list[AttemptRow], responses: list[tuple[ResponseRow, str | None]]
+    ) -> None:
+        """Insert a chunk of results (inside the batch's transaction) and parse the replies,
+        with their trials' items read in one query."""
+        ok = [
+            AttemptRow(
+                self.run_id, r.trial_key, r.model_id, 1, r.received_at, None, 200, None, None, "ok"
+            )
+            for r, _ in responses
+        ]
+        insert_attempts(self.con, [*attempts, *ok])
+        insert_responses(self.con, [r for r, _ in responses])
+        parsed = frozenset(parsed_kinds())
+        if responses and parsed:
+            texts = {r.trial_key: text for r, text in responses}
+            rows = self.con.execute(
+                "SELECT trial_key, experiment, item FROM trials WHERE list_contains(?, trial_key)",
+                [list(texts)],
+            ).fetchall()
+            landed = [
+                Landed(key, exp, orjson.loads(item) if isinstance(item, str) else item, texts[key])
+                for key, exp, item in rows
+                if exp in parsed
+            ]
+            if landed:
+                parse_landed(self.con, landed)
+        attempts.clear()
+        responses.clear()
+
+    def _failure(
+        self, key: str, started: float, attempt: int, status: int | None, kind: str, message: str
+    ) -> AttemptRow:
+        outcome = "retry" if attempt < self.limits.max_attempts else "gave_up"
+        if outcome == "gave_up":
+            self.stats.failed += 1
+        return AttemptRow(
+            self.run_id,
+            key,
+            self.model.id,
+            attempt,
+            started,
+            None,
+            status,
+            kind,
+            redact(message)[:1000],
+            outcome,
+        )
+
+    def _response(
+        self, key: str, reply: Reply, raw: Mapping[str, Any]
+    ) -> tuple[ResponseRow, str | None]:
+        """A succeeded line as a response row at the batch price (the line as `raw`)."""
+        cost = None
+        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
+            cost = self.priced.cost(
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
+            )
+            self.stats.cost_usd += cost
+        self.stats.prompt_tokens += reply.prompt_tokens or 0
+        self.stats.completion_tokens += reply.completion_tokens or 0
+        return (
+            ResponseRow(
+                key,
+                self.run_id,
+                self.model.id,
+                reply.provider_model,
+                reply.content,
+                reply.refusal,
+                reply.finish_reason,
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                cost,
+                reply.system_fingerprint,
+                self.clock(),
+                raw,
+                reply.reasoning,
+                reply.reasoning_tokens,
+                reply.logprobs,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
+            ),
+            reply_text(reply.content, reply.finish_reason, reply.refusal),
+        )

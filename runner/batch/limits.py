@@ -1,0 +1,111 @@
+"""Each provider's documented per-batch limits, and which models may run in batch mode.
+
+Batches are split below these (a batch above a limit is refused whole by the provider), each
+its own row in the `batches` table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from ibias.runner.config import ModelConfig
+
+__all__ = [
+    "ANTHROPIC_BATCH_BYTES",
+    "ANTHROPIC_BATCH_REQUESTS",
+    "GEMINI_BATCH_BYTES",
+    "GEMINI_BATCH_REQUESTS",
+    "GEMINI_INLINE_BYTES",
+    "OPENAI_BATCH_BYTES",
+    "OPENAI_BATCH_REQUESTS",
+    "OPENAI_HOST",
+    "BatchLimits",
+    "batch_discount",
+    "batch_refusal",
+    "wants_batch",
+]
+
+#: OpenAI: "The file can contain up to 50,000 requests, and can be up to 200 MB in size"
+#: (API reference, Batch > Create batch, `input_file_id`).
+OPENAI_BATCH_REQUESTS = 50_000
+OPENAI_BATCH_BYTES = 200 * 1000 * 1000
+#: Anthropic: "Batches may contain up to 100,000 requests and be up to 256 MB in total size"
+#: (API reference, Create a Message Batch).
+ANTHROPIC_BATCH_REQUESTS = 100_000
+ANTHROPIC_BATCH_BYTES = 256 * 1000 * 1000
+#: Gemini: inline requests "for smaller batches that keep the total request size under
+#: 20MB"; above it, an input file, which the Files API takes up to 2 GB ("Batch API" guide;
+#: Files API). The guide names no per-batch request count: batches are cut by bytes only.
+GEMINI_INLINE_BYTES = 20 * 1000 * 1000
+GEMINI_BATCH_BYTES = 2 * 1000 * 1000 * 1000
+GEMINI_BATCH_REQUESTS = 2**31 - 1
+#: The host whose `openai` models may run in batch mode without `batch = true`.
+OPENAI_HOST = "api.openai.com"
+#: OpenAI's Batch API costs half the online price ("50% lower costs", Batch API guide), and
+#: so does Anthropic's ("reducing costs by 50%", Message Batches guide) and Gemini's ("50% of
+#: the standard cost", Batch API guide); used when a model
+#: gives no `batch_price_input`/`batch_price_output`.
+OPENAI_BATCH_DISCOUNT = 0.5
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """How large one batch may be, and how often a trial is tried (defaults: OpenAI's
+    documented limits above; tests make them small). `max_attempts` counts every attempt of a
+    trial, as `Backoff.max_attempts` does online."""
+
+    max_requests: int = OPENAI_BATCH_REQUESTS
+    max_bytes: int = OPENAI_BATCH_BYTES
+    max_attempts: int = 8
+
+
+def wants_batch(model: ModelConfig, forced: bool) -> bool:
+    """Whether the run asks for this model in batch mode (`--batch`, or `mode = "batch"`)."""
+    return forced or model.options.get("mode") == "batch"
+
+
+#: Each provider with a batch API in ibias, and the host of its own API: at another host a
+#: model runs in batch mode only with `batch = true`.
+BATCH_HOSTS = {
+    "openai": OPENAI_HOST,
+    "anthropic": "api.anthropic.com",
+    "gemini": "generativelanguage.googleapis.com",
+}
+
+
+def batch_refusal(model: ModelConfig) -> str | None:
+    """Why this model cannot run in batch mode (it then runs online), or None when it can:
+    `openai` and `anthropic` models at their provider's own host, and at any other host only
+    with `batch = true`; the same for `gemini` models."""
+    own = BATCH_HOSTS.get(model.provider)
+    if own is None:
+        return f"provider {model.provider!r} has no batch mode in ibias"
+    host = (urlsplit(model.base_url).hostname or "") if model.base_url else own
+    if host != own and not model.options.get("batch"):
+        return f"host {host} is not {own} (set batch = true if it has the provider's batch API)"
+    return None
+
+
+def batch_discount(model: ModelConfig) -> ModelConfig:
+    """The model priced at its batch prices: `batch_price_input`/`batch_price_output` when
+    given, else OpenAI's documented discount on the online prices."""
+    from dataclasses import replace
+
+    given_in = model.options.get("batch_price_input")
+    given_out = model.options.get("batch_price_output")
+    return replace(
+        model,
+        price_input=float(given_in)
+        if given_in is not None
+        else model.price_input * OPENAI_BATCH_DISCOUNT,
+        price_output=float(given_out)
+        if given_out is not None
+        else model.price_output * OPENAI_BATCH_DISCOUNT,
+        price_cache_read=None
+        if model.price_cache_read is None
+        else model.price_cache_read * OPENAI_BATCH_DISCOUNT,
+        price_cache_write=None
+        if model.price_cache_write is None
+        else model.price_cache_write * OPENAI_BATCH_DISCOUNT,
+    )

@@ -1,0 +1,61 @@
+"""`ibias status` lists each batch (state, counts, age) from the store, and `ibias batches
+cancel CONFIG` cancels the config's live batches at the provider; the next `ibias run --batch`
+retries the trials the cancelled batch never ran."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from ibias.runner.batch.run import BatchOptions
+from ibias.runner.cli import main
+from ibias.runner.config import load_config
+from ibias.runner.run import EXIT_OK, RunOptions, execute
+from ibias.runner.sim_profile import ModelProfile, SimProfile
+from ibias.runner.simulator import Simulator
+from tests.helpers import model_block, write_config
+
+
+async def no_sleep(_: float) -> None:
+    """Polling never waits."""
+
+
+async def test_status_lists_batches_and_cancel_cancels_them(tmp_path, capsys):
+    async with Simulator(SimProfile(seed=8, default=ModelProfile())) as sim:
+        sim.batches.steps = 1000  # the batch stays in progress until cancelled
+        path = write_config(
+            tmp_path,
+            [model_block("gpt", provider="openai", base_url=sim.base_url, batch=True)],
+            n_prompts=5,
+        )
+        store = tmp_path / "store.duckdb"
+        first = await execute(
+            load_config(path),
+            RunOptions(store=store, quiet=True, batch=BatchOptions(forced=True, wait=False)),
+            environ={},
+        )
+        assert first.exit_code == EXIT_OK, first.lines
+        capsys.readouterr()
+        assert await asyncio.to_thread(main, ["status", "--store", str(store), "--json"]) == 0
+        (batch,) = json.loads(capsys.readouterr().out)["batches"]
+        assert batch["provider"] == "openai" and batch["model_id"] == "gpt"
+        assert batch["state"] == "submitted" and batch["requests"] == 5
+        assert batch["batch_id"].startswith("batch_") and batch["age_s"] >= 0
+        assert await asyncio.to_thread(main, ["status", "--store", str(store)]) == 0
+        assert f"batch {batch['batch_id']} (openai, model gpt): submitted, 5 requests" in (
+            capsys.readouterr().out
+        )
+        assert await asyncio.to_thread(main, ["batches", "cancel", str(path)]) == 0
+        assert "1 batches cancelled" in capsys.readouterr().err
+        assert sim.batches.batches[batch["batch_id"]]["status"] == "cancelling"
+        sim.batches.steps = 1
+        again = await execute(
+            load_config(path),
+            RunOptions(store=store, quiet=True, batch=BatchOptions(forced=True, sleep=no_sleep)),
+            environ={},
+        )
+        assert again.exit_code == EXIT_OK, again.lines
+        assert sim.batches.created == 2  # the cancelled batch's trials, sent again
+        assert await asyncio.to_thread(main, ["status", "--store", str(store), "--json"]) == 0
+        states = [b["detail"] for b in json.loads(capsys.readouterr().out)["batches"]]
+        assert states == ["batch ended cancelled", "batch ended completed"]
