@@ -86,7 +86,11 @@ def _outcomes(views: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return views[KIND].select(
         "model_id",
         (pl.col("none_reason") == codes.REFUSED).fill_null(False).alias("refused"),
-        (pl.col("none_reason") == codes.UNPARSEABLE).fill_null(False).alias("unparseable"),
+        # an empty reply (no text) is unparseable, with its own reason (codes.EMPTY)
+        pl.col("none_reason")
+        .is_in([codes.UNPARSEABLE, codes.EMPTY])
+        .fill_null(False)
+        .alias("unparseable"),
     )
 
 
