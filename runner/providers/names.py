@@ -31,5 +31,9 @@ DEFAULT_BASE_URLS: Mapping[str, str] = MappingProxyType(
 #: The option keys of each built-in provider's `options_schema` (a test checks they agree):
 #: a key of another provider's is refused naming that provider, without loading it.
 BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
-    {"gemini": frozenset({"safety_settings", "thinking_budget", "thinking_level"})}
+    {
+        "anthropic": frozenset({"thinking_budget", "thinking", "effort"}),
+        "gemini": frozenset({"safety_settings", "thinking_budget", "thinking_level"}),
+        "openai": frozenset({"reasoning_effort"}),
+    }
 )

@@ -76,6 +76,9 @@ class LoopbackSimulator:
 class SimulatorProvider(OpenAIProvider):
     """The OpenAI provider against the run's loopback simulator."""
 
+    #: The simulator takes no provider options (no reasoning to spend effort on).
+    options_schema = None
+
     def __init__(
         self,
         *,
