@@ -443,9 +443,10 @@ def _provider_options(
     for key in extras:
         if key in fields:
             continue
-        owner = _builtin_owner(key)
-        if owner is not None and owner != t.provider:
-            raise SettingsError(f"{where}.{key}", f"unknown key (it is for provider = {owner!r})")
+        owners = _builtin_owners(key)
+        if owners and t.provider not in owners:
+            named = " or ".join(f"provider = {o!r}" for o in owners)
+            raise SettingsError(f"{where}.{key}", f"unknown key (it is for {named})")
         validate({**msgspec.structs.asdict(t), key: extras[key]}, ModelTable, where)
     if schema is None or not extras:
         return {}
@@ -457,11 +458,12 @@ def _provider_options(
     return {k: v for k, v in msgspec.structs.asdict(options).items() if k in extras}
 
 
-def _builtin_owner(key: str) -> str | None:
-    """The built-in provider whose options include `key` (for the error naming it)."""
+def _builtin_owners(key: str) -> list[str]:
+    """The built-in providers whose options include `key` (for the error naming them:
+    `thinking_budget` is both Anthropic's and Gemini's)."""
     from ibias.runner.providers.names import BUILTIN_OPTIONS
 
-    return next((name for name, keys in BUILTIN_OPTIONS.items() if key in keys), None)
+    return sorted(name for name, keys in BUILTIN_OPTIONS.items() if key in keys)
 
 
 def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -> ModelConfig:

@@ -180,6 +180,7 @@ def test_unset_thinking_adds_nothing_to_the_key(tmp_path: Path) -> None:
         # options are the provider's own: not for another provider's models
         ({**GEMINI, "reasoning_effort": "low"}, "models[0].reasoning_effort"),
         ({"provider": "simulator", "reasoning_effort": "low"}, "models[0].reasoning_effort"),
+        ({**OPENAI, "thinking_budget": 1024}, "models[0].thinking_budget"),
     ],
 )
 def test_a_value_outside_the_documented_set_is_one_line_naming_the_key(
@@ -221,3 +222,11 @@ def test_the_sets_are_the_official_sdks() -> None:
     levels = {m.value.lower() for m in genai_types.ThinkingLevel} - {"thinking_level_unspecified"}
     assert levels == set(THINKING_LEVELS)
     assert AnthropicThinking(thinking_budget=1024).thinks
+
+
+def test_a_key_of_two_providers_names_both(tmp_path: Path) -> None:
+    message = _error(tmp_path, **OPENAI, thinking_budget=1024)
+    assert message.endswith(
+        "models[0].thinking_budget: unknown key (it is for provider = 'anthropic' or "
+        "provider = 'gemini')"
+    )
