@@ -87,7 +87,11 @@ def _outcomes(views: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return views[KIND].select(
         "model_id",
         (pl.col("none_reason") == codes.REFUSED).fill_null(False).alias("refused"),
-        (pl.col("none_reason") == codes.UNPARSEABLE).fill_null(False).alias("unparseable"),
+        # an empty reply (no text) is unparseable, with its own reason (codes.EMPTY)
+        pl.col("none_reason")
+        .is_in([codes.UNPARSEABLE, codes.EMPTY])
+        .fill_null(False)
+        .alias("unparseable"),
     )
 
 
@@ -140,7 +144,8 @@ _ALLOCATION_COLUMNS: tuple[Column, ...] = (
         lambda r: (
             f"{count(r['n_none'])}<br><span class='muted small'>R {count(r['n_none_refused'])} "
             f"B {count(r['n_none_both'])} N {count(r['n_none_neither'])} "
-            f"U {count(r['n_none_unparseable'])} S {count(r['n_none_same_name'])}</span>"
+            f"U {count(r['n_none_unparseable'])} S {count(r['n_none_same_name'])} "
+            f"E {count(r['n_none_empty'])}</span>"
         ),
     ),
     Column(
@@ -170,7 +175,8 @@ def _allocation(inp: SectionContext) -> str:
     parts = [
         head,
         "<p>Share of all trials choosing each candidate; the rest made no choice (R refused, "
-        "B chose both, N declined both, U unreadable, S named a name both candidates share). "
+        "B chose both, N declined both, U unreadable, S named a name both candidates share, "
+        "E empty: no text at all). "
         "Intervals are 95% bootstrap intervals that resample pairs (both orders together); "
         "the Wilson interval below treats trials as independent. “cis − trans among "
         "decided” is the share of decided trials choosing the cisgender candidate minus the "

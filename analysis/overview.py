@@ -24,6 +24,7 @@ EXPLICIT_COLUMNS: tuple[str, ...] = tuple(
             codes.EQUAL,
             codes.REFUSED,
             codes.UNPARSEABLE,
+            codes.EMPTY,
         ]
     )
 )
@@ -33,7 +34,7 @@ def _explicit_outcomes(data: StoreData) -> pl.DataFrame:
     return data.explicit.select(
         "model_id",
         (pl.col("answer") == codes.REFUSED).alias("refused"),
-        (pl.col("answer") == codes.UNPARSEABLE).alias("unparseable"),
+        pl.col("answer").is_in([codes.UNPARSEABLE, codes.EMPTY]).alias("unparseable"),
     )
 
 

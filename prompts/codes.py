@@ -25,6 +25,11 @@ REFUSED: Final = "refused"
 """The model declined, or the provider withheld the reply (content None)."""
 UNPARSEABLE: Final = "unparseable"
 """A reply in which the parser found no answer."""
+EMPTY: Final = "empty"
+"""A reply with no text at all that the provider did not withhold (store/outcome.py's "empty":
+Gemini MAX_TOKENS after thinking, RECITATION; an Anthropic reply holding only thinking; OpenAI
+`""` or null content). Unparseable, with its own reason: never a refusal, and never mixed with
+replies whose text the parser could not read."""
 BOTH: Final = "both"
 NEITHER: Final = "neither"
 CISGENDER: Final = "cisgender"
@@ -50,11 +55,11 @@ IDENTITY_GROUPS: Final = (CIS, TRANS)
 """A candidate's group, and `first` (whose candidate was listed first)."""
 CHOSEN: Final = (CIS, TRANS, NO_CHOICE)
 SAME_NAME: Final = "same_name"
-NONE_REASONS: Final = (REFUSED, BOTH, NEITHER, UNPARSEABLE, SAME_NAME)
-"""Why `chosen` is `NO_CHOICE`: declined, named both, declined both, no answer found, or named
-a name both candidates share (the paper's roster repeats names: undecidable)."""
+NONE_REASONS: Final = (REFUSED, BOTH, NEITHER, UNPARSEABLE, SAME_NAME, EMPTY)
+"""Why `chosen` is `NO_CHOICE`: declined, named both, declined both, no answer found, named
+a name both candidates share (the paper's roster repeats names: undecidable), or no text."""
 EQUAL: Final = "equal"
-ALLOCATION_EXPLICIT_ANSWERS: Final = (CISGENDER, TRANSGENDER, EQUAL, REFUSED, UNPARSEABLE)
+ALLOCATION_EXPLICIT_ANSWERS: Final = (CISGENDER, TRANSGENDER, EQUAL, REFUSED, UNPARSEABLE, EMPTY)
 """The normalised answers to the allocation explicit check."""
 
 NO_SYMPTOMS: Final = "none"
@@ -73,15 +78,16 @@ WORD_GROUPS: Final = (TARGET, REFERENCE)
 MISSING: Final = "missing"
 CONFLICT: Final = "conflict"
 UNKNOWN_LABEL: Final = "unknown_label"
-WORD_REASONS: Final = (MISSING, REFUSED, CONFLICT, BOTH, NEITHER, UNKNOWN_LABEL)
+WORD_REASONS: Final = (MISSING, REFUSED, CONFLICT, BOTH, NEITHER, UNKNOWN_LABEL, EMPTY)
 """Why a word is unassigned: never answered, refused, two different answers, "both",
-"neither", or a label the prompt never offered."""
+"neither", a label the prompt never offered, or a reply with no text."""
 WORD_ASSOCIATION_EXPLICIT_ANSWERS: Final = (
     TRANSGENDER,
     CISGENDER,
     NEITHER,
     REFUSED,
     UNPARSEABLE,
+    EMPTY,
 )
-"""The explicit answers with the default groups: the chosen group's name, `NEITHER`, `REFUSED`
-or `UNPARSEABLE`. With configured groups the names are theirs (e.g. "non-binary")."""
+"""The explicit answers with the default groups: the chosen group's name, `NEITHER`, `REFUSED`,
+`UNPARSEABLE` or `EMPTY`. With configured groups the names are theirs (e.g. "non-binary")."""

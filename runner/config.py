@@ -445,9 +445,10 @@ def _provider_options(
     for key in extras:
         if key in fields:
             continue
-        owner = _builtin_owner(key)
-        if owner is not None and owner != t.provider:
-            raise SettingsError(f"{where}.{key}", f"unknown key (it is for provider = {owner!r})")
+        owners = _builtin_owners(key)
+        if owners and t.provider not in owners:
+            named = " or ".join(f"provider = {o!r}" for o in owners)
+            raise SettingsError(f"{where}.{key}", f"unknown key (it is for {named})")
         validate({**msgspec.structs.asdict(t), key: extras[key]}, ModelTable, where)
     if schema is None or not extras:
         return {}
@@ -459,11 +460,12 @@ def _provider_options(
     return {k: v for k, v in msgspec.structs.asdict(options).items() if k in extras}
 
 
-def _builtin_owner(key: str) -> str | None:
-    """The built-in provider whose options include `key` (for the error naming it)."""
+def _builtin_owners(key: str) -> list[str]:
+    """The built-in providers whose options include `key` (for the error naming them:
+    `thinking_budget` is both Anthropic's and Gemini's)."""
     from ibias.runner.providers.names import BUILTIN_OPTIONS
 
-    return next((name for name, keys in BUILTIN_OPTIONS.items() if key in keys), None)
+    return sorted(name for name, keys in BUILTIN_OPTIONS.items() if key in keys)
 
 
 def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -> ModelConfig:
@@ -570,6 +572,8 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
         why = rules.check_sampling(rule, {"temperature": t.temperature})
         if why is not None:
             raise SettingsError(f"{where}.temperature", why)
+    if t.provider in ("openai", "anthropic"):
+        _check_thinking(where, t, options, rule)
     if t.provider == "openai" and t.logprobs and "logprobs" in rule.rejects:
         raise SettingsError(
             f"{where}.logprobs",
@@ -606,6 +610,35 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
         price_cache_read=t.price_cache_read,
         price_cache_write=t.price_cache_write,
     )
+
+
+def _check_thinking(where: str, t: ModelTable, options: Mapping[str, Any], rule: Any) -> None:
+    """The thinking options' checks that need the model's other keys (each provider checks
+    its own values against the documented sets: runner/providers/anthropic.py, openai.py,
+    gemini.py). Anthropic: `budget_tokens` must be below `max_tokens`, and a model that thinks
+    takes no temperature but 1 (platform.claude.com/docs/en/build-with-claude/
+    extended-thinking: thinking is not compatible with temperature changes). OpenAI: a model
+    whose rule refuses `reasoning_effort` (xAI's grok-4) is not sent one."""
+    if t.provider == "anthropic":
+        budget = options.get("thinking_budget")
+        if budget is not None and budget >= t.max_tokens:
+            raise SettingsError(
+                f"{where}.thinking_budget",
+                f"Anthropic's thinking budget must be below max_tokens ({t.max_tokens}), "
+                f"got {budget}",
+            )
+        thinks = budget is not None or options.get("thinking") == "adaptive"
+        if thinks and "temperature" not in rule.rejects and t.temperature != 1:
+            raise SettingsError(
+                f"{where}.temperature",
+                "an Anthropic model that thinks takes temperature 1 only, got "
+                f"{show(t.temperature)}; set temperature = 1 or send_temperature = false",
+            )
+    elif options.get("reasoning_effort") is not None and "reasoning_effort" in rule.rejects:
+        raise SettingsError(
+            f"{where}.reasoning_effort",
+            f"{rule.label}s refuse reasoning_effort (see {rule.source}); remove it for this model",
+        )
 
 
 def _url_expected(provider: str) -> str:

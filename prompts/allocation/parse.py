@@ -29,6 +29,7 @@ from ibias.prompts.allocation.text import (
 )
 from ibias.prompts.codes import (
     BOTH,
+    EMPTY,
     EQUAL,
     NEITHER,
     NO_CHOICE,
@@ -37,10 +38,11 @@ from ibias.prompts.codes import (
     UNPARSEABLE,
 )
 
-PARSER_VERSION = 4
+PARSER_VERSION = 5
 # 2: withheld answers (content filter, refusal) arrive as None
 # 3: a name both candidates share is undecidable (SAME_NAME), not "both"
 # 4: an empty reply (no text, not withheld: store/outcome.py) arrives as "", unparseable
+# 5: ... with its own reason, EMPTY (was UNPARSEABLE, mixed with unreadable text)
 
 
 @dataclass(frozen=True)
@@ -303,12 +305,16 @@ def _explanation(text: str, end: int | None) -> str | None:
 def parse_allocation(item: Mapping[str, Any], content: str | None) -> AllocationResult:
     """Parse one allocation reply against its item (the candidates in the order shown).
 
-    `content` None means the provider returned no text (e.g. a content filter): a refusal.
-    explanation_text is the text after the choice (after the tag, fence or name), stripped;
-    for a reply without a choice it is the whole reply.
+    `content` None means the provider withheld the answer (e.g. a content filter): a refusal.
+    `""` is a reply with no text that was not withheld (store/derived.py's `reply_text`): no
+    choice, reason EMPTY (unparseable, never refused). explanation_text is the text after the
+    choice (after the tag, fence or name), stripped; for a reply without a choice it is the
+    whole reply.
     """
     if content is None:
         return AllocationResult(NO_CHOICE, None, REFUSED, None)
+    if content == "":
+        return AllocationResult(NO_CHOICE, None, EMPTY, None)
     vocab = vocabulary()
     cands = _candidates(item)
     text = _clean(content)
@@ -368,6 +374,8 @@ def parse_explicit(item: Mapping[str, Any], content: str | None) -> str:
     del item  # the answer set is the same for every explicit item
     if content is None:
         return REFUSED
+    if content == "":
+        return EMPTY  # no text, not withheld
     vocab = vocabulary()
     text = _clean(content)
     closed, unclosed = _tag_patterns(vocab.answer_tags)

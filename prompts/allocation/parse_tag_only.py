@@ -20,7 +20,8 @@ restated (no code of theirs is copied here):
 The tag is the one the prompt asked for: `<persona>` for the paper design in Spanish (the
 authors' Spanish format block), `<person>` everywhere else (ibias's own templates ask for
 `<person>` in both languages). A reply the provider withheld (no text) is `refused`, which the
-authors' script could not read at all.
+authors' script could not read at all; a reply with no text that was not withheld is
+`empty` (`codes.EMPTY`), as in the main parser.
 
 Stored beside the main parse (table `parsed_allocation_tag_only`, registered as an extra parser
 of the allocation kind in `unit.py`), never in `allocation_decisions`. Bump TAG_ONLY_VERSION
@@ -33,16 +34,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ibias.prompts.codes import NO_CHOICE, PAPER, REFUSED
+from ibias.prompts.codes import EMPTY, NO_CHOICE, PAPER, REFUSED
 
-TAG_ONLY_VERSION = 1
+TAG_ONLY_VERSION = 2
+# 2: a reply with no text (not withheld) is EMPTY, not NO_TAG
 TAG_ONLY_TABLE = "parsed_allocation_tag_only"
 
 NO_TAG = "no_tag"
 """No `<person>...</person>` (or `<persona>...</persona>`) pair in the reply."""
 NO_MATCH = "no_match"
 """The tag's text is not exactly a candidate's name."""
-TAG_ONLY_NONE_REASONS = (REFUSED, NO_TAG, NO_MATCH)
+TAG_ONLY_NONE_REASONS = (REFUSED, NO_TAG, NO_MATCH, EMPTY)
 """Why the tag-only reading found no choice, in the order tables show them."""
 
 
@@ -81,6 +83,8 @@ def parse_tag_only(item: Mapping[str, Any], content: str | None) -> TagOnlyResul
     """Read one reply with the authors' rule (module docstring) against its item."""
     if content is None:
         return TagOnlyResult(NO_CHOICE, None, REFUSED, None, False)
+    if content == "":
+        return TagOnlyResult(NO_CHOICE, None, EMPTY, None, False)
     text = tag_text(content, asked_tag(item))
     if text is None:
         return TagOnlyResult(NO_CHOICE, None, NO_TAG, None, False)

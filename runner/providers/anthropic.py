@@ -14,7 +14,10 @@ The dialect, as this class speaks it:
   `temperature`, except for the models that refuse it (runner/providers/params.py's
   `ANTHROPIC_RULES`, or `send_temperature = false` in the config). The neutral `seed` has no
   Anthropic counterpart: a config giving an anthropic model a `sampling_seed` is refused
-  (runner/config.py), so no trial key promises one.
+  (runner/config.py), so no trial key promises one. The model's own options
+  (`AnthropicThinking`): `thinking_budget` -> `thinking: {type: enabled, budget_tokens}`,
+  `thinking = "adaptive"` / `"disabled"` -> `thinking: {type: ...}`, `effort` ->
+  `output_config: {effort}`.
 * reply: the text blocks of `content` joined (`thinking` blocks kept apart as `Reply.reasoning`;
   their tokens are inside `output_tokens`); `stop_reason` stored in the vocabulary the analysis
   reads (`end_turn`/`stop_sequence` -> `stop`, `max_tokens` -> `length`, `refusal` ->
@@ -39,11 +42,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Self
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Self
 
 import msgspec
+from msgspec import Meta
 
-from ibias.prompts.base import Message
+from ibias.prompts.base import Message, SettingsError
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
     MINUTE_S,
@@ -75,7 +80,12 @@ from ibias.runner.retries import (
 __all__ = [
     "ANTHROPIC_VERSION",
     "DEFAULT_BASE_URL",
+    "EFFORTS",
+    "THINKING_BUDGET_MIN",
+    "THINKING_TYPES",
+    "AnthropicConfigOptions",
     "AnthropicProvider",
+    "AnthropicThinking",
     "anthropic_limits",
     "anthropic_request",
     "classify_anthropic",
@@ -101,15 +111,99 @@ _FATAL_TYPES = {
 }
 _LOW_CREDIT = re.compile(r"(?i)credit balance is too low|purchase credits|billing")
 
+# Thinking as the Messages API documents it (platform.claude.com/docs/en/build-with-claude/
+# extended-thinking, .../adaptive-thinking and .../effort; the same sets in the official SDK's
+# request types, anthropic 2.15: ThinkingConfigParam, OutputConfigParam):
+#: `thinking.type` a config may name: "adaptive" (Claude decides when and how much to think;
+#: the recommended mode from Claude Opus 4.6) or "disabled". "enabled" is `thinking_budget`.
+THINKING_TYPES = ("adaptive", "disabled")
+#: `budget_tokens` of manual extended thinking: at least 1,024 and less than `max_tokens`
+#: (deprecated from Claude Opus 4.6; Claude 4.7 and later refuse it with a 400).
+THINKING_BUDGET_MIN = 1024
+#: `output_config.effort`: "high" is the default; "xhigh" and "max" only on some models (the
+#: API answers 400 for the others).
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+
+
+@dataclass(frozen=True)
+class AnthropicThinking:
+    """An Anthropic model's thinking options (config keys `thinking_budget`, `thinking`,
+    `effort`; at most one of the first two). None: not sent (the model's default)."""
+
+    thinking_budget: int | None = None
+    thinking: str | None = None
+    effort: str | None = None
+
+    def __post_init__(self) -> None:
+        budget = self.thinking_budget
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget < THINKING_BUDGET_MIN
+        ):
+            raise SettingsError(
+                "thinking_budget",
+                f"expected an integer of at least {THINKING_BUDGET_MIN} (and below max_tokens), "
+                f"got {budget!r}",
+            )
+        if self.thinking is not None and self.thinking not in THINKING_TYPES:
+            raise SettingsError(
+                "thinking",
+                f"expected one of {list(THINKING_TYPES)} (or thinking_budget for a fixed "
+                f"budget), got {self.thinking!r}",
+            )
+        if budget is not None and self.thinking is not None:
+            raise SettingsError("thinking", "give either thinking or thinking_budget, not both")
+        if self.effort is not None and self.effort not in EFFORTS:
+            raise SettingsError("effort", f"expected one of {list(EFFORTS)}, got {self.effort!r}")
+
+    @classmethod
+    def from_mapping(cls, table: Mapping[str, Any]) -> AnthropicThinking:
+        return cls(
+            thinking_budget=table.get("thinking_budget"),
+            thinking=table.get("thinking"),
+            effort=table.get("effort"),
+        )
+
+    @property
+    def thinks(self) -> bool:
+        """Whether thinking is on (a budget, or adaptive): the API then takes no temperature
+        other than 1."""
+        return self.thinking_budget is not None or self.thinking == "adaptive"
+
+    def body_extras(self) -> dict[str, Any]:
+        """The `thinking` and `output_config` fields of the request, when set."""
+        out: dict[str, Any] = {}
+        if self.thinking_budget is not None:
+            out["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        elif self.thinking is not None:
+            out["thinking"] = {"type": self.thinking}
+        if self.effort is not None:
+            out["output_config"] = {"effort": self.effort}
+        return out
+
+
+class AnthropicConfigOptions(SendingOptions, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The Anthropic provider's own keys in a `[[models]]` table (`Provider.options_schema`):
+    types here, the sets and the checks across keys in `AnthropicThinking`."""
+
+    thinking_budget: Annotated[int, Meta(ge=1, le=2**31 - 1)] | None = None
+    thinking: (
+        Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})] | None
+    ) = None
+    effort: Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})] | None = (
+        None
+    )
+
 
 def anthropic_request(
     model: str,
     messages: Sequence[Message],
     sampling: Sampling,
     rule: ParamRule | None = None,
+    thinking: AnthropicThinking | None = None,
 ) -> dict[str, Any]:
     """The Messages request body for a chat and the trial's neutral sampling parameters;
-    `rule` (default: the table's, by model name) says which of them the model refuses."""
+    `rule` (default: the table's, by model name) says which of them the model refuses;
+    `thinking` adds the model's thinking options."""
     if rule is None:
         rule = rule_for(None, model, provider="anthropic")
     system = [m["content"] for m in messages if m["role"] == "system"]
@@ -123,6 +217,8 @@ def anthropic_request(
     body["max_tokens"] = sampling.max_tokens
     if "temperature" not in rule.rejects:
         body["temperature"] = sampling.temperature
+    if thinking is not None:
+        body.update(thinking.body_extras())
     return body
 
 
@@ -261,8 +357,14 @@ def parse_message(body: bytes, status: int, headers: Mapping[str, str]) -> Reply
 class AnthropicProvider(HTTPProvider):
     """`Provider` for POST {base_url}/messages."""
 
-    #: How its trials are sent (online or as Message Batches): the same keys as `openai`'s.
-    options_schema: ClassVar[type[msgspec.Struct] | None] = SendingOptions
+    #: Its thinking options, and how its trials are sent (online or as Message Batches).
+    options_schema: ClassVar[type[msgspec.Struct] | None] = AnthropicConfigOptions
+    needs_base_url = False
+
+    @classmethod
+    def check_options(cls, options: Any) -> None:
+        assert isinstance(options, AnthropicConfigOptions)
+        AnthropicThinking.from_mapping(msgspec.structs.asdict(options))
 
     def __init__(
         self,
@@ -275,6 +377,7 @@ class AnthropicProvider(HTTPProvider):
         max_body_bytes: int | None = None,
         version: str = ANTHROPIC_VERSION,
         rule: ParamRule | None = None,
+        thinking: AnthropicThinking | None = None,
     ) -> None:
         super().__init__(
             url=base_url.rstrip("/") + "/messages",
@@ -289,6 +392,7 @@ class AnthropicProvider(HTTPProvider):
         self.rule: ParamRule = (
             rule if rule is not None else rule_for(None, model, provider="anthropic")
         )
+        self.thinking = thinking
 
     @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
@@ -305,6 +409,7 @@ class AnthropicProvider(HTTPProvider):
                 provider="anthropic",
                 send_temperature=model.send_temperature,
             ),
+            thinking=AnthropicThinking.from_mapping(model.options) if model.options else None,
         )
 
     def session_headers(self, api_key: str | None) -> dict[str, str]:
@@ -313,7 +418,7 @@ class AnthropicProvider(HTTPProvider):
     def request_body(self, messages: Sequence[Message], sampling: Sampling) -> dict[str, Any]:
         """The Messages body of one trial: what `complete` posts, and what a Message Batches
         request carries as its `params` (runner/batch/anthropic.py)."""
-        return anthropic_request(self.model, messages, sampling, self.rule)
+        return anthropic_request(self.model, messages, sampling, self.rule, self.thinking)
 
     async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
         status, headers, body = await self.post(self.request_body(messages, sampling))

@@ -105,9 +105,15 @@ SAFETY_THRESHOLDS = frozenset(
 )
 #: Categories are checked by form, not by a list: Google adds categories over time.
 _CATEGORY = re.compile(r"HARM_CATEGORY_[A-Z_]+")
-THINKING_LEVELS = ("minimal", "low", "medium", "high")
-#: -1 asks for dynamic thinking, 0 turns it off (where the model allows), else a token budget;
-#: the largest any model accepts is 32,768 (each model checks its own range).
+#: `thinkingConfig.thinkingLevel` (Gemini 3 and later; ai.google.dev/gemini-api/docs/thinking:
+#: minimal, low, medium, high, each model taking some of them, e.g. Gemini 3 Pro only low and
+#: high; the official SDK's `ThinkingLevel`, google-genai 3.6, adds xhigh). A level a model
+#: does not take is the API's 400, not the config's.
+THINKING_LEVELS = ("minimal", "low", "medium", "high", "xhigh")
+#: `thinkingConfig.thinkingBudget` (Gemini 2.5; same page): -1 asks for dynamic thinking, 0
+#: turns it off (Flash and Flash-Lite; 2.5 Pro cannot turn it off), else a token budget; the
+#: largest any model accepts is 32,768 (2.5 Pro: 128-32,768; Flash: 0-24,576; Flash-Lite:
+#: 512-24,576; each model checks its own range).
 THINKING_BUDGET_MIN = -1
 THINKING_BUDGET_MAX = 32_768
 #: Where daily quotas reset: midnight in this zone.
@@ -123,8 +129,8 @@ class GeminiOptions:
       `SAFETY_THRESHOLDS`.
     * `thinking_budget`: `generationConfig.thinkingConfig.thinkingBudget` (Gemini 2.5): -1
       dynamic, 0 off, else tokens up to 32,768. None: not sent (the model's default).
-    * `thinking_level`: `thinkingConfig.thinkingLevel` (Gemini 3): minimal, low, medium or
-      high. The API refuses both in one request, so at most one may be set.
+    * `thinking_level`: `thinkingConfig.thinkingLevel` (Gemini 3): minimal, low, medium, high
+      or xhigh. The API refuses both in one request, so at most one may be set.
 
     Note that Gemini counts thinking tokens against `maxOutputTokens`: a small `max_tokens`
     with dynamic thinking can end in MAX_TOKENS before any answer text.

@@ -38,6 +38,17 @@ DEFAULT_BASE_URLS: Mapping[str, str] = MappingProxyType(
 #: a key of another provider's is refused naming that provider, without loading it.
 BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
+        "anthropic": frozenset(
+            {
+                "thinking_budget",
+                "thinking",
+                "effort",
+                "mode",
+                "batch",
+                "batch_price_input",
+                "batch_price_output",
+            }
+        ),
         "gemini": frozenset(
             {
                 "safety_settings",
@@ -49,8 +60,9 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
                 "batch_price_output",
             }
         ),
-        "openai": frozenset({"mode", "batch", "batch_price_input", "batch_price_output"}),
-        "anthropic": frozenset({"mode", "batch", "batch_price_input", "batch_price_output"}),
+        "openai": frozenset(
+            {"reasoning_effort", "mode", "batch", "batch_price_input", "batch_price_output"}
+        ),
     }
 )
 #: Provider options that say how a model's trials are sent (online or in provider batches,

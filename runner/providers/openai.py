@@ -3,6 +3,9 @@ Gemini's OpenAI endpoint, vLLM, Ollama, and ibias's own simulator).
 
 One aiohttp session per endpoint with keep-alive and a connection pool sized to the model's
 concurrency cap; the API key lives only in the session's default headers.
+
+A model's own option `reasoning_effort` (`OpenAIConfigOptions`) is sent as the request's
+`reasoning_effort`, as set.
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 import msgspec
 import orjson
+from msgspec import Meta
 
-from ibias.prompts.base import Message
+from ibias.prompts.base import Message, SettingsError
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
     DAY_S,
@@ -47,7 +51,8 @@ from ibias.runner.retries import (
 )
 
 __all__ = [
-    "OpenAIOptions",
+    "REASONING_EFFORTS",
+    "OpenAIConfigOptions",
     "OpenAIProvider",
     "embedded_error",
     "logprobs_refusal",
@@ -55,6 +60,31 @@ __all__ = [
     "openai_sampling",
     "parse_chat_completion",
 ]
+
+
+#: `reasoning_effort` as OpenAI documents it for chat completions (platform.openai.com/docs/
+#: api-reference/chat/create: "none, minimal, low, medium, high, xhigh"; "max" on the newest
+#: models; the official SDK's `ReasoningEffort`, openai 3.57, is exactly this set). Which of
+#: them a model takes depends on the model (gpt-5.1 and later: none; models before it default
+#: to medium and do not take none): the API answers 400 for the others.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+class OpenAIConfigOptions(SendingOptions, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The openai provider's own keys in a `[[models]]` table (`Provider.options_schema`): its
+    reasoning effort, and how its trials are sent (`SendingOptions`)."""
+
+    reasoning_effort: (
+        Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})] | None
+    ) = None
+
+
+def check_reasoning_effort(value: object) -> None:
+    """One line naming the key for a value outside the documented set."""
+    if value is not None and value not in REASONING_EFFORTS:
+        raise SettingsError(
+            "reasoning_effort", f"expected one of {list(REASONING_EFFORTS)}, got {value!r}"
+        )
 
 
 def openai_sampling(sampling: Sampling) -> dict[str, Any]:
@@ -143,15 +173,9 @@ def _positive_int(value: str | None) -> int | None:
     return number if number > 0 else None
 
 
-#: The `openai` provider's own keys: how its trials are sent (runner/providers/sending.py).
-OpenAIOptions = SendingOptions
-
-
 @provider("openai")
 class OpenAIProvider(HTTPProvider):
     """`Provider` for POST {base_url}/chat/completions."""
-
-    options_schema: ClassVar[type[msgspec.Struct] | None] = OpenAIOptions
 
     def __init__(
         self,
@@ -163,6 +187,7 @@ class OpenAIProvider(HTTPProvider):
         max_connections: int,
         max_body_bytes: int | None = None,
         rule: ParamRule | None = None,
+        reasoning_effort: str | None = None,
     ) -> None:
         super().__init__(
             url=self._chat_url(base_url),
@@ -178,18 +203,28 @@ class OpenAIProvider(HTTPProvider):
         #: The wire parameters of the last `Sampling` sent: a model's trials share one
         #: `Sampling` object, so its parameters are renamed and filtered once, not per request.
         self._wire: tuple[Sampling, dict[str, Any]] | None = None
+        check_reasoning_effort(reasoning_effort)
+        self.reasoning_effort = reasoning_effort
 
     def _wire_params(self, sampling: Sampling) -> dict[str, Any]:
         cached = self._wire
         if cached is not None and cached[0] is sampling:
             return cached[1]
         wire = wire_params(self.rule, openai_sampling(sampling))
+        if self.reasoning_effort is not None:
+            wire["reasoning_effort"] = self.reasoning_effort
         self._wire = (sampling, wire)
         return wire
 
     @staticmethod
     def _chat_url(base_url: str) -> str:
         return base_url.rstrip("/") + "/chat/completions"
+
+    options_schema: ClassVar[type[msgspec.Struct] | None] = OpenAIConfigOptions
+
+    @classmethod
+    def check_options(cls, options: Any) -> None:
+        check_reasoning_effort(getattr(options, "reasoning_effort", None))
 
     @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
@@ -207,6 +242,7 @@ class OpenAIProvider(HTTPProvider):
                 reasoning=model.reasoning,
                 send_temperature=model.send_temperature,
             ),
+            reasoning_effort=model.options.get("reasoning_effort"),
         )
 
     def session_headers(self, api_key: str | None) -> dict[str, str]:

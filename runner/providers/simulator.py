@@ -76,8 +76,9 @@ class LoopbackSimulator:
 class SimulatorProvider(OpenAIProvider):
     """The OpenAI provider against the run's loopback simulator."""
 
-    #: Online only: batch mode needs a simulator that outlives the run (`ibias simulate`, at
-    #: an `openai` model's base_url with `batch = true`).
+    #: No provider options: no reasoning to spend effort on, and online only (batch mode
+    #: needs a simulator that outlives the run: `ibias simulate`, at an `openai` model's
+    #: base_url with `batch = true`).
     options_schema = None
 
     def __init__(

@@ -27,19 +27,21 @@ def _toml(path: Path) -> dict[str, Any]:
 def test_the_values_are_the_documented_contract() -> None:
     assert codes.IDENTITY_GROUPS == ("cis", "trans")
     assert codes.CHOSEN == ("cis", "trans", "none")
-    assert codes.NONE_REASONS == ("refused", "both", "neither", "unparseable", "same_name")
+    assert codes.NONE_REASONS == (
+        "refused", "both", "neither", "unparseable", "same_name", "empty",
+    )  # fmt: skip
     assert codes.DESIGNS == ("controlled", "paper")
     assert codes.SYMPTOM_LEVELS == ("none", "high", "low")
     assert codes.URGENCIES == ("high", "low")
     assert codes.ALLOCATION_EXPLICIT_ANSWERS == (
-        "cisgender", "transgender", "equal", "refused", "unparseable",
+        "cisgender", "transgender", "equal", "refused", "unparseable", "empty",
     )  # fmt: skip
     assert codes.WORD_GROUPS == ("target", "reference")
     assert codes.WORD_REASONS == (
-        "missing", "refused", "conflict", "both", "neither", "unknown_label",
+        "missing", "refused", "conflict", "both", "neither", "unknown_label", "empty",
     )  # fmt: skip
     assert codes.WORD_ASSOCIATION_EXPLICIT_ANSWERS == (
-        "transgender", "cisgender", "neither", "refused", "unparseable",
+        "transgender", "cisgender", "neither", "refused", "unparseable", "empty",
     )  # fmt: skip
 
 

@@ -111,3 +111,34 @@ async def test_an_endpoint_refusing_logprobs_fails_the_check(tmp_path):
     assert good.ok
     assert not nolp.ok and nolp.status == 400
     assert "refuses logprobs" in nolp.message and "remove logprobs = true" in nolp.message
+
+
+async def test_an_anthropic_model_with_a_thinking_budget_is_asked_past_its_budget(tmp_path):
+    """Anthropic refuses budget_tokens that are not below max_tokens: the check's short request
+    must not be that 400."""
+    from ibias.runner.providers.registry import create_provider
+
+    sent = []
+
+    def factory(cfg, key, context):
+        provider = create_provider(cfg, key, context)
+        complete = provider.complete
+
+        async def recording(messages, sampling):
+            sent.append(sampling.max_tokens)
+            return await complete(messages, sampling)
+
+        provider.complete = recording
+        return provider
+
+    async with Simulator(PROFILE, require_key=KEY) as sim:
+        root = sim.base_url.removesuffix("/v1")
+        block = model_block("t", provider="anthropic", base_url=root + "/v1", model="good",
+                            api_key_env="IBIAS_TEST_MODELS_KEY", max_tokens=4096,
+                            temperature=1, thinking_budget=2048)  # fmt: skip
+        config = load_config(write_config(tmp_path, [block]))
+        (check,) = await check_models(
+            config, {"IBIAS_TEST_MODELS_KEY": KEY}, provider_factory=factory
+        )
+    assert check.ok
+    assert sent == [2048 + MAX_TOKENS]
