@@ -144,18 +144,18 @@ def plan(
     *,
     models: Sequence[str] | None = None,
     experiments: Sequence[str] | None = None,
+    batch: bool = False,
 ) -> PlanReport:
-    """`ibias plan [--model ID]... [--experiment NAME]...`: trials per experiment, design,
-    model and language and how many the store answered (`.by`, Polars), per model the tokens,
-    cost (bound and typical) and least time of what is left (`.models`); `.to_dict()` is
-    `plan --json`."""
-    from ibias.runner.config import absolute_path
-    from ibias.runner.planning_report import PlanReport, plan_report
+    """`ibias plan [--model ID]... [--experiment NAME]... [--batch]`: trials per experiment,
+    design, model and language and how many the store answered (`.by`, Polars), per model the
+    tokens, cost (bound and typical), mode and least time of what is left (`.models`);
+    `.to_dict()` is `plan --json`."""
+    from ibias.runner.planning_report import PlanReport, plan_json
     from ibias.runner.selection import select
 
     cfg = select(_config(config), models, experiments)
     path = cfg.store_path(None if store is None else str(store))
-    return PlanReport({"store": str(absolute_path(path)), **plan_report(cfg, path)})
+    return PlanReport(plan_json(cfg, path, batch=batch))
 
 
 async def arun(
@@ -170,6 +170,8 @@ async def arun(
     environ: Mapping[str, str] | None = None,
     provider_factory: ProviderFactory | None = None,
     stop: Stop | None = None,
+    batch: bool = False,
+    wait: bool = True,
 ) -> RunResult:
     """`ibias run` inside an already running event loop (a notebook's): resumable.
 
@@ -177,7 +179,9 @@ async def arun(
     (the run then stores what was answered and returns exit code 130). `provider_factory`
     builds each model's provider (default: the registry by the config's `provider`), e.g. an
     in-process provider for tests. `models` and `experiments` run part of the config, as
-    `ibias run --model ID --experiment NAME` do (only those models' keys are needed)."""
+    `ibias run --model ID --experiment NAME` do (only those models' keys are needed).
+    `batch` and `wait` are `--batch` and `--no-wait` (docs/batches.md)."""
+    from ibias.runner.batch.run import BatchOptions
     from ibias.runner.run import RunOptions, execute
     from ibias.runner.selection import select
 
@@ -187,6 +191,7 @@ async def arun(
         max_cost=max_cost,
         concurrency=concurrency,
         quiet=quiet,
+        batch=BatchOptions(forced=batch, wait=wait),
     )
     return await execute(
         cfg,
@@ -210,6 +215,8 @@ def run(
     environ: Mapping[str, str] | None = None,
     provider_factory: ProviderFactory | None = None,
     stop: Stop | None = None,
+    batch: bool = False,
+    wait: bool = True,
 ) -> RunResult:
     """`ibias run` from synchronous code; see `arun` for code already inside an event loop."""
     import anyio  # here, not at the top: the `ibias` command imports this package first
@@ -229,6 +236,8 @@ def run(
             environ=environ,
             provider_factory=provider_factory,
             stop=stop,
+            batch=batch,
+            wait=wait,
         ),
         backend_options=event_loop_options(),
     )

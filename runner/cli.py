@@ -758,14 +758,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from ibias.runner.planning_report import plan_report, render_plan
+    from ibias.runner.planning_report import plan_json, render_plan
 
     config = _selected_config(args)
-    store = config.store_path(args.store)
-    report = {"store": str(absolute_path(store)), **plan_report(config, store)}
-    from ibias.runner.batch.plan import with_modes
-
-    report = with_modes(config, report, forced=args.batch)
+    report = plan_json(config, config.store_path(args.store), batch=args.batch)
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:

@@ -174,6 +174,16 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
     return _generated(config, experiments, done, means)
 
 
+def plan_json(config: Config, store: Path, *, batch: bool = False) -> dict[str, Any]:
+    """What `ibias plan --json` prints and `ibias.plan().to_dict()` returns: one builder, so
+    the two cannot drift apart (the store's absolute path, the counts, each model's mode)."""
+    from ibias.runner.batch.plan import with_modes
+    from ibias.runner.config import absolute_path
+
+    report = {"store": str(absolute_path(store)), **plan_report(config, store)}
+    return with_modes(config, report, forced=batch)
+
+
 def mean_tokens(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], MeanTokens]:
     """Mean reported tokens per (model id, experiment) over the replies that reported both
     counts (a reply without usage says nothing about what one uses)."""

@@ -46,6 +46,10 @@ def test_plan_is_plan_json_with_frames(tmp_path: Path, capsys: pytest.CaptureFix
     report = ibias.plan(config, store=store)
     assert main(["plan", str(config), "--store", str(store), "--json"]) == 0
     assert report.to_dict() == json.loads(capsys.readouterr().out)
+    assert main(["plan", str(config), "--store", str(store), "--json", "--batch"]) == 0
+    assert ibias.plan(config, store=store, batch=True).to_dict() == json.loads(
+        capsys.readouterr().out
+    )
     assert report.by.columns == ["experiment", "design", "model_id", "language", "trials", "done"]
     assert report.by.select("model_id", "trials", "done").rows() == [("a", 5, 5), ("b", 5, 0)]
     assert isinstance(report.models, pl.DataFrame)
