@@ -183,6 +183,12 @@ class ModelBatches:
         prompt = sum(est for _, _, est in chunk)
         return self.priced.cost(prompt, len(chunk) * self.model.max_tokens)
 
+    def held_bound(self) -> float:
+        """USD this model's batches in the store can still cost at most (live, or ended and
+        not ingested), whichever run submitted them: each at its upper bound."""
+        requests, prompt = store.held_estimate(self.con, self.model.id)
+        return self.priced.cost(prompt, requests * self.model.max_tokens) if requests else 0.0
+
     async def submit(self, allow: Callable[[float], bool] = lambda cost: True) -> list[Submitted]:
         """Submit every trial still to send, one batch per chunk; `allow(upper_bound)` says
         whether the budget admits a batch (False: stop submitting)."""

@@ -108,7 +108,8 @@ async def run(
                 )
                 say(
                     f"batch submission stopped: the next batch (up to ${upper_bound:.2f}) "
-                    f"would pass the budget of ${max_cost:.2f}"
+                    f"would pass the budget of ${max_cost:.2f} (${committed[0]:.2f} spent or "
+                    "held by live batches, earlier runs' included, at their upper bound)"
                 )
             return False
         committed[0] += upper_bound
@@ -124,6 +125,10 @@ async def run(
             engines.append(
                 ModelBatches(con, plan, run_id, m, api, stats[m.id], limits=options.limits, say=say)
             )
+        # Batches an earlier run left live (or ended, not ingested) count at their upper
+        # bound, as this run's do: `spent` has only the stored responses. Counted before the
+        # first poll ingests any, and kept after (an upper bound, never an undercount).
+        committed[0] += sum(e.held_bound() for e in engines)
         for e in engines:
             await e.poll()
             await e.submit(allow)
