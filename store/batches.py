@@ -166,11 +166,14 @@ def keys_in_batches(
     return {r[0] for r in rows}
 
 
-def held_estimate(con: duckdb.DuckDBPyConnection, model_id: str) -> tuple[int, int]:
-    """Requests in this model's batches that may still cost money (live, or ended and not
-    ingested yet), whichever run submitted them, and the sum of their prompt estimates
-    (ceil(characters / 4), as the submitting run estimated them): what `--max-cost` counts
-    at the upper bound before it admits another batch."""
+def held_estimate(
+    con: duckdb.DuckDBPyConnection, model_id: str, states: Iterable[str] = LIVE | ENDED
+) -> tuple[int, int]:
+    """Requests in this model's batches in `states` (default: those that may still cost
+    money, live or ended and not ingested yet), whichever run submitted them, and the sum of
+    their prompt estimates (ceil(characters / 4), as the submitting run estimated them): what
+    `--max-cost` counts at the upper bound before it admits another batch, and (live only)
+    what OpenAI's enqueued-token limit counts."""
     from ibias.store.plans import PROMPT_CHARS_SQL
 
     row = con.execute(
@@ -181,7 +184,7 @@ def held_estimate(con: duckdb.DuckDBPyConnection, model_id: str) -> tuple[int, i
         "JOIN trial_rows t ON t.trial_key = k.trial_key AND t.model_id = ? "
         f"JOIN (SELECT s.spec_key, {PROMPT_CHARS_SQL} AS chars FROM trial_specs s) s "
         "ON s.spec_key = t.spec_key",
-        [model_id, sorted(LIVE | ENDED), model_id],
+        [model_id, sorted(states), model_id],
     ).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
 

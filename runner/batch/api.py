@@ -46,6 +46,10 @@ class BatchInfo:
     failed: int | None = None
     input_file_id: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+    #: Why the provider failed the batch as a whole (its first error's code and message,
+    #: e.g. OpenAI's `token_limit_exceeded`), or None.
+    error_code: str | None = None
+    error_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,9 @@ class BatchAPI(ABC):
     provider: ClassVar[str] = ""
     #: The provider's documented per-batch limits (runner/batch/limits.py).
     limits: ClassVar[BatchLimits] = BatchLimits()
+    #: Prompt tokens (estimated) the model's live batches may hold at once (OpenAI's
+    #: enqueued-token limit per model), or None for a provider without such a limit.
+    enqueued_tokens: int | None = None
 
     @abstractmethod
     def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:

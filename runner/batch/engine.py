@@ -90,6 +90,8 @@ class ModelBatches:
         self.clock = clock
         #: Why this model's batches stopped (a batch API call that will not succeed), or None.
         self.fatal: str | None = None
+        #: Whether submission has waited on the enqueued-token limit (said once).
+        self._holding = False
 
     # -- what is where -----------------------------------------------------------------------
 
@@ -145,14 +147,16 @@ class ModelBatches:
 
     def _chunks(self) -> Iterator[list[tuple[str, bytes, int]]]:
         """Lines (key, JSONL line, estimated prompt tokens) of every trial to submit, cut
-        below the per-batch request and byte limits: trials without a response, in no live
-        batch, with attempts left."""
+        below the per-batch request and byte limits and, where the provider has one, its
+        enqueued-token limit: trials without a response, in no live batch, with attempts
+        left. The estimate is `plan`'s (ceil(characters / 4), an upper bound)."""
+        enqueued = self.api.enqueued_tokens
         held = store.keys_in_batches(self.con, self.model.id, LIVE | ENDED)
         tried = store.attempts_of(self.con, self.model.id)
         cursor = self.con.cursor()
         sampling: tuple[Any, Sampling] | None = None
         chunk: list[tuple[str, bytes, int]] = []
-        size = 0
+        size = tokens = 0
         try:
             for pending in remaining(cursor, self.plan, self.model.id):
                 for trial in pending:
@@ -165,14 +169,17 @@ class ModelBatches:
                             Sampling.from_params(trial.params, self.model.options),
                         )
                     line = self.api.line(key, trial.messages, sampling[1])
+                    est = -(-trial.prompt_chars // 4)
                     if chunk and (
                         len(chunk) >= self.limits.max_requests
                         or size + len(line) + 1 > self.limits.max_bytes
+                        or (enqueued is not None and tokens + est > enqueued)
                     ):
                         yield chunk
-                        chunk, size = [], 0
-                    chunk.append((key, line, -(-trial.prompt_chars // 4)))
+                        chunk, size, tokens = [], 0, 0
+                    chunk.append((key, line, est))
                     size += len(line) + 1
+                    tokens += est
         finally:
             cursor.close()
         if chunk:
@@ -196,6 +203,8 @@ class ModelBatches:
             return []
         made: list[Submitted] = []
         for chunk in self._chunks():
+            if self._queue_full(chunk):
+                break  # sent by a later poll, once live batches have ended
             if not allow(self.upper_bound(chunk)):
                 break
             keys = [key for key, _, _ in chunk]
@@ -227,6 +236,25 @@ class ModelBatches:
                 f"model {self.model.id}: batch {batch.batch_id} submitted ({len(keys):,} trials)"
             )
         return made
+
+    def _queue_full(self, chunk: Sequence[tuple[str, bytes, int]]) -> bool:
+        """Whether the chunk must wait for live batches to end: with them, its prompt tokens
+        would pass the provider's enqueued-token limit for the model (OpenAI fails such a
+        batch whole, `token_limit_exceeded`). Without live batches it goes: `_chunks` cut it
+        below the limit (a single trial above it alone goes too, and the provider says)."""
+        limit = self.api.enqueued_tokens
+        if limit is None:
+            return False
+        live, queued = store.held_estimate(self.con, self.model.id, LIVE)
+        if not live or queued + sum(est for _, _, est in chunk) <= limit:
+            return False
+        if not self._holding:
+            self._holding = True
+            self.say(
+                f"model {self.model.id}: next batch waits for live batches to end "
+                f"({queued:,} prompt tokens enqueued, limit {limit:,}: batch_enqueued_tokens)"
+            )
+        return True
 
     # -- polling and ingesting ---------------------------------------------------------------
 
@@ -328,13 +356,16 @@ class ModelBatches:
                         started,
                         tried.get(key, 0) + 1,
                         None,
-                        f"batch_{batch.state}",
-                        f"not run: the batch ended {batch.state} before this request",
+                        batch.error_code or f"batch_{batch.state}",
+                        batch.error_message
+                        or f"not run: the batch ended {batch.state} before this request",
                     )
                 )
                 failed += 1
             self._flush(attempts, responses)
             detail = f"batch ended {batch.state}"
+            if batch.error_code:
+                detail += f" ({batch.error_code})"
             if foreign:
                 detail += f"; {foreign} result lines named no trial of this batch"
             store.record(self.con, row, "ingested", completed=stored, failed=failed, detail=detail)

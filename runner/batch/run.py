@@ -214,12 +214,16 @@ def batch_api(model: ModelConfig, api_key: str | None) -> BatchAPI:
 
         assert isinstance(provider, GeminiProvider)
         return GeminiBatches(provider, model.base_url or DEFAULT_BASE_URLS["gemini"], api_key)
+    from ibias.runner.batch.limits import OPENAI_ENQUEUED_TOKENS
     from ibias.runner.batch.openai import OpenAIBatchClient, OpenAIBatches
     from ibias.runner.providers.openai import OpenAIProvider
 
     assert isinstance(provider, OpenAIProvider)
     client = OpenAIBatchClient(model.base_url or DEFAULT_BASE_URLS["openai"], api_key)
-    return OpenAIBatches(provider, client, model.id)
+    enqueued = model.options.get("batch_enqueued_tokens")
+    return OpenAIBatches(
+        provider, client, model.id, int(enqueued) if enqueued else OPENAI_ENQUEUED_TOKENS
+    )
 
 
 def online_config(config: Config, batched: Sequence[ModelConfig]) -> Config:

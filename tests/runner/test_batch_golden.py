@@ -66,6 +66,7 @@ async def test_a_trial_is_the_same_request_online_and_in_a_batch(tmp_path, monke
                         mode="batch",
                         batch_price_input=0.5,
                         batch_price_output=1.5,
+                        batch_enqueued_tokens=500_000,
                         **common,
                     )
                 ],
