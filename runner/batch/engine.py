@@ -274,14 +274,7 @@ class ModelBatches:
                     self._stop(exc)
                 continue
             if row.state not in ENDED:  # else: it ended before a crash, not ingested yet
-                if batch.state != row.state or batch.completed != row.completed:
-                    row = store.record(
-                        self.con, row, batch.state, completed=batch.completed, failed=batch.failed
-                    )
-                    self.say(
-                        f"model {self.model.id}: batch {batch_id} {batch.state} "
-                        f"({batch.completed or 0}/{row.requests} done)"
-                    )
+                row = self._seen(row, batch)
                 if batch.state not in ENDED:
                     continue
             try:
@@ -292,6 +285,35 @@ class ModelBatches:
                 continue
             ingested += 1
         return ingested
+
+    def _seen(self, row: BatchRow, batch: BatchInfo) -> BatchRow:
+        """Record the batch's state as the provider gave it, when it changed."""
+        if batch.state != row.state or batch.completed != row.completed:
+            row = store.record(
+                self.con, row, batch.state, completed=batch.completed, failed=batch.failed
+            )
+            self.say(
+                f"model {self.model.id}: batch {batch.batch_id} {batch.state} "
+                f"({batch.completed or 0}/{row.requests} done)"
+            )
+        return row
+
+    async def refresh(self) -> int:
+        """Ask the provider for each running batch's state and record it as a poll does,
+        without ingesting (what `ibias status --refresh` does; a run stores the results).
+        Returns how many batches the provider answered for; a failed call is said."""
+        read = 0
+        for row in self.live():
+            if row.batch_id is None or row.state in ENDED:
+                continue
+            try:
+                batch = await self.api.get(row.batch_id)
+            except BatchAPIError as exc:
+                self.say(f"model {self.model.id}: batch {row.batch_id} not refreshed: {exc}")
+                continue
+            self._seen(row, batch)
+            read += 1
+        return read
 
     async def cancel(self) -> list[str]:
         """Ask the provider to cancel every live batch of this model; returns their ids."""
