@@ -16,6 +16,7 @@ the reply waits for after the work is done: kill the client in between), `expire
 with a result file), `finish_all()` (every batch ends now), `enqueued_token_limit` (OpenAI's
 per-model limit on the prompt tokens of batches not ended: a create past it is accepted and
 the batch fails at validation, `errors.data[0].code` = "token_limit_exceeded", as OpenAI does).
+`long_reply_every` (every Nth line's reply made `long_reply_chars` long).
 `created` counts batches made, `peak_live` the most batches live at once and
 `token_limit_failures` the batches failed on the limit.
 """
@@ -76,6 +77,10 @@ class BatchService:
         self.enqueued_token_limit: int | None = None
         self.token_limit_failures = 0
         self.peak_live = 0
+        #: Every Nth answered line's reply text is `long_reply_chars` long (a line above a
+        #: model's `max_body_bytes`), or None.
+        self.long_reply_every: int | None = None
+        self.long_reply_chars = 64_000
         self._rng = random.Random(sim.profile.seed)
 
     def install(self, app: web.Application) -> None:
@@ -348,6 +353,8 @@ class BatchService:
             else:
                 status, raw = self.sim.answer_openai(orjson.dumps(request.get("body")))
                 body = orjson.loads(raw)
+                if status == 200 and self.long_reply_every and (n + 1) % self.long_reply_every == 0:
+                    body["choices"][0]["message"]["content"] = "x" * self.long_reply_chars
             out = orjson.dumps(
                 {
                     "id": req_id,

@@ -19,7 +19,11 @@ from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.providers.base import Reply, Sampling
 from ibias.store.batches import BatchRow
 
-__all__ = ["BatchAPI", "BatchAPIError", "BatchInfo", "LineResult"]
+__all__ = ["TOO_LARGE", "BatchAPI", "BatchAPIError", "BatchInfo", "LineResult", "oversized_line"]
+
+#: The error of a result line above the model's body cap: online's for a body above it
+#: (runner/providers/http.py), and as online the trial fails for good in this run, alone.
+TOO_LARGE = "too_large"
 
 
 class BatchAPIError(Exception):
@@ -62,6 +66,22 @@ class LineResult:
     status: int | None = None
     kind: str | None = None
     message: str | None = None
+
+
+def oversized_line(key: str | None, size: int, cap: int) -> LineResult | None:
+    """The result of a line above the body cap that names `key` (None: it names none, and
+    its trial is treated as one the batch never ran)."""
+    if key is None:
+        return None
+    return LineResult(
+        key,
+        None,
+        {"oversized_line_bytes": size},
+        None,
+        TOO_LARGE,
+        f"result line above the {cap:,}-byte cap (max_body_bytes; {size:,} bytes): "
+        "not read, not stored",
+    )
 
 
 class BatchAPI(ABC):

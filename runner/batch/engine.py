@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo
+from ibias.runner.batch.api import TOO_LARGE, BatchAPI, BatchAPIError, BatchInfo
 from ibias.runner.batch.limits import BatchLimits, batch_discount
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Reply, Sampling
@@ -92,6 +92,9 @@ class ModelBatches:
         self.fatal: str | None = None
         #: Whether submission has waited on the enqueued-token limit (said once).
         self._holding = False
+        #: Trials whose result line was above the body cap this run: failed for good, as
+        #: online (the same request would bring the same body), never resubmitted by it.
+        self._too_large: set[str] = set()
 
     # -- what is where -----------------------------------------------------------------------
 
@@ -161,7 +164,11 @@ class ModelBatches:
             for pending in remaining(cursor, self.plan, self.model.id):
                 for trial in pending:
                     key = trial.trial_key
-                    if key in held or tried.get(key, 0) >= self.limits.max_attempts:
+                    if (
+                        key in held
+                        or key in self._too_large
+                        or tried.get(key, 0) >= self.limits.max_attempts
+                    ):
                         continue
                     if sampling is None or sampling[0] != trial.params:
                         sampling = (
@@ -340,12 +347,12 @@ class ModelBatches:
         seen: set[str] = set()
         attempts: list[AttemptRow] = []
         responses: list[tuple[ResponseRow, str | None]] = []
-        stored = failed = foreign = 0
+        stored = failed = foreign = too_large = 0
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
             async for result in self.api.results(batch, self.max_line_bytes):
                 if result is None:
-                    continue  # above the body cap or unreadable: that trial is retried below
+                    continue  # unreadable, or above the cap naming no key: retried below
                 key = result.key
                 if key not in keys:
                     foreign += 1
@@ -355,6 +362,10 @@ class ModelBatches:
                 seen.add(key)
                 attempt = tried.get(key, 0) + 1
                 if result.reply is None:
+                    final = result.kind == TOO_LARGE
+                    if final:
+                        self._too_large.add(key)
+                        too_large += 1
                     attempts.append(
                         self._failure(
                             key,
@@ -363,6 +374,7 @@ class ModelBatches:
                             result.status,
                             result.kind or "batch_error",
                             result.message or "no reply",
+                            final=final,
                         )
                     )
                     failed += 1
@@ -401,9 +413,10 @@ class ModelBatches:
                 f"model {self.model.id}: batch {row.batch_id}: {foreign} result lines named no "
                 "trial of this batch (not stored)"
             )
+        above = f", {too_large:,} above the body cap (max_body_bytes)" if too_large else ""
         self.say(
             f"model {self.model.id}: batch {row.batch_id} ingested: {stored:,} replies, "
-            f"{failed:,} to retry"
+            f"{failed - too_large:,} to retry{above}"
         )
 
     def _flush(
@@ -437,9 +450,17 @@ class ModelBatches:
         responses.clear()
 
     def _failure(
-        self, key: str, started: float, attempt: int, status: int | None, kind: str, message: str
+        self,
+        key: str,
+        started: float,
+        attempt: int,
+        status: int | None,
+        kind: str,
+        message: str,
+        *,
+        final: bool = False,
     ) -> AttemptRow:
-        outcome = "retry" if attempt < self.limits.max_attempts else "gave_up"
+        outcome = "retry" if attempt < self.limits.max_attempts and not final else "gave_up"
         if outcome == "gave_up":
             self.stats.failed += 1
         return AttemptRow(

@@ -15,8 +15,8 @@ import aiohttp
 import orjson
 
 from ibias.prompts.base import Message
-from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo, LineResult
-from ibias.runner.batch.http import BatchClient
+from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo, LineResult, oversized_line
+from ibias.runner.batch.http import BatchClient, Oversized
 from ibias.runner.batch.limits import (
     OPENAI_BATCH_BYTES,
     OPENAI_BATCH_REQUESTS,
@@ -192,7 +192,10 @@ class OpenAIBatches(BatchAPI):
             if not isinstance(file_id, str):
                 continue
             async for line in self.client.lines(f"/files/{file_id}/content", max_line_bytes):
-                yield None if line is None else self._result(line)
+                if isinstance(line, Oversized):
+                    yield oversized_line(line.key("custom_id"), line.size, max_line_bytes)
+                else:
+                    yield self._result(line)
 
     def _result(self, line: bytes) -> LineResult | None:
         try:
