@@ -114,8 +114,21 @@ async def test_status_refresh_asks_the_provider_and_records_it(tmp_path, capsys,
         code = await asyncio.to_thread(main, ["status", "--store", str(store), "--refresh"])
         assert code == 2
         assert "give the CONFIG" in capsys.readouterr().err
+        con = duckdb.connect(str(store), read_only=True)
+        try:
+            assert con.execute("SELECT count(*) FROM responses").fetchall() == [(0,)]
+        finally:
+            con.close()
+        # The next run stores the results of the batch the refresh saw end.
+        again = await execute(
+            load_config(path),
+            RunOptions(store=store, quiet=True, batch=BatchOptions(forced=True, sleep=no_sleep)),
+            environ={"SIM_K": "sk-test"},
+        )
+        assert again.exit_code == EXIT_OK, again.lines
+        assert sim.batches.created == 1
     con = duckdb.connect(str(store), read_only=True)
     try:
-        assert con.execute("SELECT count(*) FROM responses").fetchall() == [(0,)]
+        assert con.execute("SELECT count(*) FROM responses").fetchall() == [(5,)]
     finally:
         con.close()
