@@ -347,7 +347,8 @@ class ModelBatches:
         seen: set[str] = set()
         attempts: list[AttemptRow] = []
         responses: list[tuple[ResponseRow, str | None]] = []
-        stored = failed = foreign = too_large = 0
+        stored = failed = foreign = 0
+        too_large: set[str] = set()  # kept once the transaction commits
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
             async for result in self.api.results(batch, self.max_line_bytes):
@@ -364,8 +365,7 @@ class ModelBatches:
                 if result.reply is None:
                     final = result.kind == TOO_LARGE
                     if final:
-                        self._too_large.add(key)
-                        too_large += 1
+                        too_large.add(key)
                     attempts.append(
                         self._failure(
                             key,
@@ -407,16 +407,17 @@ class ModelBatches:
         except BaseException:
             self.con.execute("ROLLBACK").fetchall()
             raise
+        self._too_large |= too_large
         self.stats.done += stored
         if foreign:
             self.say(
                 f"model {self.model.id}: batch {row.batch_id}: {foreign} result lines named no "
                 "trial of this batch (not stored)"
             )
-        above = f", {too_large:,} above the body cap (max_body_bytes)" if too_large else ""
+        above = f", {len(too_large):,} above the body cap (max_body_bytes)" if too_large else ""
         self.say(
             f"model {self.model.id}: batch {row.batch_id} ingested: {stored:,} replies, "
-            f"{failed - too_large:,} to retry{above}"
+            f"{failed - len(too_large):,} to retry{above}"
         )
 
     def _flush(
