@@ -259,6 +259,12 @@ def _status_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     status.add_argument(
         "--json", action="store_true", help="print one JSON object (default: a table)"
     )
+    status.add_argument(
+        "--refresh",
+        action="store_true",
+        help="ask the providers for the state of CONFIG's running batches and record it "
+        "first (needs their API keys; default: the store's view only)",
+    )
 
 
 def _batches_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -787,6 +793,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from ibias.runner.status_report import render_status, status_report
 
+    if args.refresh:
+        _refresh_batches(args)
     # Absolute: the report names the store, and it must say which one wherever you stand.
     report = status_report(absolute_path(store_of(args)))
     from ibias.runner.batch.status import batch_lines, batches_report
@@ -799,6 +807,29 @@ def _cmd_status(args: argparse.Namespace) -> int:
         for line in batch_lines(batches):
             print(line)
     return EXIT_OK
+
+
+def _refresh_batches(args: argparse.Namespace) -> None:
+    """`status --refresh`: the providers' view of the config's running batches, recorded in
+    the store before it is read (a run's poll, without the download)."""
+    import anyio
+
+    from ibias.runner.batch.status import refresh_batches
+
+    config_file = getattr(args, "config_file", None) or args.config
+    if config_file is None:
+        raise UsageError(
+            "ibias status --refresh: give the CONFIG whose batches to ask about (its models "
+            "name the providers and their API keys)"
+        )
+    store = absolute_path(store_of(args))
+    anyio.run(
+        refresh_batches,
+        load_config(config_file),
+        store,
+        os.environ,
+        lambda line: print(line, file=sys.stderr),
+    )
 
 
 def _cmd_batches(args: argparse.Namespace) -> int:

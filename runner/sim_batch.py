@@ -13,7 +13,12 @@ logic is tested without sleeping. Knobs a test turns: `hold_upload`/`hold_create
 the reply waits for after the work is done: kill the client in between), `expire_after`
 (lines answered before a batch expires), `error_every` (every Nth line answers a 500), and
 `shuffle` (output lines in another order than the input's), `hold_download` (the reply
-with a result file), `finish_all()` (every batch ends now). `created` counts batches made.
+with a result file), `finish_all()` (every batch ends now), `enqueued_token_limit` (OpenAI's
+per-model limit on the prompt tokens of batches not ended: a create past it is accepted and
+the batch fails at validation, `errors.data[0].code` = "token_limit_exceeded", as OpenAI does).
+`long_reply_every` (every Nth line's reply made `long_reply_chars` long).
+`created` counts batches made, `peak_live` the most batches live at once and
+`token_limit_failures` the batches failed on the limit.
 """
 
 from __future__ import annotations
@@ -67,6 +72,15 @@ class BatchService:
         self.hold_download: asyncio.Event | None = None
         #: Set when a held reply is waiting (the test kills the client then).
         self.holding = asyncio.Event()
+        #: Prompt tokens a model's live batches may hold (None: no limit), the simulator's
+        #: count (ceil(characters / 4) of each request's message contents).
+        self.enqueued_token_limit: int | None = None
+        self.token_limit_failures = 0
+        self.peak_live = 0
+        #: Every Nth answered line's reply text is `long_reply_chars` long (a line above a
+        #: model's `max_body_bytes`), or None.
+        self.long_reply_every: int | None = None
+        self.long_reply_chars = 64_000
         self._rng = random.Random(sim.profile.seed)
 
     def install(self, app: web.Application) -> None:
@@ -175,12 +189,39 @@ class BatchService:
             "request_counts": {"total": lines, "completed": 0, "failed": 0},
             "metadata": metadata,
         }
+        model, tokens = self._prompt_tokens(self.contents[file_id])
+        batch["_model"], batch["_tokens"] = model, tokens
+        live = [b for b in self.batches.values() if b["status"] not in _ENDED]
+        queued = sum(b["_tokens"] for b in live if b["_model"] == model)
+        limit = self.enqueued_token_limit
+        if limit is not None and queued + tokens > limit:
+            batch["_tokens"] = 0  # never enqueued: it fails at validation
+            batch["_over"] = (
+                f"Enqueued token limit reached for {model} in organization org-simulator. "
+                f"Limit: {limit:,} enqueued tokens. Please try again once some in_progress "
+                "batches have been completed."
+            )
         self.batches[batch["id"]] = batch
         self._order.append(batch["id"])
         self.created += 1
+        self.peak_live = max(self.peak_live, len(live) + 1)
         batch["_reads"] = 0
         await self._hold(self.hold_create)
         return self._batch(batch)
+
+    @staticmethod
+    def _prompt_tokens(data: bytes) -> tuple[str, int]:
+        """The model a batch file asks and its requests' prompt tokens, as the simulator
+        counts them when it answers (`estimate_tokens` of the message contents)."""
+        from ibias.runner.simulator import estimate_tokens
+
+        model, tokens = "", 0
+        for line in data.splitlines():
+            body = orjson.loads(line).get("body") or {}
+            model = str(body.get("model", model))
+            chars = sum(len(str(m.get("content", ""))) for m in body.get("messages") or [])
+            tokens += estimate_tokens(chars)
+        return model, tokens
 
     def _batch(self, batch: dict[str, Any]) -> web.Response:
         public = {k: v for k, v in batch.items() if not k.startswith("_")}
@@ -241,6 +282,22 @@ class BatchService:
             return
         batch["_reads"] = 0
         now = int(time.time())
+        if batch.get("_over"):  # past the enqueued-token limit: failed at validation
+            batch["status"] = "failed"
+            batch["failed_at"] = now
+            batch["errors"] = {
+                "object": "list",
+                "data": [
+                    {
+                        "code": "token_limit_exceeded",
+                        "message": batch["_over"],
+                        "param": None,
+                        "line": None,
+                    }
+                ],
+            }
+            self.token_limit_failures += 1
+            return
         if batch["status"] == "cancelling":
             self._finish(batch, "cancelled", answered=0)
             batch["cancelled_at"] = now
@@ -296,6 +353,8 @@ class BatchService:
             else:
                 status, raw = self.sim.answer_openai(orjson.dumps(request.get("body")))
                 body = orjson.loads(raw)
+                if status == 200 and self.long_reply_every and (n + 1) % self.long_reply_every == 0:
+                    body["choices"][0]["message"]["content"] = "x" * self.long_reply_chars
             out = orjson.dumps(
                 {
                     "id": req_id,

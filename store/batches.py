@@ -25,6 +25,7 @@ __all__ = [
     "attempts_of",
     "batch_ids",
     "batches_of",
+    "held_estimate",
     "keys_in_batches",
     "keys_of",
     "new_intent",
@@ -163,6 +164,29 @@ def keys_in_batches(
         [model_id, sorted(states)],
     ).fetchall()
     return {r[0] for r in rows}
+
+
+def held_estimate(
+    con: duckdb.DuckDBPyConnection, model_id: str, states: Iterable[str] = LIVE | ENDED
+) -> tuple[int, int]:
+    """Requests in this model's batches in `states` (default: those that may still cost
+    money, live or ended and not ingested yet), whichever run submitted them, and the sum of
+    their prompt estimates (ceil(characters / 4), as the submitting run estimated them): what
+    `--max-cost` counts at the upper bound before it admits another batch, and (live only)
+    what OpenAI's enqueued-token limit counts."""
+    from ibias.store.plans import PROMPT_CHARS_SQL
+
+    row = con.execute(
+        "SELECT count(*), coalesce(sum(ceil(s.chars / 4)), 0)::BIGINT FROM ("
+        "SELECT unnest(b.trial_keys) AS trial_key FROM batches b JOIN batch_state st "
+        "ON st.intent_id = b.intent_id WHERE b.state = 'intent' AND st.model_id = ? "
+        "AND list_contains(?, st.state)) k "
+        "JOIN trial_rows t ON t.trial_key = k.trial_key AND t.model_id = ? "
+        f"JOIN (SELECT s.spec_key, {PROMPT_CHARS_SQL} AS chars FROM trial_specs s) s "
+        "ON s.spec_key = t.spec_key",
+        [model_id, sorted(states), model_id],
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def attempts_of(con: duckdb.DuckDBPyConnection, model_id: str) -> dict[str, int]:

@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 
 from ibias.prompts.base import Message
-from ibias.runner.batch.api import BatchAPI, BatchInfo, LineResult
-from ibias.runner.batch.http import BatchClient
+from ibias.runner.batch.api import BatchAPI, BatchInfo, LineResult, oversized_line
+from ibias.runner.batch.http import BatchClient, Oversized
 from ibias.runner.batch.limits import ANTHROPIC_BATCH_BYTES, ANTHROPIC_BATCH_REQUESTS, BatchLimits
 from ibias.runner.providers.anthropic import ANTHROPIC_VERSION, AnthropicProvider, parse_message
 from ibias.runner.providers.base import Sampling
@@ -147,7 +147,10 @@ class AnthropicBatches(BatchAPI):
         if not isinstance(url, str):
             url = f"/messages/batches/{batch.batch_id}/results"
         async for line in self.client.lines(url, max_line_bytes):
-            yield None if line is None else _result(line)
+            if isinstance(line, Oversized):
+                yield oversized_line(line.key("custom_id"), line.size, max_line_bytes)
+            else:
+                yield _result(line)
 
 
 def _result(line: bytes) -> LineResult | None:

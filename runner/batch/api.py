@@ -19,7 +19,11 @@ from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.providers.base import Reply, Sampling
 from ibias.store.batches import BatchRow
 
-__all__ = ["BatchAPI", "BatchAPIError", "BatchInfo", "LineResult"]
+__all__ = ["TOO_LARGE", "BatchAPI", "BatchAPIError", "BatchInfo", "LineResult", "oversized_line"]
+
+#: The error of a result line above the model's body cap: online's for a body above it
+#: (runner/providers/http.py), and as online the trial fails for good in this run, alone.
+TOO_LARGE = "too_large"
 
 
 class BatchAPIError(Exception):
@@ -46,6 +50,10 @@ class BatchInfo:
     failed: int | None = None
     input_file_id: str | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
+    #: Why the provider failed the batch as a whole (its first error's code and message,
+    #: e.g. OpenAI's `token_limit_exceeded`), or None.
+    error_code: str | None = None
+    error_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,22 @@ class LineResult:
     message: str | None = None
 
 
+def oversized_line(key: str | None, size: int, cap: int) -> LineResult | None:
+    """The result of a line above the body cap that names `key` (None: it names none, and
+    its trial is treated as one the batch never ran)."""
+    if key is None:
+        return None
+    return LineResult(
+        key,
+        None,
+        {"oversized_line_bytes": size},
+        None,
+        TOO_LARGE,
+        f"result line above the {cap:,}-byte cap (max_body_bytes; {size:,} bytes): "
+        "not read, not stored",
+    )
+
+
 class BatchAPI(ABC):
     """One model's batch API (its provider's dialect, its base URL and key)."""
 
@@ -67,6 +91,9 @@ class BatchAPI(ABC):
     provider: ClassVar[str] = ""
     #: The provider's documented per-batch limits (runner/batch/limits.py).
     limits: ClassVar[BatchLimits] = BatchLimits()
+    #: Prompt tokens (estimated) the model's live batches may hold at once (OpenAI's
+    #: enqueued-token limit per model), or None for a provider without such a limit.
+    enqueued_tokens: int | None = None
 
     @abstractmethod
     def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:

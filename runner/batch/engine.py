@@ -26,7 +26,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo
+from ibias.runner.batch.api import TOO_LARGE, BatchAPI, BatchAPIError, BatchInfo
 from ibias.runner.batch.limits import BatchLimits, batch_discount
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Reply, Sampling
@@ -90,6 +90,11 @@ class ModelBatches:
         self.clock = clock
         #: Why this model's batches stopped (a batch API call that will not succeed), or None.
         self.fatal: str | None = None
+        #: Whether submission has waited on the enqueued-token limit (said once).
+        self._holding = False
+        #: Trials whose result line was above the body cap this run: failed for good, as
+        #: online (the same request would bring the same body), never resubmitted by it.
+        self._too_large: set[str] = set()
 
     # -- what is where -----------------------------------------------------------------------
 
@@ -145,19 +150,25 @@ class ModelBatches:
 
     def _chunks(self) -> Iterator[list[tuple[str, bytes, int]]]:
         """Lines (key, JSONL line, estimated prompt tokens) of every trial to submit, cut
-        below the per-batch request and byte limits: trials without a response, in no live
-        batch, with attempts left."""
+        below the per-batch request and byte limits and, where the provider has one, its
+        enqueued-token limit: trials without a response, in no live batch, with attempts
+        left. The estimate is `plan`'s (ceil(characters / 4), an upper bound)."""
+        enqueued = self.api.enqueued_tokens
         held = store.keys_in_batches(self.con, self.model.id, LIVE | ENDED)
         tried = store.attempts_of(self.con, self.model.id)
         cursor = self.con.cursor()
         sampling: tuple[Any, Sampling] | None = None
         chunk: list[tuple[str, bytes, int]] = []
-        size = 0
+        size = tokens = 0
         try:
             for pending in remaining(cursor, self.plan, self.model.id):
                 for trial in pending:
                     key = trial.trial_key
-                    if key in held or tried.get(key, 0) >= self.limits.max_attempts:
+                    if (
+                        key in held
+                        or key in self._too_large
+                        or tried.get(key, 0) >= self.limits.max_attempts
+                    ):
                         continue
                     if sampling is None or sampling[0] != trial.params:
                         sampling = (
@@ -165,14 +176,17 @@ class ModelBatches:
                             Sampling.from_params(trial.params, self.model.options),
                         )
                     line = self.api.line(key, trial.messages, sampling[1])
+                    est = -(-trial.prompt_chars // 4)
                     if chunk and (
                         len(chunk) >= self.limits.max_requests
                         or size + len(line) + 1 > self.limits.max_bytes
+                        or (enqueued is not None and tokens + est > enqueued)
                     ):
                         yield chunk
-                        chunk, size = [], 0
-                    chunk.append((key, line, -(-trial.prompt_chars // 4)))
+                        chunk, size, tokens = [], 0, 0
+                    chunk.append((key, line, est))
                     size += len(line) + 1
+                    tokens += est
         finally:
             cursor.close()
         if chunk:
@@ -183,6 +197,12 @@ class ModelBatches:
         prompt = sum(est for _, _, est in chunk)
         return self.priced.cost(prompt, len(chunk) * self.model.max_tokens)
 
+    def held_bound(self) -> float:
+        """USD this model's batches in the store can still cost at most (live, or ended and
+        not ingested), whichever run submitted them: each at its upper bound."""
+        requests, prompt = store.held_estimate(self.con, self.model.id)
+        return self.priced.cost(prompt, requests * self.model.max_tokens) if requests else 0.0
+
     async def submit(self, allow: Callable[[float], bool] = lambda cost: True) -> list[Submitted]:
         """Submit every trial still to send, one batch per chunk; `allow(upper_bound)` says
         whether the budget admits a batch (False: stop submitting)."""
@@ -190,6 +210,8 @@ class ModelBatches:
             return []
         made: list[Submitted] = []
         for chunk in self._chunks():
+            if self._queue_full(chunk):
+                break  # sent by a later poll, once live batches have ended
             if not allow(self.upper_bound(chunk)):
                 break
             keys = [key for key, _, _ in chunk]
@@ -222,6 +244,25 @@ class ModelBatches:
             )
         return made
 
+    def _queue_full(self, chunk: Sequence[tuple[str, bytes, int]]) -> bool:
+        """Whether the chunk must wait for live batches to end: with them, its prompt tokens
+        would pass the provider's enqueued-token limit for the model (OpenAI fails such a
+        batch whole, `token_limit_exceeded`). Without live batches it goes: `_chunks` cut it
+        below the limit (a single trial above it alone goes too, and the provider says)."""
+        limit = self.api.enqueued_tokens
+        if limit is None:
+            return False
+        live, queued = store.held_estimate(self.con, self.model.id, LIVE)
+        if not live or queued + sum(est for _, _, est in chunk) <= limit:
+            return False
+        if not self._holding:
+            self._holding = True
+            self.say(
+                f"model {self.model.id}: next batch waits for live batches to end "
+                f"({queued:,} prompt tokens enqueued, limit {limit:,}: batch_enqueued_tokens)"
+            )
+        return True
+
     # -- polling and ingesting ---------------------------------------------------------------
 
     async def poll(self) -> int:
@@ -240,14 +281,7 @@ class ModelBatches:
                     self._stop(exc)
                 continue
             if row.state not in ENDED:  # else: it ended before a crash, not ingested yet
-                if batch.state != row.state or batch.completed != row.completed:
-                    row = store.record(
-                        self.con, row, batch.state, completed=batch.completed, failed=batch.failed
-                    )
-                    self.say(
-                        f"model {self.model.id}: batch {batch_id} {batch.state} "
-                        f"({batch.completed or 0}/{row.requests} done)"
-                    )
+                row = self._seen(row, batch)
                 if batch.state not in ENDED:
                     continue
             try:
@@ -258,6 +292,35 @@ class ModelBatches:
                 continue
             ingested += 1
         return ingested
+
+    def _seen(self, row: BatchRow, batch: BatchInfo) -> BatchRow:
+        """Record the batch's state as the provider gave it, when it changed."""
+        if batch.state != row.state or batch.completed != row.completed:
+            row = store.record(
+                self.con, row, batch.state, completed=batch.completed, failed=batch.failed
+            )
+            self.say(
+                f"model {self.model.id}: batch {batch.batch_id} {batch.state} "
+                f"({batch.completed or 0}/{row.requests} done)"
+            )
+        return row
+
+    async def refresh(self) -> int:
+        """Ask the provider for each running batch's state and record it as a poll does,
+        without ingesting (what `ibias status --refresh` does; a run stores the results).
+        Returns how many batches the provider answered for; a failed call is said."""
+        read = 0
+        for row in self.live():
+            if row.batch_id is None or row.state in ENDED:
+                continue
+            try:
+                batch = await self.api.get(row.batch_id)
+            except BatchAPIError as exc:
+                self.say(f"model {self.model.id}: batch {row.batch_id} not refreshed: {exc}")
+                continue
+            self._seen(row, batch)
+            read += 1
+        return read
 
     async def cancel(self) -> list[str]:
         """Ask the provider to cancel every live batch of this model; returns their ids."""
@@ -285,11 +348,12 @@ class ModelBatches:
         attempts: list[AttemptRow] = []
         responses: list[tuple[ResponseRow, str | None]] = []
         stored = failed = foreign = 0
+        too_large: set[str] = set()  # kept once the transaction commits
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
             async for result in self.api.results(batch, self.max_line_bytes):
                 if result is None:
-                    continue  # above the body cap or unreadable: that trial is retried below
+                    continue  # unreadable, or above the cap naming no key: retried below
                 key = result.key
                 if key not in keys:
                     foreign += 1
@@ -299,6 +363,9 @@ class ModelBatches:
                 seen.add(key)
                 attempt = tried.get(key, 0) + 1
                 if result.reply is None:
+                    final = result.kind == TOO_LARGE
+                    if final:
+                        too_large.add(key)
                     attempts.append(
                         self._failure(
                             key,
@@ -307,6 +374,7 @@ class ModelBatches:
                             result.status,
                             result.kind or "batch_error",
                             result.message or "no reply",
+                            final=final,
                         )
                     )
                     failed += 1
@@ -322,13 +390,16 @@ class ModelBatches:
                         started,
                         tried.get(key, 0) + 1,
                         None,
-                        f"batch_{batch.state}",
-                        f"not run: the batch ended {batch.state} before this request",
+                        batch.error_code or f"batch_{batch.state}",
+                        batch.error_message
+                        or f"not run: the batch ended {batch.state} before this request",
                     )
                 )
                 failed += 1
             self._flush(attempts, responses)
             detail = f"batch ended {batch.state}"
+            if batch.error_code:
+                detail += f" ({batch.error_code})"
             if foreign:
                 detail += f"; {foreign} result lines named no trial of this batch"
             store.record(self.con, row, "ingested", completed=stored, failed=failed, detail=detail)
@@ -336,15 +407,17 @@ class ModelBatches:
         except BaseException:
             self.con.execute("ROLLBACK").fetchall()
             raise
+        self._too_large |= too_large
         self.stats.done += stored
         if foreign:
             self.say(
                 f"model {self.model.id}: batch {row.batch_id}: {foreign} result lines named no "
                 "trial of this batch (not stored)"
             )
+        above = f", {len(too_large):,} above the body cap (max_body_bytes)" if too_large else ""
         self.say(
             f"model {self.model.id}: batch {row.batch_id} ingested: {stored:,} replies, "
-            f"{failed:,} to retry"
+            f"{failed - len(too_large):,} to retry{above}"
         )
 
     def _flush(
@@ -378,9 +451,17 @@ class ModelBatches:
         responses.clear()
 
     def _failure(
-        self, key: str, started: float, attempt: int, status: int | None, kind: str, message: str
+        self,
+        key: str,
+        started: float,
+        attempt: int,
+        status: int | None,
+        kind: str,
+        message: str,
+        *,
+        final: bool = False,
     ) -> AttemptRow:
-        outcome = "retry" if attempt < self.limits.max_attempts else "gave_up"
+        outcome = "retry" if attempt < self.limits.max_attempts and not final else "gave_up"
         if outcome == "gave_up":
             self.stats.failed += 1
         return AttemptRow(

@@ -17,8 +17,8 @@ from urllib.parse import quote
 import orjson
 
 from ibias.prompts.base import Message
-from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo, LineResult
-from ibias.runner.batch.http import BatchClient
+from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo, LineResult, oversized_line
+from ibias.runner.batch.http import BatchClient, Oversized
 from ibias.runner.batch.limits import (
     GEMINI_BATCH_BYTES,
     GEMINI_BATCH_REQUESTS,
@@ -199,8 +199,8 @@ class GeminiBatches(BatchAPI):
         if isinstance(file_name, str):
             path = f"{self.root}/download/{self.version}/{file_name}:download?alt=media"
             async for line in self.client.lines(path, max_line_bytes):
-                if line is None:
-                    yield None
+                if isinstance(line, Oversized):
+                    yield oversized_line(line.key("key"), line.size, max_line_bytes)
                     continue
                 try:
                     item = orjson.loads(line)

@@ -4,7 +4,9 @@ streamed line by line, never read whole (a result file can be hundreds of MB).""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -14,10 +16,33 @@ from ibias.runner.batch.api import BatchAPIError
 from ibias.runner.providers.http import display_url
 from ibias.runner.redact import redact_body, secret_bytes
 
-__all__ = ["BatchClient"]
+__all__ = ["BatchClient", "Oversized"]
 
 #: Bytes read per chunk of a result file.
 _CHUNK = 256 * 1024
+#: Bytes kept of each end of a line above the cap: enough for the key the line names (a
+#: result line names its request at its start, OpenAI's and Anthropic's, or end, Gemini's).
+_EDGE = 2048
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A result line above the model's body cap: its length and its two ends (what names
+    its request), never the whole line."""
+
+    size: int
+    head: bytes
+    tail: bytes
+
+    def key(self, field: str) -> str | None:
+        """The top-level string `field` (`custom_id`, `key`) the line's ends name, or None.
+        Inside a JSON string a quote is escaped, so reply text cannot pose as the field."""
+        pattern = re.compile(rb'"' + re.escape(field.encode()) + rb'"\s*:\s*"([^"\\]{1,256})"')
+        found = pattern.search(self.head)
+        if found is None:
+            matches = pattern.findall(self.tail)
+            return matches[-1].decode() if matches else None
+        return found.group(1).decode()
 
 
 class BatchClient:
@@ -94,9 +119,10 @@ class BatchClient:
             raise BatchAPIError(f"{method} {display_url(url)}: body is not an object", retry=True)
         return data, headers
 
-    async def lines(self, path: str, max_line_bytes: int) -> AsyncIterator[bytes | None]:
+    async def lines(self, path: str, max_line_bytes: int) -> AsyncIterator[bytes | Oversized]:
         """The lines of a result file, streamed in chunks; a line above `max_line_bytes` (the
-        model's body cap) is yielded as None, its bytes skipped, never held whole."""
+        model's body cap) is yielded as `Oversized` (its size and ends), its bytes skipped,
+        never held whole."""
         url = self.url(path)
         try:
             async with self.session.get(url, allow_redirects=False) as resp:
@@ -108,6 +134,9 @@ class BatchClient:
                     )
                 pending = bytearray()
                 skipping = False
+                head = b""
+                tail = bytearray()
+                size = 0
                 async for chunk in resp.content.iter_chunked(_CHUNK):
                     start = 0
                     while True:
@@ -116,22 +145,33 @@ class BatchClient:
                         if not skipping:
                             pending += piece
                             if len(pending) > max_line_bytes:
+                                head, size = bytes(pending[:_EDGE]), len(pending)
+                                tail[:] = pending[-_EDGE:]
                                 pending.clear()
                                 skipping = True
+                        else:
+                            size += len(piece)
+                            tail += piece
+                            del tail[:-_EDGE]
                         if end < 0:
                             break
                         if skipping:
-                            yield None
+                            yield self._oversized(size, head, tail)
                         elif pending.strip():
                             yield redact_body(bytes(pending), self._echoed)
                         pending.clear()
                         skipping = False
                         start = end + 1
                 if skipping:
-                    yield None
+                    yield self._oversized(size, head, tail)
                 elif pending.strip():
                     yield redact_body(bytes(pending), self._echoed)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise BatchAPIError(
                 f"GET {display_url(url)}: {type(exc).__name__}", retry=True
             ) from None
+
+    def _oversized(self, size: int, head: bytes, tail: bytearray) -> Oversized:
+        return Oversized(
+            size, redact_body(head, self._echoed), redact_body(bytes(tail), self._echoed)
+        )

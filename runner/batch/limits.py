@@ -19,6 +19,7 @@ __all__ = [
     "GEMINI_INLINE_BYTES",
     "OPENAI_BATCH_BYTES",
     "OPENAI_BATCH_REQUESTS",
+    "OPENAI_ENQUEUED_TOKENS",
     "OPENAI_HOST",
     "BatchLimits",
     "batch_discount",
@@ -30,6 +31,19 @@ __all__ = [
 #: (API reference, Batch > Create batch, `input_file_id`).
 OPENAI_BATCH_REQUESTS = 50_000
 OPENAI_BATCH_BYTES = 200 * 1000 * 1000
+#: OpenAI also caps the prompt tokens a model may have enqueued in batches not yet ended
+#: ("Enqueued prompt tokens per model: Each model has a maximum number of enqueued prompt
+#: tokens allowed for batch processing", Batch API guide, Rate limits; the numbers are each
+#: model's "Batch queue limit" per usage tier, platform.openai.com/docs/models and Settings >
+#: Limits). They vary by tier and model: gpt-4o 90,000 at tier 1 and 1,350,000 at tier 2,
+#: gpt-4o-mini 2,000,000 at tier 1, 20,000,000 at tier 2, 15,000,000,000 at tier 5. A create
+#: past it is accepted and the batch then fails (`errors.data[].code` =
+#: "token_limit_exceeded", "Enqueued token limit reached for gpt-4o-mini in organization ...
+#: Limit: 2,000,000 enqueued tokens. Please try again once some in_progress batches have been
+#: completed.", openai/openai-python#2084). The default is the lowest tier-1 number of a chat
+#: model (gpt-4o's): conservative, so a first run never fails a batch on it; a model's
+#: `batch_enqueued_tokens` gives the account's own number.
+OPENAI_ENQUEUED_TOKENS = 90_000
 #: Anthropic: "Batches may contain up to 100,000 requests and be up to 256 MB in total size"
 #: (API reference, Create a Message Batch).
 ANTHROPIC_BATCH_REQUESTS = 100_000

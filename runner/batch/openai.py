@@ -15,9 +15,14 @@ import aiohttp
 import orjson
 
 from ibias.prompts.base import Message
-from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo, LineResult
-from ibias.runner.batch.http import BatchClient
-from ibias.runner.batch.limits import OPENAI_BATCH_BYTES, OPENAI_BATCH_REQUESTS, BatchLimits
+from ibias.runner.batch.api import BatchAPI, BatchAPIError, BatchInfo, LineResult, oversized_line
+from ibias.runner.batch.http import BatchClient, Oversized
+from ibias.runner.batch.limits import (
+    OPENAI_BATCH_BYTES,
+    OPENAI_BATCH_REQUESTS,
+    OPENAI_ENQUEUED_TOKENS,
+    BatchLimits,
+)
 from ibias.runner.providers.base import Sampling
 from ibias.runner.providers.openai import OpenAIProvider, parse_chat_completion
 from ibias.runner.retries import MalformedResponse
@@ -108,6 +113,9 @@ _STATES = frozenset(
 def _info(batch: Mapping[str, Any]) -> BatchInfo:
     counts = batch.get("request_counts") or {}
     status = str(batch.get("status"))
+    errors = batch.get("errors")
+    data = errors.get("data") if isinstance(errors, dict) else None
+    first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
     return BatchInfo(
         batch_id=str(batch.get("id")),
         state=status if status in _STATES else "in_progress",
@@ -115,6 +123,8 @@ def _info(batch: Mapping[str, Any]) -> BatchInfo:
         failed=counts.get("failed"),
         input_file_id=batch.get("input_file_id"),
         raw=batch,
+        error_code=str(first["code"]) if first.get("code") else None,
+        error_message=str(first["message"]) if first.get("message") else None,
     )
 
 
@@ -125,10 +135,17 @@ class OpenAIBatches(BatchAPI):
     provider = "openai"
     limits = BatchLimits(max_requests=OPENAI_BATCH_REQUESTS, max_bytes=OPENAI_BATCH_BYTES)
 
-    def __init__(self, provider: OpenAIProvider, client: OpenAIBatchClient, model_id: str) -> None:
+    def __init__(
+        self,
+        provider: OpenAIProvider,
+        client: OpenAIBatchClient,
+        model_id: str,
+        enqueued_tokens: int = OPENAI_ENQUEUED_TOKENS,
+    ) -> None:
         self.online = provider
         self.client = client
         self.model_id = model_id
+        self.enqueued_tokens = enqueued_tokens
 
     def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:
         return batch_line(key, self.online.request_body(messages, sampling))
@@ -175,7 +192,10 @@ class OpenAIBatches(BatchAPI):
             if not isinstance(file_id, str):
                 continue
             async for line in self.client.lines(f"/files/{file_id}/content", max_line_bytes):
-                yield None if line is None else self._result(line)
+                if isinstance(line, Oversized):
+                    yield oversized_line(line.key("custom_id"), line.size, max_line_bytes)
+                else:
+                    yield self._result(line)
 
     def _result(self, line: bytes) -> LineResult | None:
         try:

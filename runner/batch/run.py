@@ -108,7 +108,8 @@ async def run(
                 )
                 say(
                     f"batch submission stopped: the next batch (up to ${upper_bound:.2f}) "
-                    f"would pass the budget of ${max_cost:.2f}"
+                    f"would pass the budget of ${max_cost:.2f} (${committed[0]:.2f} spent or "
+                    "held by live batches, earlier runs' included, at their upper bound)"
                 )
             return False
         committed[0] += upper_bound
@@ -124,6 +125,10 @@ async def run(
             engines.append(
                 ModelBatches(con, plan, run_id, m, api, stats[m.id], limits=options.limits, say=say)
             )
+        # Batches an earlier run left live (or ended, not ingested) count at their upper
+        # bound, as this run's do: `spent` has only the stored responses. Counted before the
+        # first poll ingests any, and kept after (an upper bound, never an undercount).
+        committed[0] += sum(e.held_bound() for e in engines)
         for e in engines:
             await e.poll()
             await e.submit(allow)
@@ -209,12 +214,16 @@ def batch_api(model: ModelConfig, api_key: str | None) -> BatchAPI:
 
         assert isinstance(provider, GeminiProvider)
         return GeminiBatches(provider, model.base_url or DEFAULT_BASE_URLS["gemini"], api_key)
+    from ibias.runner.batch.limits import OPENAI_ENQUEUED_TOKENS
     from ibias.runner.batch.openai import OpenAIBatchClient, OpenAIBatches
     from ibias.runner.providers.openai import OpenAIProvider
 
     assert isinstance(provider, OpenAIProvider)
     client = OpenAIBatchClient(model.base_url or DEFAULT_BASE_URLS["openai"], api_key)
-    return OpenAIBatches(provider, client, model.id)
+    enqueued = model.options.get("batch_enqueued_tokens")
+    return OpenAIBatches(
+        provider, client, model.id, int(enqueued) if enqueued else OPENAI_ENQUEUED_TOKENS
+    )
 
 
 def online_config(config: Config, batched: Sequence[ModelConfig]) -> Config:

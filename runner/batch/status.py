@@ -2,19 +2,26 @@
 
 `ibias status` lists each batch of the store (its newest row in `batch_state`: provider, model,
 batch id, state, counts, age), read like the rest of the status: through the run that holds
-the store, or from the file. `ibias batches cancel CONFIG` asks each provider to cancel this
-config's live batches (the store's lock held, like a run), recording each request; the
-trials of a cancelled batch that did not run are retried by the next `ibias run --batch`.
+the store, or from the file. `ibias status CONFIG --refresh` first asks each provider for the
+state of the config's running batches and records it, as a run's poll would (the lock held):
+the store's view is otherwise as old as the last `ibias run --batch`.
+`ibias batches cancel CONFIG` asks each provider to cancel this config's live batches (the
+store's lock held, like a run), recording each request; the trials of a cancelled batch that
+did not run are retried by the next `ibias run --batch`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-__all__ = ["batch_lines", "batches_report", "cancel_batches"]
+if TYPE_CHECKING:
+    from ibias.runner.batch.engine import ModelBatches
+
+__all__ = ["batch_lines", "batches_report", "cancel_batches", "refresh_batches"]
 
 
 def batches_report(store: Path, now: datetime | None = None) -> list[dict[str, Any]]:
@@ -74,10 +81,15 @@ def batch_lines(batches: Sequence[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-async def cancel_batches(
+@asynccontextmanager
+async def _live_engines(
     config: Any, store: Path, environ: Mapping[str, str], say: Callable[[str], None]
-) -> list[str]:
-    """Cancel this config's live batches at their providers; returns the batch ids."""
+) -> AsyncIterator[list[ModelBatches]]:
+    """One engine per model of the config with live batches in the store, each with its
+    provider's batch API started, the store's lock held (like a run: these write to it).
+    Only those models' API keys are needed; a missing one is a ConfigError (one line)."""
+    from dataclasses import replace
+
     from ibias.runner.batch.engine import ModelBatches
     from ibias.runner.batch.run import batch_api
     from ibias.runner.run import check_keys
@@ -87,35 +99,65 @@ async def cancel_batches(
     from ibias.store.lock import StoreLock
     from ibias.store.plans import StoredPlan
 
-    keys = check_keys(config, environ)
     lock = StoreLock(store)
     lock.acquire()
-    cancelled: list[str] = []
     try:
         con = open_store(store)
         try:
-            for m in config.models:
-                if not stored.batches_of(con, model_id=m.id, states=stored.LIVE):
-                    continue
-                api = batch_api(m, keys.get(m.id))
-                await api.start()
-                try:
-                    engine = ModelBatches(
-                        con,
-                        StoredPlan(plan_hash="", runs=(), complete=True, reused=False),
-                        "",
-                        m,
-                        api,
-                        ModelStats(model_id=m.id),
-                        say=say,
+            models = [
+                m
+                for m in config.models
+                if stored.batches_of(con, model_id=m.id, states=stored.LIVE)
+            ]
+            keys = check_keys(replace(config, models=tuple(models)), environ)
+            engines: list[ModelBatches] = []
+            try:
+                for m in models:
+                    api = batch_api(m, keys.get(m.id))
+                    await api.start()
+                    engines.append(
+                        ModelBatches(
+                            con,
+                            StoredPlan(plan_hash="", runs=(), complete=True, reused=False),
+                            "",
+                            m,
+                            api,
+                            ModelStats(model_id=m.id),
+                            say=say,
+                        )
                     )
-                    for batch_id in await engine.cancel():
-                        say(f"model {m.id}: batch {batch_id} cancel requested")
-                        cancelled.append(batch_id)
-                finally:
-                    await api.close()
+                yield engines
+            finally:
+                for e in engines:
+                    await e.api.close()
         finally:
             con.close()
     finally:
         lock.release()
+
+
+async def cancel_batches(
+    config: Any, store: Path, environ: Mapping[str, str], say: Callable[[str], None]
+) -> list[str]:
+    """Cancel this config's live batches at their providers; returns the batch ids."""
+    cancelled: list[str] = []
+    async with _live_engines(config, store, environ, say) as engines:
+        for engine in engines:
+            for batch_id in await engine.cancel():
+                say(f"model {engine.model.id}: batch {batch_id} cancel requested")
+                cancelled.append(batch_id)
     return cancelled
+
+
+async def refresh_batches(
+    config: Any, store: Path, environ: Mapping[str, str], say: Callable[[str], None]
+) -> int:
+    """`ibias status --refresh`: ask each provider for the state of this config's running
+    batches (through the same `BatchAPI` adapters a run polls with) and record each change in
+    the store as a poll does; nothing is downloaded or ingested (the next
+    `ibias run --batch` does that). Returns how many batches were read."""
+    read = 0
+    async with _live_engines(config, store, environ, say) as engines:
+        for engine in engines:
+            read += await engine.refresh()
+    return read

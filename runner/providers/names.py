@@ -61,7 +61,14 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
             }
         ),
         "openai": frozenset(
-            {"reasoning_effort", "mode", "batch", "batch_price_input", "batch_price_output"}
+            {
+                "reasoning_effort",
+                "mode",
+                "batch",
+                "batch_price_input",
+                "batch_price_output",
+                "batch_enqueued_tokens",
+            }
         ),
     }
 )
@@ -69,5 +76,5 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
 #: at which batch price), never what: left out of a trial's params and so of its key, because
 #: a trial is the same trial whichever way it is sent (runner/batch/).
 SENDING_OPTIONS: frozenset[str] = frozenset(
-    {"mode", "batch", "batch_price_input", "batch_price_output"}
+    {"mode", "batch", "batch_price_input", "batch_price_output", "batch_enqueued_tokens"}
 )

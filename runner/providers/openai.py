@@ -77,6 +77,10 @@ class OpenAIConfigOptions(SendingOptions, forbid_unknown_fields=True, frozen=Tru
     reasoning_effort: (
         Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})] | None
     ) = None
+    #: Prompt tokens this model's live batches may hold at once: the account's "Batch queue
+    #: limit" for the model (Settings > Limits); absent: a conservative default
+    #: (runner/batch/limits.py `OPENAI_ENQUEUED_TOKENS`). How trials are sent, never what.
+    batch_enqueued_tokens: Annotated[int, Meta(ge=1)] | None = None
 
 
 def check_reasoning_effort(value: object) -> None:

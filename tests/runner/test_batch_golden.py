@@ -1,6 +1,7 @@
 """The same trial sent online and in a batch is the same trial: the same key (the batch
 options are how a trial is sent, never part of its key) and the same request body (built by
-the same provider code), compared on what the simulator received both ways."""
+the same provider code), compared on what the simulator received both ways: OpenAI's batch
+input file, Anthropic's Message Batches `params` and Gemini's inline batch requests."""
 
 from __future__ import annotations
 
@@ -66,6 +67,7 @@ async def test_a_trial_is_the_same_request_online_and_in_a_batch(tmp_path, monke
                         mode="batch",
                         batch_price_input=0.5,
                         batch_price_output=1.5,
+                        batch_enqueued_tokens=500_000,
                         **common,
                     )
                 ],
@@ -106,3 +108,89 @@ async def test_a_trial_is_the_same_request_online_and_in_a_batch(tmp_path, monke
             assert cost == pytest.approx((prompt * 0.5 + completion * 1.5) / 1e6, abs=1e-15)
     finally:
         con.close()
+
+
+def _anthropic_lines(sim: Simulator) -> list[tuple[str, dict[str, Any]]]:
+    """(custom id, Messages body) of every request the simulator's Message Batches got."""
+    service = sim.message_batches
+    return [(r["custom_id"], r["params"]) for rs in service._requests.values() for r in rs]
+
+
+def _gemini_lines(sim: Simulator) -> list[tuple[str, dict[str, Any]]]:
+    """(key, GenerateContentRequest) of every request the simulator's batch generation got."""
+    service = sim.gemini_batches
+    return [(i["key"], i["request"]) for items in service._inputs.values() for i in items]
+
+
+@pytest.mark.parametrize(
+    ("provider", "reader", "prompt_of", "lines_of"),
+    [
+        ("anthropic", simulator.ANTHROPIC, "messages", _anthropic_lines),
+        ("gemini", simulator.GEMINI, "contents", _gemini_lines),
+    ],
+)
+async def test_anthropic_and_gemini_trials_are_the_same_online_and_in_a_batch(
+    tmp_path, monkeypatch, provider, reader, prompt_of, lines_of
+):
+    """As the OpenAI test above: the same keys, and each batch request's body is, byte for
+    byte, the body the online request posted for the same prompt."""
+    received: list[bytes] = []
+    read = reader.read
+
+    def recording(request: Any, raw: bytes) -> Any:
+        received.append(raw)
+        return read(request, raw)
+
+    monkeypatch.setattr(reader, "read", recording)
+    common: dict[str, Any] = {"model": f"{provider}-sim", "temperature": 0.5, "max_tokens": 77}
+    if provider == "gemini":
+        common["sampling_seed"] = 9
+    async with Simulator(SimProfile(seed=1, default=ModelProfile())) as sim:
+        url = sim.base_url
+        if provider == "gemini":
+            url = url.removesuffix("/v1") + "/v1beta"
+        online_dir, batch_dir = tmp_path / "online", tmp_path / "batch"
+        online_dir.mkdir()
+        batch_dir.mkdir()
+        online = load_config(
+            write_config(
+                online_dir,
+                [model_block("m", provider=provider, base_url=url, **common)],
+                n_prompts=6,
+            )
+        )
+        batched = load_config(
+            write_config(
+                batch_dir,
+                [
+                    model_block(
+                        "m",
+                        provider=provider,
+                        base_url=url,
+                        batch=True,
+                        mode="batch",
+                        batch_price_input=0.5,
+                        batch_price_output=1.5,
+                        **common,
+                    )
+                ],
+                n_prompts=6,
+            )
+        )
+        result = await execute(online, RunOptions(store=online_dir / "s.duckdb", quiet=True), {})
+        assert result.exit_code == EXIT_OK, result.lines
+        online_bodies = [orjson.loads(raw) for raw in received]
+        options = BatchOptions(limits=BatchLimits(), sleep=no_sleep)  # `mode` asks
+        result = await execute(
+            batched, RunOptions(store=batch_dir / "s.duckdb", quiet=True, batch=options), {}
+        )
+        assert result.exit_code == EXIT_OK, result.lines
+        lines = lines_of(sim)
+        assert sim.stats().requests == 6  # the online run's; the batch run sent none online
+    keys = _keys(online_dir / "s.duckdb")
+    assert keys == _keys(batch_dir / "s.duckdb")
+    assert {key for key, _ in lines} == keys and len(lines) == 6
+    by_prompt = {orjson.dumps(b[prompt_of]): b for b in online_bodies}
+    assert len(by_prompt) == 6
+    for _, body in lines:
+        assert orjson.dumps(body) == orjson.dumps(by_prompt[orjson.dumps(body[prompt_of])])

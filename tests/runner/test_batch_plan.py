@@ -114,3 +114,39 @@ async def test_the_budget_stops_submitting_batches_at_the_bound(tmp_path):
     finally:
         con.close()
     assert result.exit_code == EXIT_FAILED
+
+
+async def test_the_budget_counts_live_batches_of_an_earlier_run(tmp_path):
+    """A batch an earlier `--no-wait` run left running counts at its upper bound: the next
+    run's budget admits nothing it would pass, and says so in one line."""
+    async with Simulator(SimProfile(seed=2, default=ModelProfile())) as sim:
+        sim.batches.steps = 1000  # the first run's batch stays in progress
+        block = model_block(
+            "gpt",
+            provider="openai",
+            base_url=sim.base_url,
+            model="sim-gpt",
+            batch=True,
+            price_input=1000.0,
+            price_output=1000.0,
+            max_tokens=100,
+        )
+        config = load_config(write_config(tmp_path, [block], n_prompts=12))
+        store = tmp_path / "s.duckdb"
+
+        def options(cap: float, wait: bool) -> RunOptions:
+            batch = BatchOptions(
+                forced=True, wait=wait, limits=BatchLimits(max_requests=4), sleep=no_sleep
+            )
+            return RunOptions(store=store, quiet=True, max_cost=cap, batch=batch)
+
+        # A batch of 4 costs at most ~$0.22: $0.30 admits one, which stays running.
+        await execute(config, options(0.3, wait=False), environ={})
+        assert sim.batches.created == 1
+        # $0.40 would admit one more batch on its own, not beside the live one.
+        lines: list[str] = []
+        result = await execute(config, options(0.4, wait=False), environ={}, say=lines.append)
+        assert sim.batches.created == 1
+    said = [line for line in lines if line.startswith("batch submission stopped")]
+    assert len(said) == 1 and "live batches" in said[0] and "earlier runs'" in said[0]
+    assert result.exit_code == EXIT_FAILED
