@@ -1,0 +1,96 @@
+"""The population tables of `ibias analyze`: estimates recounted from the view, each pair's two
+people read from the trials' items, every interval labelled with its target, and
+`--no-population` leaving them empty while the roster-conditional tables stay the same."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ibias.analysis.analyze import AnalysisResult, analyze
+from ibias.analysis.load import PAIR_PEOPLE, load_store
+from tests.analysis.conftest import query
+from tests.analysis.test_tables import CELL_KEYS, by_key, table
+
+POPULATION = (
+    "allocation_population",
+    "allocation_effects_population",
+    "allocation_identity_swap_population",
+)
+
+
+def test_pair_people_come_from_the_items(sim_store: Path) -> None:
+    people = load_store(sim_store).extras[PAIR_PEOPLE]
+    rows = query(
+        sim_store,
+        "SELECT item FROM trials WHERE experiment = 'allocation' "
+        "AND coalesce(coords->>'$.identity_swap', 'false') <> 'true' LIMIT 200",
+    )
+    mapping = {r["pair_id"]: (r["cis_person"], r["trans_person"]) for r in people.to_dicts()}
+    assert people["pair_id"].n_unique() == people.height
+    for (item,) in rows:
+        item = json.loads(item) if isinstance(item, str) else item
+        by_identity = {c["identity"]: c["person_id"] for c in item["candidates"]}
+        assert mapping[item["pair_id"]] == (by_identity["cis"], by_identity["trans"])
+
+
+def test_population_cells_recount_and_are_labelled(
+    analysed: AnalysisResult, sim_store: Path
+) -> None:
+    pop = table(analysed, "allocation_population")
+    assert not pop.is_empty()
+    assert set(pop["target"].to_list()) == {"people like these"}
+    assert set(pop["resampled"].to_list()) == {"cis and trans persons"}
+    assert set(pop["ci_method"].to_list()) == {"percentile"}
+    assert set(pop["B"].to_list()) == {2000}
+    cells = by_key(table(analysed, "allocation_cells"), CELL_KEYS)
+    assert set(table(analysed, "allocation_cells")["target"].to_list()) == {"these people"}
+    for row in pop.to_dicts():
+        conditional = cells[tuple(row[k] for k in CELL_KEYS)]
+        assert row["share_cis"] == pytest.approx(conditional["share_cis"], rel=1e-12)
+        assert row["share_trans"] == pytest.approx(conditional["share_trans"], rel=1e-12)
+        if row["gap"] is not None:
+            assert row["gap"] == pytest.approx(conditional["gap"], rel=1e-12)
+            assert row["gap_ci_low"] <= row["gap"] <= row["gap_ci_high"]
+            # People recur: never narrower than resampling pairs, up to Monte Carlo noise.
+            assert (row["gap_ci_high"] - row["gap_ci_low"]) >= 0.8 * (
+                conditional["gap_ci_high"] - conditional["gap_ci_low"]
+            )
+        assert row["pairs"] == conditional["pairs"]
+        assert row["cis_persons"] <= row["pairs"] and row["trans_persons"] <= row["pairs"]
+        assert 0.0 < row["gap_p"] <= 1.0 and row["gap_p_holm"] >= row["gap_p"]
+
+
+def test_population_effects_match_the_conditional_estimates(analysed: AnalysisResult) -> None:
+    keys = ("model_id", "language", "service", "effect", "stratum")
+    pop = table(analysed, "allocation_effects_population")
+    conditional = by_key(table(analysed, "allocation_effects"), keys)
+    assert not pop.is_empty()
+    for row in pop.to_dicts():
+        other = conditional[tuple(row[k] for k in keys)]
+        assert row["difference"] == pytest.approx(other["difference"], rel=1e-12, abs=1e-15)
+        assert row["pairs"] == other["pairs"]
+        assert row["target"] == "people like these"
+
+
+def test_no_population_skips_only_the_population_tables(
+    sim_store: Path, tmp_path: Path, analysed: AnalysisResult
+) -> None:
+    result = analyze(sim_store, tmp_path, bootstrap=2000, seed=3, population=False)
+    for name in POPULATION:
+        assert pl.read_parquet(tmp_path / f"{name}.parquet").is_empty()
+    for name in ("allocation_cells", "allocation_effects", "position_bias"):
+        a = pl.read_parquet(tmp_path / f"{name}.parquet")
+        b = table(analysed, name)
+        assert a.equals(b), name
+    html = result.report.read_text("utf-8")
+    assert "analyze --no-population" in html
+    full = analysed.report.read_text("utf-8")
+    assert full.index("For people like these") < full.index("Selection shares and tests")
+    assert np.isfinite(
+        table(analysed, "allocation_population")["gap_ci_low"].drop_nulls().to_numpy()
+    ).all()
