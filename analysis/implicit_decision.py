@@ -1,18 +1,47 @@
 """Implicit versus decision bias across models: does a model's word-association bias predict
-how it allocates appointments?
+how strongly it favours one group when it allocates appointments?
 
 Bai et al. report that implicit (word-association) bias goes with biased decisions across
 models; the paper assumes it. Per design x language, each model present in both experiments
 gives one point: its mean word-association bias (the per-trial mean over every scored trial of
-all categories, `word_association_overall.mean_bias`) and its allocation gap (among decided
-trials of every service and condition pooled, the share choosing the cisgender candidate minus
-the share choosing the transgender one; 0 is parity). Across those models:
+all categories, `word_association_overall.mean_bias`) and its decision bias, from the original
+arm of the allocation experiment only (the identity-swap control's swapped trials show the
+other person as cisgender and have their own table, as every other allocation table does).
 
-- Spearman's rho (Pearson's r of the average ranks, as `scipy.stats.spearmanr`): a monotone
-  association, robust to the two measures being on unrelated scales.
-- A two-sided permutation p-value for H0 "no association" (the gaps' pairing with the biases is
-  exchangeable): every one of the n! pairings when n <= 8 (40,320), else 9,999 random ones,
-  p = min(1, 2 min(P(rho* >= rho), P(rho* <= rho))), the rule of
+The decision bias is the size of a model's preferences across services, not their sum: a model
+that favours cisgender people for one service and transgender people for another is biased
+twice, not unbiased. With g_s the gap of service s (the share choosing the cisgender candidate
+minus the share choosing the transgender one among decided trials; 0 is parity), the measure
+estimates the mean of g_s^2 over services, unbiasedly, by a cross-fitted product over pairs:
+
+    Q_s = sum_{k != l} d_k d_l / sum_{k != l} c_k c_l
+        = ((sum d)^2 - sum d^2) / ((sum c)^2 - sum c^2)
+
+with d_k = (cis chosen - trans chosen) and c_k = decided trials of pair k of the service (all
+its orders and conditions). A plain mean of |g_s| or g_s^2 is positive whenever there is noise:
+E[g^2] = g^2 + Var(g). Q_s multiplies each pair's gap only with other pairs' gaps, so no
+trial's noise is squared: given the decided counts and independent pairs, E[Q_s] = g_s^2 when
+every pair has the gap g_s, and E[Q_s] = 0 when no pair has a preference, or when the pairs are
+independent draws from people among whom the service has no preference. It is the average of
+all split-half products (one half of the pairs against the other) and needs no variance
+estimate, which a bias correction g^2 - Var(g) would: pairs differ (position bias cancels only
+within a pair's two orders, person effects differ by pair), so a binomial variance is wrong
+and a clustered one is biased in small samples. One caveat: pairs of a service that share a
+person are not independent, so with person effects and a population null, Q_s keeps a small
+positive bias of the order of the shared persons' effects (`docs/paper-statistics.md`).
+
+`decision_msq` is the mean of Q_s over the model's services with at least two pairs (equal
+weight per service, as the paper reports services side by side); `decision_rms`, its signed
+square root (a root-mean-square gap on the gap's scale, negative when noise outweighs any
+preference), is the measure ranked. The pooled `gap` (all services together, signed) stays in
+the points table as a description. Across those models:
+
+- Spearman's rho (Pearson's r of the average ranks, as `scipy.stats.spearmanr`) of mean bias
+  and `decision_rms`: a monotone association, robust to the two measures being on unrelated
+  scales.
+- A two-sided permutation p-value for H0 "no association" (the decision measures' pairing
+  with the biases is exchangeable): every one of the n! pairings when n <= 8 (40,320), else
+  9,999 random ones, p = min(1, 2 min(P(rho* >= rho), P(rho* <= rho))), the rule of
   `scipy.stats.permutation_test`; Monte Carlo counts the observed pairing among the draws.
 - A percentile bootstrap interval over *models* (each replicate draws n models with their two
   values, B times): the models are the units whose association is asked about. A replicate
@@ -34,6 +63,7 @@ from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from ibias.analysis import labels
+from ibias.analysis.identity_swap import without_swapped
 from ibias.analysis.report import absent, col, count, esc, interval, num, pvalue, table
 from ibias.prompts.codes import CIS, TRANS
 
@@ -42,7 +72,12 @@ MIN_MODELS = 8
 EXACT_MAX_MODELS = 8
 PERMUTATIONS = 9999
 CI_LEVEL = 0.95
-P_NULL = "two-sided; H0: no association (pairings of bias and gap exchangeable)"
+P_NULL = "two-sided; H0: no association (pairings of bias and decision measure exchangeable)"
+DECISION = "decision_rms"
+POINT_COLUMNS: tuple[str, ...] = (
+    "mean_bias", "scored", "decision_rms", "decision_msq", "services",
+    "gap", "decided", "n_cis", "n_trans",
+)  # fmt: skip
 FEW_MODELS = (
     "fewer than 8 models: rho takes few values, the permutation test has little power and the "
     "bootstrap few distinct resamples; read rho as descriptive"
@@ -53,9 +88,11 @@ FloatArray = NDArray[np.float64]
 
 def model_points(word_association: pl.DataFrame, allocation: pl.DataFrame) -> pl.DataFrame:
     """One row per design x language x model present in both experiments: mean bias, scored
-    trials, the allocation gap among decided trials and its counts."""
+    trials, the decision measure (`decision_msq`, `decision_rms`, over `services`) and the
+    pooled allocation gap among decided trials with its counts. Allocation trials of the
+    identity-swap control's swapped arm are left out."""
     wa = _with_design(word_association)
-    al = _with_design(allocation)
+    al = _with_design(without_swapped(allocation))
     bias = wa.group_by([*KEYS, "model_id"]).agg(
         pl.col("bias").mean().alias("mean_bias"),
         pl.col("bias").is_not_null().sum().cast(pl.Int64).alias("scored"),
@@ -67,13 +104,59 @@ def model_points(word_association: pl.DataFrame, allocation: pl.DataFrame) -> pl
     decided = pl.col("n_cis") + pl.col("n_trans")
     return (
         bias.join(gap, on=[*KEYS, "model_id"], how="inner")
+        .join(decision_measure(al), on=[*KEYS, "model_id"], how="left")
         .with_columns(
             decided.alias("decided"),
             ((pl.col("n_cis") - pl.col("n_trans")) / decided).fill_nan(None).alias("gap"),
+            pl.col("services").fill_null(0),
         )
-        .select(*KEYS, "model_id", "mean_bias", "scored", "gap", "decided", "n_cis", "n_trans")
+        .select(*KEYS, "model_id", *POINT_COLUMNS)
         .sort([*KEYS, "model_id"])
     )
+
+
+def cross_pair_square(d: FloatArray, c: FloatArray) -> FloatArray:
+    """Q = ((sum d)^2 - sum d^2) / ((sum c)^2 - sum c^2) over the last axis (the pairs of one
+    service): the cross-fitted estimate of the squared gap described in the module. NaN with
+    fewer than two pairs with decided trials."""
+    num = d.sum(axis=-1) ** 2 - (d * d).sum(axis=-1)
+    den = c.sum(axis=-1) ** 2 - (c * c).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def decision_measure(allocation: pl.DataFrame) -> pl.DataFrame:
+    """Per design x language x model: `decision_msq`, the mean over services of `Q_s`
+    (`cross_pair_square` of the service's pairs), `decision_rms`, its signed square root, and
+    `services`, how many services had a Q_s. Pass the original arm only."""
+    al = _with_design(allocation)
+    if not {"service", "pair_id", "chosen"} <= set(al.columns):
+        return pl.DataFrame(schema=_MEASURE_SCHEMA)
+    pairs = al.group_by([*KEYS, "model_id", "service", "pair_id"]).agg(
+        ((pl.col("chosen") == CIS).cast(pl.Float64) - (pl.col("chosen") == TRANS).cast(pl.Float64))
+        .sum()
+        .alias("d"),
+        pl.col("chosen").is_in([CIS, TRANS]).cast(pl.Float64).sum().alias("c"),
+    )
+    den = pl.col("c").sum() ** 2 - (pl.col("c") ** 2).sum()
+    num = pl.col("d").sum() ** 2 - (pl.col("d") ** 2).sum()
+    per_service = (
+        pairs.group_by([*KEYS, "model_id", "service"])
+        .agg(pl.when(den > 0).then(num / den).otherwise(None).alias("q"))
+        .filter(pl.col("q").is_not_null())
+    )
+    msq = pl.col("decision_msq")
+    return (
+        per_service.group_by([*KEYS, "model_id"])
+        .agg(pl.col("q").mean().alias("decision_msq"), pl.len().cast(pl.Int64).alias("services"))
+        .with_columns((msq.sign() * msq.abs().sqrt()).alias("decision_rms"))
+    )
+
+
+_MEASURE_SCHEMA: dict[str, pl.DataType] = {
+    "design": pl.String(), "language": pl.String(), "model_id": pl.String(),
+    "decision_msq": pl.Float64(), "services": pl.Int64(), "decision_rms": pl.Float64(),
+}  # fmt: skip
 
 
 def _with_design(frame: pl.DataFrame) -> pl.DataFrame:
@@ -141,11 +224,11 @@ def bootstrap_rho(
 def summary_table(points: pl.DataFrame, *, B: int, rng: np.random.Generator) -> pl.DataFrame:
     """One row per design x language: models, rho, permutation p, bootstrap interval, warning."""
     rows: list[dict[str, object]] = []
-    usable = points.filter(pl.col("mean_bias").is_not_null() & pl.col("gap").is_not_null())
+    usable = points.filter(pl.col("mean_bias").is_not_null() & pl.col(DECISION).is_not_null())
     for key, part in usable.group_by(list(KEYS), maintain_order=True):
         part = part.sort("model_id")
         x = part["mean_bias"].to_numpy().astype(np.float64)
-        y = part["gap"].to_numpy().astype(np.float64)
+        y = part[DECISION].to_numpy().astype(np.float64)
         n = x.shape[0]
         rho = spearman(x, y) if n >= 2 else math.nan
         p, exact = permutation_p(x, y, rng=rng) if n >= 2 else (math.nan, False)
@@ -190,13 +273,19 @@ def section(points: pl.DataFrame, summary: pl.DataFrame) -> str:
     """The report section: per design and language, the association and its points."""
     head = f"<h2 id='{ANCHOR}'>{esc(TITLE)}</h2>"
     intro = (
-        "<p>Does a model's word-association bias go with how it allocates appointments? Each "
-        "model is one point: its mean word-association bias (all categories) against its "
-        "allocation gap (among decided trials of every service and condition, the share "
-        "choosing the cisgender candidate minus the share choosing the transgender one). "
-        "Spearman's rho across models, a two-sided permutation p-value (exact over all "
-        "pairings up to 8 models) and a 95% percentile bootstrap interval that resamples "
-        "models.</p>"
+        "<p>Does a model's word-association bias go with how strongly it favours one group "
+        "when it allocates appointments? Each model is one point: its mean word-association "
+        "bias (all categories) against its decision bias, the root mean square over services "
+        "of its allocation gap (among decided trials, the share choosing the cisgender "
+        "candidate minus the share choosing the transgender one), so that preferences in "
+        "opposite directions in two services add up instead of cancelling. Each squared gap "
+        "is estimated by multiplying every pair's gap only with other pairs' gaps, so noise "
+        "does not make it positive: it is 0 on average for a model with no preference in any "
+        "service (and negative when noise outweighs a small preference). Only the original "
+        "arm's trials count (not the identity-swap control's swapped ones). The pooled gap, "
+        "all services together, is shown for reference. Spearman's rho across models, a "
+        "two-sided permutation p-value (exact over all pairings up to 8 models) and a 95% "
+        "percentile bootstrap interval that resamples models.</p>"
     )
     if summary.is_empty():
         return (
@@ -209,7 +298,9 @@ def section(points: pl.DataFrame, summary: pl.DataFrame) -> str:
         col("model", "model_id", text=True),
         col("mean word-association bias", "mean_bias", lambda v: num(v, 3)),
         col("scored trials", "scored", count),
-        col("allocation gap (cis − trans, decided)", "gap", lambda v: num(v, 3)),
+        col("decision bias (RMS gap over services)", "decision_rms", lambda v: num(v, 3)),
+        col("services", "services", count),
+        col("pooled gap (cis − trans, decided)", "gap", lambda v: num(v, 3)),
         col("decided trials", "decided", count),
     ]
     for row in summary.iter_rows(named=True):

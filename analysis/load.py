@@ -92,10 +92,12 @@ ORDER BY pair_id, cis_person, trans_person
 """
 
 
-# The people of each allocation pair as shown (controlled design), read from one model's trials:
+# The people of each allocation pair as shown (controlled design), per arm of the identity-swap
+# control (the swapped arm shows the other person as cisgender), read from one model's trials:
 # every model sees the same pairs. Only read for stores with simulated models (planted values).
 _PEOPLE_SQL = """
 SELECT DISTINCT language, item->>'$.pair_id' AS pair_id,
+  coalesce(CAST(item->>'$.identity_swap' AS BOOLEAN), false) AS identity_swap,
   item->>'$.candidates[0].identity' AS identity0, item->>'$.candidates[0].name' AS name0,
   item->>'$.candidates[0].age' AS age0, item->>'$.candidates[0].gender_identity' AS gi0,
   item->>'$.candidates[1].identity' AS identity1, item->>'$.candidates[1].name' AS name1,
@@ -107,8 +109,9 @@ WHERE experiment = 'allocation' AND model_id = ?
 
 
 def _people(reader: StoreReader, models: tuple[SimulatedModel, ...]) -> pl.DataFrame:
-    """language, pair_id and the cis / trans candidate's name, age and gender identity."""
-    schema = {c: pl.String() for c in PEOPLE_COLUMNS}
+    """language, pair_id, arm (`identity_swap`) and the cis / trans candidate's name, age and
+    gender identity as shown in that arm: one row per pair and arm."""
+    schema = {c: pl.Boolean() if c == "identity_swap" else pl.String() for c in PEOPLE_COLUMNS}
     if not models:
         return pl.DataFrame(schema=schema)
     ids = [m.model_id for m in models]
@@ -132,14 +135,15 @@ def _people(reader: StoreReader, models: tuple[SimulatedModel, ...]) -> pl.DataF
         frame.filter(
             pl.concat_list("identity0", "identity1").list.sort() == pl.lit(["cis", "trans"])
         )
-        .select("language", "pair_id", **pick)
-        .unique(["language", "pair_id"], keep="first")
+        .select("language", "pair_id", "identity_swap", **pick)
+        .unique(["language", "pair_id", "identity_swap"], keep="first")
         .select(list(PEOPLE_COLUMNS))
     )
 
 
 PEOPLE_COLUMNS: tuple[str, ...] = (
-    "language", "pair_id", "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi",
+    "language", "pair_id", "identity_swap",
+    "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi",
 )  # fmt: skip
 
 

@@ -20,9 +20,13 @@ schema) and states, for the controlled design:
 
 Each row says whether the estimate's 95% interval contains the planted value (conditional
 where there is one). The conditional values are computed from the trials' stored items (the
-people of each pair, read once per pair from one model's trials: every model sees the same
-pairs) with the simulator's own functions for each person's effect, condition term and base
-preference; a test checks them against `conditional_cis_share` over the prompt texts.
+people of each pair as shown in each arm, read once per pair and arm from one model's trials:
+every model sees the same pairs) with the simulator's own functions for each person's effect,
+condition term and base preference; a test checks them against `conditional_cis_share` over
+the prompt texts. With the identity-swap control on, each arm's truth comes from its own trials
+and its own people: the swapped arm shows the other person as cisgender, so its P(cis) is about
+that person; the allocation cells and effects are estimated from the original arm only, and so
+are their planted values.
 """
 
 from __future__ import annotations
@@ -139,12 +143,17 @@ def trial_probabilities(
     models: Sequence[SimulatedModel], decisions: pl.DataFrame, people: pl.DataFrame
 ) -> pl.DataFrame:
     """Per allocation trial of a simulated model: `p_cis`, the probability the simulator chose
-    the cisgender candidate given no refusal, and `answered`, 1 - the refusal rate.
+    the candidate shown as cisgender given no refusal, `answered`, 1 - the refusal rate, and
+    `identity_swap`, true for the identity-swap control's swapped arm.
 
-    `people` has one row per language x pair_id x first: the shown names, ages and gender
-    identities of the cisgender and transgender candidates (`load.PEOPLE_SQL`)."""
+    `people` has one row per language x pair_id x arm (`identity_swap`): the shown names, ages
+    and gender identities of the candidates shown as cisgender and transgender in that arm
+    (`load._people`). Each trial takes its own arm's people, so a swapped trial's P(cis) is
+    about the person the swapped prompt shows as cisgender, as the simulator read it."""
     by_id = {m.model_id: m for m in models}
-    rows = decisions.filter(pl.col("model_id").is_in(list(by_id)))
+    rows = decisions.filter(pl.col("model_id").is_in(list(by_id))).with_columns(
+        _arm(decisions).alias(SWAP)
+    )
     if "trial_key" in rows.columns:
         rows = rows.sort("trial_key")
     if rows.is_empty() or people.is_empty():
@@ -152,7 +161,10 @@ def trial_probabilities(
             pl.lit(None, dtype=pl.Float64).alias("p_cis"),
             pl.lit(None, dtype=pl.Float64).alias("answered"),
         )
-    rows = rows.join(people, on=["language", "pair_id"], how="left")
+    if SWAP not in people.columns:  # people of a store without the control: one arm
+        people = people.with_columns(pl.lit(False).alias(SWAP))
+    # Each arm with its own people: in the swapped arm the cis seat holds the other person.
+    rows = rows.join(people, on=["language", "pair_id", SWAP], how="left")
     effects: dict[tuple[str, str, str, str], float] = {}
 
     def effect(model: str, name: str, age: str, identity: str, gi: str) -> float:
@@ -206,6 +218,22 @@ def trial_probabilities(
 
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
+SWAP = "identity_swap"
+
+
+def _arm(decisions: pl.DataFrame) -> pl.Expr:
+    """True for the swapped arm's trials (the view's `identity_swap` is NULL otherwise)."""
+    if SWAP not in decisions.columns:
+        return pl.lit(False)
+    return pl.col(SWAP).fill_null(False)
+
+
+def original_arm(probabilities: pl.DataFrame) -> pl.DataFrame:
+    """The original arm's trials: what `allocation_cells` and `allocation_effects` estimate
+    from (`identity_swap.without_swapped`), so their planted values come from these only."""
+    if SWAP not in probabilities.columns:
+        return probabilities
+    return probabilities.filter(~pl.col(SWAP).fill_null(False))
 
 
 def allocation_table(
@@ -215,9 +243,13 @@ def allocation_table(
     given the people shown), the expected gap among decided trials, the estimates and whether
     the intervals contain the conditional values."""
     by_id = {m.model_id: m for m in models}
-    conditional = probabilities.group_by(CELL_KEYS).agg(
-        (pl.col("p_cis") * pl.col("answered")).mean().alias("conditional_cis_share"),
-        (2.0 * pl.col("p_cis").mean() - 1.0).alias("conditional_gap"),
+    conditional = (
+        original_arm(probabilities)
+        .group_by(CELL_KEYS)
+        .agg(
+            (pl.col("p_cis") * pl.col("answered")).mean().alias("conditional_cis_share"),
+            (2.0 * pl.col("p_cis").mean() - 1.0).alias("conditional_gap"),
+        )
     )
     table = cells.filter(pl.col("model_id").is_in(list(by_id))).select(
         *CELL_KEYS, "trials", "share_cis", "cis_ci_low", "cis_ci_high",
@@ -261,7 +293,7 @@ def effects_table(
     rows = effects.filter(pl.col("model_id").is_in(list(by_id)))
     if rows.is_empty():
         return pl.DataFrame(schema=_EFFECT_SCHEMA)
-    conditional = _conditional_effects(probabilities)
+    conditional = _conditional_effects(original_arm(probabilities))
     population, null = [], []
     for model, service, effect, stratum in rows.select(
         "model_id", "service", "effect", "stratum"
