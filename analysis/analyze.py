@@ -18,7 +18,15 @@ from typing import Literal, get_args
 import numpy as np
 import polars as pl
 
-from ibias.analysis import implicit_decision, overview, paper, planted, report, roster
+from ibias.analysis import (
+    implicit_decision,
+    overview,
+    paper,
+    planted,
+    planted_population,
+    report,
+    roster,
+)
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
@@ -170,7 +178,11 @@ def block_tables(
         "progress": data.progress,
     }
     core.update(cross_tables(data, B=B, seed=seed))
-    core.update(planted.planted_tables(data.simulated, data.views, data.people, tables))
+    core.update(
+        planted_population.extend(
+            planted.planted_tables(data.simulated, data.views, data.people, tables), tables
+        )
+    )
     tables.update({name: order_rows(frame, models, ()) for name, frame in core.items()})
     tables["roster"] = roster.roster_table(data.patients)
     differences = paper.tables(comparisons, data)

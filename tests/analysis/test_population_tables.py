@@ -94,3 +94,30 @@ def test_no_population_skips_only_the_population_tables(
     assert np.isfinite(
         table(analysed, "allocation_population")["gap_ci_low"].drop_nulls().to_numpy()
     ).all()
+
+
+def test_planted_population_values_are_checked_against_population_intervals(
+    analysed: AnalysisResult,
+) -> None:
+    """The recovery check for both targets: each planted cell's population value against the
+    population interval, recounted here; the coverage rows say their target."""
+    planted = table(analysed, "planted_allocation")
+    if planted.is_empty():
+        pytest.skip("no simulated model in this store")
+    pop = by_key(table(analysed, "allocation_population"), CELL_KEYS)
+    for row in planted.to_dicts():
+        other = pop[tuple(row[k] for k in CELL_KEYS)]
+        low, high = other["cis_ci_low"], other["cis_ci_high"]
+        assert row["cis_inside_population_ci"] == (low <= row["expected_cis_share"] <= high)
+        assert row["population_target"] == "people like these"
+        assert row["target"] == "these people"
+        assert row["population_B"] == 2000 and row["B"] == 2000
+    coverage = table(analysed, "planted_coverage")
+    targets = dict(zip(coverage["value"], coverage["target"], strict=True))
+    assert targets["allocation cis share (people like these)"] == "people like these"
+    assert targets["allocation cis share (given the people shown)"] == "these people"
+    flags = planted["cis_inside_population_ci"].to_list()
+    row = coverage.filter(pl.col("value") == "allocation cis share (people like these)").row(
+        0, named=True
+    )
+    assert row["intervals"] == len(flags) and row["inside"] == sum(flags)
