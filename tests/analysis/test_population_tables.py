@@ -121,3 +121,16 @@ def test_planted_population_values_are_checked_against_population_intervals(
         0, named=True
     )
     assert row["intervals"] == len(flags) and row["inside"] == sum(flags)
+
+
+def test_captions_and_methods_note_say_method_and_b(analysed: AnalysisResult) -> None:
+    from ibias.analysis import figures
+
+    cells = table(analysed, "allocation_cells")
+    note = figures.interval_note(cells, "resampling pairs")
+    assert note == "95% percentile bootstrap intervals (resampling pairs, B = 2,000 resamples)"
+    html = analysed.report.read_text("utf-8")
+    assert html.count("percentile bootstrap intervals (resampling") >= 2
+    methods = html[html.index("id='methods'") :]
+    assert "people like these" in methods and "pigeonhole" in methods
+    assert "Wilson intervals (beside the" in methods
