@@ -134,3 +134,30 @@ def test_captions_and_methods_note_say_method_and_b(analysed: AnalysisResult) ->
     methods = html[html.index("id='methods'") :]
     assert "people like these" in methods and "pigeonhole" in methods
     assert "Wilson intervals (beside the" in methods
+
+
+def test_population_swap_effects_on_a_hand_count() -> None:
+    """The identity-swap hand count of test_identity_swap, with people: p1 and p2 share their
+    cis person; the estimates are the roster-conditional ones, the intervals persons'."""
+    from ibias.analysis import allocation_population, identity_swap
+    from tests.analysis.test_identity_swap import HAND
+
+    people = pl.DataFrame(
+        {
+            "pair_id": ["p1", "p2", "p3", "p4"],
+            "cis_person": ["a", "a", "b", "c"],
+            "trans_person": ["x", "y", "z", "z"],
+        }
+    )
+    got = allocation_population.swap_table(HAND, people, B=300, rng=np.random.default_rng(0))
+    ref = identity_swap.swap_table(HAND, B=300, method="percentile", rng=np.random.default_rng(0))
+    g, r = got.row(0, named=True), ref.row(0, named=True)
+    assert g["identity_effect"] == pytest.approx(r["identity_effect"])  # 0.4167
+    assert g["person_effect"] == pytest.approx(r["person_effect"])  # 0.25
+    assert (g["pairs"], g["cis_persons"], g["trans_persons"]) == (3, 2, 3)
+    assert g["identity_ci_low"] <= g["identity_effect"] <= g["identity_ci_high"]
+    assert (g["target"], g["resampled"], g["ci_method"]) == (
+        "people like these",
+        "cis and trans persons",
+        "percentile",
+    )
