@@ -103,11 +103,18 @@ def with_people(decisions: pl.DataFrame, pair_people: pl.DataFrame | None) -> pl
     """`decisions` with each trial's `cis_person` and `trans_person` (null when unknown)."""
     if pair_people is None or pair_people.is_empty():
         return decisions.with_columns(
-            pl.lit(None, dtype=pl.String).alias("cis_person"),
-            pl.lit(None, dtype=pl.String).alias("trans_person"),
+            pl.lit(None, dtype=pl.Int64).alias("cis_person"),
+            pl.lit(None, dtype=pl.Int64).alias("trans_person"),
         )
-    people = pair_people.select("pair_id", "cis_person", "trans_person").unique(
-        "pair_id", keep="first"
+    people = (
+        pair_people.select("pair_id", "cis_person", "trans_person")
+        .unique("pair_id", keep="first")
+        # Integer codes (in the ids' sorted order) so the bootstrap factorises numbers, not
+        # strings, over every trial.
+        .with_columns(
+            pl.col("cis_person").rank("dense").cast(pl.Int64),
+            pl.col("trans_person").rank("dense").cast(pl.Int64),
+        )
     )
     return decisions.join(people, on="pair_id", how="left")
 

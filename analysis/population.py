@@ -111,9 +111,17 @@ def grouped_pigeonhole_ci(
     else:
         t = np.asarray(treated).astype(bool)[defined]
     # Pairs: unique (cell, cis, trans); columns summed per pair.
-    combined = np.stack([cell, cis, trans], axis=1)
-    units, unit = np.unique(combined, axis=0, return_inverse=True)
+    n_cis_all, n_trans_all = int(cis.max(initial=-1)) + 1, int(trans.max(initial=-1)) + 1
+    combined = (cell.astype(np.int64) * n_cis_all + cis) * n_trans_all + trans
+    flat_units, unit = np.unique(combined, return_inverse=True)
     unit = unit.reshape(-1)
+    units = np.column_stack(
+        [
+            flat_units // (n_cis_all * n_trans_all),
+            (flat_units // n_trans_all) % n_cis_all,
+            flat_units % n_trans_all,
+        ]
+    ).astype(np.intp)
     k = units.shape[0]
     if treated is None:
         cols = np.column_stack(
@@ -182,24 +190,34 @@ def _cells(
         weights = _pair_weights(cis.reshape(-1), trans.reshape(-1), n_cis, n_trans, B, rng)
         stacked = np.concatenate([cols[rows_of[c]] for c in cells], axis=1)  # (pairs, C*k)
         sums = weights @ stacked  # (B, C*k)
-        n_cols = cols.shape[1]
+        n_cols, k = cols.shape[1], len(cells)
+        # (B, k) replicates and (k,) estimates of every cell of this structure at once.
+        reps = _statistic(sums.reshape(B, k, n_cols), paired)
+        estimates = _statistic(stacked.sum(axis=0).reshape(k, n_cols), paired)
+        finite = np.isfinite(reps)
+        if finite.all():
+            lows, highs = np.quantile(reps, [alpha, 1.0 - alpha], axis=0)
+        else:  # some replicate left a denominator empty: quantiles of the usable ones
+            with np.errstate(all="ignore"):
+                lows, highs = np.nanquantile(
+                    np.where(finite, reps, np.nan), [alpha, 1.0 - alpha], axis=0
+                )
+        usable = finite.sum(axis=0)
+        below = np.count_nonzero(finite & (reps <= null), axis=0)
+        above = np.count_nonzero(finite & (reps >= null), axis=0)
+        spread = np.ptp(stacked, axis=0).reshape(k, n_cols).any(axis=1)
         for i, c in enumerate(cells):
-            part = stacked[:, i * n_cols : (i + 1) * n_cols]
-            estimate = float(_statistic(part.sum(axis=0), paired))
-            reps = _statistic(sums[:, i * n_cols : (i + 1) * n_cols], paired)
-            usable = reps[np.isfinite(reps)]
-            undefined = B - usable.shape[0]
-            if usable.size == 0 or not np.isfinite(estimate):
+            estimate = float(estimates[i])
+            if usable[i] == 0 or not np.isfinite(estimate):
                 low = high = p = np.nan
             else:
-                low, high = (float(v) for v in np.quantile(usable, [alpha, 1.0 - alpha]))
-                spread = np.ptp(part, axis=0).any()
-                if not spread:
+                low, high = float(lows[i]), float(highs[i])
+                if not spread[i]:
                     low = high = estimate
-                p = _p_value(usable, null, estimate)
+                p = _p_value(int(below[i]), int(above[i]), int(usable[i]), null, estimate)
             out[keys[c]] = PopulationCI(
                 estimate, low, high, p, int(first.size), n_cis, n_trans, B, level,
-                int(dropped[c]), int(undefined),
+                int(dropped[c]), int(B - usable[i]),
             )  # fmt: skip
     return {k: out[k] for k in keys}
 
@@ -226,13 +244,10 @@ def _counts(draws: NDArray[np.int64], n: int) -> FloatArray:
     return np.bincount(flat.reshape(-1), minlength=b * n).reshape(b, n).astype(np.float64)
 
 
-def _p_value(replicates: FloatArray, null: float, estimate: float) -> float:
-    """Two-sided percentile-bootstrap p-value of `null`; 1 when the estimate equals it.
-
-    Counted as (k + 1) / (B + 1), so it is never 0 from finitely many replicates."""
+def _p_value(below: int, above: int, b: int, null: float, estimate: float) -> float:
+    """Two-sided percentile-bootstrap p-value of `null` from the counts of usable replicates
+    at or below and at or above it; 1 when the estimate equals it. Counted as (k + 1) / (b + 1),
+    so it is never 0 from finitely many replicates."""
     if estimate == null:
         return 1.0
-    b = replicates.shape[0]
-    below = (np.count_nonzero(replicates <= null) + 1) / (b + 1)
-    above = (np.count_nonzero(replicates >= null) + 1) / (b + 1)
-    return float(min(1.0, 2.0 * min(below, above)))
+    return float(min(1.0, 2.0 * (min(below, above) + 1) / (b + 1)))

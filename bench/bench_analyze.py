@@ -75,7 +75,9 @@ def analyse_in_child(store: Path, out: Path, *flags: str) -> dict[str, float]:
         [sys.executable, "-c", _CHILD, str(store), str(out), *flags],
         cwd=ROOT, check=True, capture_output=True, text=True,
     )  # fmt: skip
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    # DuckDB may draw its progress bar on stdout (slow queries): the figures end the output.
+    last = done.stdout.strip().splitlines()[-1]
+    figures: dict[str, float] = json.loads(last[last.rindex("{") :])
     return figures
 
 
