@@ -161,3 +161,31 @@ def test_population_swap_effects_on_a_hand_count() -> None:
         "cis and trans persons",
         "percentile",
     )
+
+
+TARGETS = {
+    "allocation_cells": ("these people", "pair"),
+    "position_bias": ("these people", "pair"),
+    "allocation_effects": ("these people", "pair"),
+    "allocation_population": ("people like these", "cis and trans persons"),
+    "allocation_effects_population": ("people like these", "cis and trans persons"),
+    "allocation_authors_view": ("these people", "none"),
+    "word_association_cells": ("these stimuli", "trial"),
+    "word_association_overall": ("these stimuli", "trial"),
+    "word_association_scores": ("these stimuli", "trial"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_every_interval_table_says_its_target_method_and_unit(
+    analysed: AnalysisResult, name: str
+) -> None:
+    frame = table(analysed, name)
+    assert not frame.is_empty()
+    target, unit = TARGETS[name]
+    assert set(frame["target"].to_list()) == {target}
+    assert set(frame["resampled"].to_list()) == {unit}
+    assert set(frame["ci_level"].to_list()) == {0.95}
+    methods = set(frame["ci_method"].to_list())
+    assert methods == ({"wilson"} if unit == "none" else {"percentile"})
+    assert set(frame["B"].to_list()) == ({None} if unit == "none" else {2000})
