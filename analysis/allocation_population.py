@@ -354,14 +354,7 @@ def section(cells: pl.DataFrame, anchor: str | None) -> str:
     ]
     columns = [
         col("model", "model_id", text=True),
-        col("language", "language", lambda v: esc(labels.language(v)), text=True),
         col("service", "service", lambda v: esc(labels.service(v)), text=True),
-        Column(
-            "condition",
-            lambda r: esc(
-                f"{labels.explanation(r['explanation'])}, {labels.symptoms(r['symptoms'])}"
-            ),
-        ),
         Column(
             "people (cis / trans), pairs",
             lambda r: (
@@ -383,8 +376,25 @@ def section(cells: pl.DataFrame, anchor: str | None) -> str:
             lambda r: f"{pvalue(r['gap_p'], r['gap_p_holm'])} ({pvalue(r['gap_p_holm'])})",
         ),
     ]
-    parts.append(
-        "<details class='key'><summary>Shares, gaps and tests for people like these</summary>"
-        f"{table(cells, columns)}</details>"
-    )
+    first = True
+    for lang in labels.ordered("languages", cells["language"].unique().to_list()):
+        for level in labels.ordered("symptoms", cells["symptoms"].unique().to_list()):
+            for expl in sorted(cells["explanation"].unique().to_list()):
+                sub = cells.filter(
+                    (pl.col("language") == lang)
+                    & (pl.col("symptoms") == level)
+                    & (pl.col("explanation") == expl)
+                )
+                if sub.is_empty():
+                    continue
+                title = (
+                    f"People like these: {labels.language(lang)}, {labels.symptoms(level)}, "
+                    f"{labels.explanation(expl)}"
+                )
+                # The first condition (the paper's main one when present) open, as a lead.
+                parts.append(
+                    f"<details{' open' if first else ''}><summary>{esc(title)}</summary>"
+                    f"{table(sub, columns)}</details>"
+                )
+                first = False
     return "".join(parts)
