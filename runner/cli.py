@@ -361,7 +361,7 @@ def _analyze_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--no-population",
         action="store_true",
         help="skip the intervals and tests for people like these (the pigeonhole bootstrap "
-        "over persons); the roster-conditional ones stay",
+        "over persons); the roster-conditional ones stay (default: computed)",
     )
 
 
