@@ -28,10 +28,13 @@ test: $(STAMP) browser
 	$(BIN)/pytest -rs -n 2 --dist loadfile --no-loadscope-reorder
 
 # The long torture runs (20,000 trials, 5% faults, 10 kill -9s; the paper-sized grid stopped
-# 12 times by SIGINT, SIGTERM and kill -9 in every phase); `make test` runs the short ones.
+# 12 times by SIGINT, SIGTERM and kill -9 in every phase; the population coverage test over
+# 1,000 rosters); `make test` runs the short ones.
 torture: $(STAMP)
 	IBIAS_TORTURE=1 $(BIN)/pytest -p no:cacheprovider -s -k long \
 		tests/reliability/test_torture.py tests/reliability/test_resume_full_size.py
+	IBIAS_TORTURE=1 IBIAS_COVERAGE_TABLE=1 $(BIN)/pytest -p no:cacheprovider -s \
+		tests/analysis/test_population_coverage.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_runner

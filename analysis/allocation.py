@@ -47,15 +47,20 @@ from ibias.prompts.codes import CIS, HIGH, LOW, NO_CHOICE, NO_SYMPTOMS, NONE_REA
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
 CI_LEVEL = 0.95
 RESAMPLED = "pair"
+# What the intervals and tests of these tables are about: this roster's people (only the
+# models' answers random). The population ones are in analysis/allocation_population.py.
+TARGET = "these people"
 SIGN_NULL = "two-sided; H0: an agreeing pair is equally likely to favour either candidate"
 NAIVE_NULL = "two-sided; H0: a decided trial is equally likely to choose either candidate"
 POSITION_NULL = "two-sided; H0: a decided trial is equally likely to choose either position"
 
 
 def _explained(table: pl.DataFrame) -> pl.DataFrame:
-    """The columns that say what every interval is: its level and its resampling unit."""
+    """The columns that say what every interval is: its level, resampling unit and target."""
     return table.with_columns(
-        pl.lit(CI_LEVEL).alias("ci_level"), pl.lit(RESAMPLED).alias("resampled")
+        pl.lit(CI_LEVEL).alias("ci_level"),
+        pl.lit(RESAMPLED).alias("resampled"),
+        pl.lit(TARGET).alias("target"),
     )
 
 
@@ -284,6 +289,7 @@ _CELLS_SCHEMA: dict[str, pl.DataType] = {
     "ci_method": pl.String(),
     "ci_level": pl.Float64(),
     "resampled": pl.String(),
+    "target": pl.String(),
 }
 
 
@@ -358,6 +364,7 @@ _POSITION_SCHEMA: dict[str, pl.DataType] = {
     "ci_method": pl.String(),
     "ci_level": pl.Float64(),
     "resampled": pl.String(),
+    "target": pl.String(),
 }
 
 
@@ -487,6 +494,7 @@ _EFFECT_SCHEMA: dict[str, pl.DataType] = {
     "ci_method": pl.String(),
     "ci_level": pl.Float64(),
     "resampled": pl.String(),
+    "target": pl.String(),
 }
 
 

@@ -140,6 +140,15 @@ def authors_view_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -
         pl.Series("p_cis_greater", greater, dtype=pl.Float64),
         pl.Series("p_cis_less", less, dtype=pl.Float64),
     ).with_columns(pl.selectors.float().fill_nan(None))
+    # What the interval is: closed-form Wilson (nothing resampled, no B), treating decided
+    # trials as independent, so about these people's trials at best.
+    table = table.with_columns(
+        pl.lit(0.95).alias("ci_level"),
+        pl.lit("wilson").alias("ci_method"),
+        pl.lit("none").alias("resampled"),
+        pl.lit(None, dtype=pl.Int64).alias("B"),
+        pl.lit("these people").alias("target"),
+    )
     return table.select(*CELL_KEYS, *_AUTHORS_SCHEMA)
 
 
@@ -158,6 +167,11 @@ _AUTHORS_SCHEMA: dict[str, pl.DataType] = {
     "p_cis_greater": pl.Float64(),
     "p_cis_less": pl.Float64(),
     "parser_version": pl.Int64(),
+    "ci_level": pl.Float64(),
+    "ci_method": pl.String(),
+    "resampled": pl.String(),
+    "B": pl.Int64(),
+    "target": pl.String(),
 }
 
 

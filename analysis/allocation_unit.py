@@ -8,7 +8,14 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import allocation, allocation_authors, figures, identity_swap, labels
+from ibias.analysis import (
+    allocation,
+    allocation_authors,
+    allocation_population,
+    figures,
+    identity_swap,
+    labels,
+)
 from ibias.analysis import logprobs as logprob_shares
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
@@ -71,6 +78,7 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
             method=method,
             rng=ctx.rng(logprob_shares.TABLE),
         ),
+        **allocation_population.tables(decisions, every, ctx.extras, B=b, rng=ctx.rng),
     }
 
 
@@ -174,10 +182,14 @@ def _allocation(inp: SectionContext) -> str:
         )
     parts = [
         head,
+        allocation_population.section(
+            inp.tables.get(allocation_population.CELLS, pl.DataFrame()), inp.anchor
+        ),
         "<p>Share of all trials choosing each candidate; the rest made no choice (R refused, "
         "B chose both, N declined both, U unreadable, S named a name both candidates share, "
         "E empty: no text at all). "
-        "Intervals are 95% bootstrap intervals that resample pairs (both orders together); "
+        "From here on the intervals and tests are about <em>these people</em> (the roster's): "
+        "95% bootstrap intervals that resample pairs (both orders together); "
         "the Wilson interval below treats trials as independent. “cis − trans among "
         "decided” is the share of decided trials choosing the cisgender candidate minus the "
         "share choosing the transgender one (the paper's deviation from parity; 0 = parity). "
@@ -186,7 +198,7 @@ def _allocation(inp: SectionContext) -> str:
         "are below 0.05 after Holm's correction across services within the same model, "
         "language and condition.</p>",
         figures_html(inp.figures, "allocation_rates", lambda f: not f.name.endswith("_none")),
-        "<h3>Selection shares and tests per condition</h3>",
+        "<h3>Selection shares and tests per condition (these people)</h3>",
     ]
     for (lang, level, expl), sub in _condition_groups(cells):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"

@@ -18,7 +18,15 @@ from typing import Literal, get_args
 import numpy as np
 import polars as pl
 
-from ibias.analysis import implicit_decision, overview, paper, planted, report, roster
+from ibias.analysis import (
+    implicit_decision,
+    overview,
+    paper,
+    planted,
+    planted_population,
+    report,
+    roster,
+)
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
@@ -170,7 +178,11 @@ def block_tables(
         "progress": data.progress,
     }
     core.update(cross_tables(data, B=B, seed=seed))
-    core.update(planted.planted_tables(data.simulated, data.views, data.people, tables))
+    core.update(
+        planted_population.extend(
+            planted.planted_tables(data.simulated, data.views, data.people, tables), tables
+        )
+    )
     tables.update({name: order_rows(frame, models, ()) for name, frame in core.items()})
     tables["roster"] = roster.roster_table(data.patients)
     differences = paper.tables(comparisons, data)
@@ -261,15 +273,19 @@ def analyze(
     ci: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
     by_reported_model: bool = False,
+    population: bool = True,
 ) -> AnalysisResult:
     """Analyse `store` into `out_dir` (created if needed); see the module docstring.
-    `by_reported_model` groups the tables by the model the provider reported (analysis/load.py)."""
+    `by_reported_model` groups the tables by the model the provider reported (analysis/load.py);
+    `population` False skips the intervals and tests for people like these (the allocation
+    `*_population` tables come out empty): they need each pair's people from the store and a
+    pigeonhole bootstrap per cell (analysis/population.py)."""
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 1:
         raise ValueError(f"bootstrap: expected a positive number of resamples, got {bootstrap!r}")
     if ci not in CI_METHODS:
         raise ValueError(f"ci: expected one of {', '.join(CI_METHODS)}, got {ci!r}")
     data = load_store(
-        store, by_reported_model=by_reported_model
+        store, by_reported_model=by_reported_model, pair_people=population
     )  # parses pending responses; the store is closed on return
     models = model_order(data)
     blocks = compute_blocks(data, models, B=bootstrap, method=ci, seed=seed)

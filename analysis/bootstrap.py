@@ -23,7 +23,9 @@ would treat the two orders as independent and give intervals of the wrong width;
 pairs keeps both of a pair's trials together and is valid whatever the dependence within a
 pair. The same holds for paired comparisons between conditions (explanation yes/no, symptoms vs
 none): the same pairs are shown under every condition, so a pair carries all of its trials
-under both conditions.
+under both conditions. Pair intervals are about *these people* (the roster's): a person recurs
+in several pairs, so pairs are not independent draws of people; intervals for people in general
+resample the persons themselves (`analysis.population`, a pigeonhole bootstrap).
 
 Intervals. `percentile` takes the alpha/2 and 1 - alpha/2 quantiles of the bootstrap
 distribution (linear interpolation, as numpy and scipy do). `bca` is the bias-corrected and

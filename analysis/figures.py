@@ -104,6 +104,19 @@ def model_style(models: Sequence[str]) -> dict[str, tuple[str, str]]:
     return {m: (PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]) for i, m in enumerate(models)}
 
 
+def interval_note(frame: pl.DataFrame, unit: str) -> str:
+    """What a figure's error bars are: level, method, B and resampling unit, read from the
+    table the bars come from (its `ci_level`, `ci_method` and `B` columns)."""
+    first = frame.row(0, named=True) if not frame.is_empty() else {}
+    level = first.get("ci_level") or 0.95
+    method = {"bca": "BCa"}.get(
+        str(first.get("ci_method")), str(first.get("ci_method") or "percentile")
+    )
+    b = first.get("B")
+    resamples = f", B = {int(b):,} resamples" if b is not None else ""
+    return f"{level:.0%} {method} bootstrap intervals ({unit}{resamples})"
+
+
 def _save(fig: MplFigure, out_dir: Path, name: str, title: str, caption: str) -> Figure:
     png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
     fig.savefig(png, dpi=DPI)
@@ -229,8 +242,8 @@ def word_association_figure(
     )  # fmt: skip
     caption = (
         "Mean word-association bias per category and model; positive values mean negative "
-        "words went to “transgender” and positive words to “cisgender”. Error bars: 95% "
-        "bootstrap confidence intervals over trials."
+        "words went to “transgender” and positive words to “cisgender”. Error bars: "
+        f"{interval_note(cells, 'resampling trials')}."
     )
     return [_save(fig, out_dir, "word_association_bias", "Word-association bias", caption)]
 
@@ -342,8 +355,10 @@ def _rates_figure(
     caption = (
         f"Share of trials in which each model chose the cisgender or the transgender candidate "
         f"({labels.language(lang)}, {labels.symptoms(level)}); shares are over all trials, so "
-        "refusals and unreadable replies lower both. Error bars: 95% bootstrap intervals "
-        "resampling pairs (both orders of a pair together)."
+        f"refusals and unreadable replies lower both. Error bars: "
+        f"{interval_note(sub, 'resampling pairs, both orders of a pair together')}, about "
+        "these people (the roster's); the report's population table gives wider intervals "
+        "for people like these."
     )
     title = f"Selection rates — {labels.language(lang)}, {labels.symptoms(level)}"
     return _save(fig, out_dir, f"allocation_rates_{lang}_{level}", title, caption)
@@ -444,7 +459,8 @@ def effects_figures(effects: pl.DataFrame, models: Sequence[str], out_dir: Path)
             "Paired effects on the share of trials choosing the transgender candidate: asking "
             "for an explanation (yes − no, pooled over symptom levels) and adding symptoms "
             "(high or low urgency − none, pooled over explanation), over the same pairs. Error "
-            "bars: 95% bootstrap intervals resampling pairs."
+            f"bars: {interval_note(pooled, 'resampling pairs')}, about these people (the "
+            "roster's)."
         )
         out.append(
             _save(

@@ -42,7 +42,8 @@ from ibias.prompts.codes import CIS, TRANS
 TABLE = "allocation_identity_swap"
 KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
 LEVEL = 0.95
-RESAMPLED = "pairs"
+RESAMPLED = "pair"  # one spelling per unit, as in every allocation table
+TARGET = "these people"
 
 SCHEMA: dict[str, pl.DataType] = {
     "model_id": pl.String(),
@@ -68,6 +69,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "ci_level": pl.Float64(),
     "ci_method": pl.String(),
     "resampled": pl.String(),
+    "target": pl.String(),
 }
 
 
@@ -139,6 +141,7 @@ def swap_table(
             pl.lit(LEVEL).alias("ci_level"),
             pl.lit(method).alias("ci_method"),
             pl.lit(RESAMPLED).alias("resampled"),
+            pl.lit(TARGET).alias("target"),
         )
         .sort(CELL)
     )
@@ -171,8 +174,9 @@ def section(frame: pl.DataFrame, anchor: str | None) -> str:
         "trans gaps). <em>Person effect</em>: the preference for the pair's originally "
         "cisgender person whatever identity they are shown with (half the difference of the "
         "gaps): what follows the name and age. Shares over all trials of the arm; 95% "
-        "percentile or BCa intervals resample pairs with all their trials. The other "
-        "allocation tables use the original arm only.</p>",
+        "percentile or BCa intervals resample pairs with all their trials: they are about "
+        "these people (the roster's); allocation_identity_swap_population has the same effects "
+        "for people like these. The other allocation tables use the original arm only.</p>",
     ]
     columns = [
         col("model", "model_id", text=True),

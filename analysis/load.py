@@ -91,6 +91,23 @@ WHERE experiment = 'allocation' AND item->>'$.design' = 'paper'
 """
 
 
+# Each allocation pair's two people (person ids) in the original arm, any design: what the
+# population intervals resample (analysis/allocation_population.py). Swapped-arm trials show
+# the same people with their identities exchanged, so they are left out here.
+PAIR_PEOPLE = "allocation_pair_people"
+_PAIR_PEOPLE_SQL = """
+SELECT DISTINCT item->>'$.pair_id' AS pair_id,
+  CASE WHEN item->>'$.candidates[0].identity' = 'cis' THEN item->>'$.candidates[0].person_id'
+       ELSE item->>'$.candidates[1].person_id' END AS cis_person,
+  CASE WHEN item->>'$.candidates[0].identity' = 'cis' THEN item->>'$.candidates[1].person_id'
+       ELSE item->>'$.candidates[0].person_id' END AS trans_person
+FROM trials
+WHERE experiment = 'allocation' AND coalesce(coords->>'$.identity_swap', 'false') <> 'true'
+  AND item->>'$.pair_id' IS NOT NULL
+ORDER BY pair_id, cis_person, trans_person
+"""
+
+
 # The people of each allocation pair as shown (controlled design), per arm of the identity-swap
 # control (the swapped arm shows the other person as cisgender), read from one model's trials:
 # every model sees the same pairs. Only read for stores with simulated models (planted values).
@@ -199,7 +216,9 @@ def _by_reported(sql: str) -> str:
     )
 
 
-def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
+def load_store(
+    path: Path, *, by_reported_model: bool = False, pair_people: bool = True
+) -> StoreData:
     """Parse pending responses, then read the views in one snapshot.
 
     With no run holding the store, under its lock, `parse_pending` first inserts derived rows
@@ -212,6 +231,10 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
     than the configured id (for a store whose model drifted, store/drift.py): each trial's
     model_id becomes "id @ reported name". Progress stays per configured id (a trial without an
     answer has no reported model).
+
+    `pair_people` reads each allocation pair's two person ids into
+    `extras["allocation_pair_people"]` (for the population intervals,
+    analysis/allocation_population.py); without it that key is absent and they are skipped.
     """
     n_parsed = 0
     if not path.exists():  # before the lock: a mistyped --store leaves no STORE.lock behind
@@ -253,7 +276,8 @@ def load_store(path: Path, *, by_reported_model: bool = False) -> StoreData:
             n_parsed_now=n_parsed,
             store=path,
             extras={
-                p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.extra_parsers
+                **{p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.extra_parsers},
+                **({PAIR_PEOPLE: reader.frame(_PAIR_PEOPLE_SQL)} if pair_people else {}),
             },
             patients=reader.frame(_PATIENTS_SQL),
             simulated=simulated,

@@ -62,6 +62,9 @@ EXPLICIT_ANSWERS: tuple[str, ...] = WORD_ASSOCIATION_EXPLICIT_ANSWERS
 TEMPLATES: tuple[int, ...] = (1, 2, 3)
 CI_LEVEL = 0.95
 RESAMPLED = "trial"
+# What the intervals and tests are about: this model's answers to the category's words
+# (trials resampled; the words are not a sample of words in general).
+TARGET = "these stimuli"
 T_NULL = "two-sided; H0: mean bias = 0"
 SIGN_FLIP_NULL = "two-sided; H0: bias scores symmetric about 0"
 
@@ -113,6 +116,7 @@ def bias_table(
             pl.lit(method).alias("ci_method"),
             pl.lit(CI_LEVEL).alias("ci_level"),
             pl.lit(RESAMPLED).alias("resampled"),
+            pl.lit(TARGET).alias("target"),
             pl.lit(T_NULL).alias("t_p_null"),
             pl.lit(SIGN_FLIP_NULL).alias("sign_flip_p_null"),
             pl.when(pl.col("sign_flip_p").is_null())
@@ -269,6 +273,7 @@ def scores_table(cells: pl.DataFrame, pooled: pl.DataFrame) -> pl.DataFrame:
             ),
             pl.lit(CI_LEVEL).alias("ci_level"),
             pl.lit(RESAMPLED).alias("resampled"),
+            pl.lit(TARGET).alias("target"),
         )
     return table
 
@@ -293,6 +298,7 @@ def _empty(keys: Sequence[str]) -> pl.DataFrame:
     schema["ci_method"] = pl.String()
     schema["ci_level"] = pl.Float64()
     schema["resampled"] = pl.String()
+    schema["target"] = pl.String()
     schema["t_p_null"] = pl.String()
     schema["sign_flip_p_null"] = pl.String()
     schema["sign_flip_method"] = pl.String()

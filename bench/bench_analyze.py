@@ -32,11 +32,14 @@ _CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from ibias.analysis.analyze import analyze
-start = time.perf_counter()
-result = analyze(Path(sys.argv[1]), Path(sys.argv[2]), bootstrap=2000)
+population = len(sys.argv) < 4 or sys.argv[3] != "--no-population"
+usage = resource.getrusage(resource.RUSAGE_SELF)
+start, cpu0 = time.perf_counter(), usage.ru_utime + usage.ru_stime
+result = analyze(Path(sys.argv[1]), Path(sys.argv[2]), bootstrap=2000, population=population)
 wall = time.perf_counter() - start
-peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"wall_s": wall, "peak_mb": peak_kb / 1024, "figures": len(result.figures)}))
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime - cpu0,
+                  "peak_mb": usage.ru_maxrss / 1024, "figures": len(result.figures)}))
 """
 
 
@@ -67,12 +70,14 @@ def unparsed_copy(store: Path, folder: Path) -> tuple[Path, int]:
     return copy, int(n)
 
 
-def analyse_in_child(store: Path, out: Path) -> dict[str, float]:
+def analyse_in_child(store: Path, out: Path, *flags: str) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(store), str(out)],
+        [sys.executable, "-c", _CHILD, str(store), str(out), *flags],
         cwd=ROOT, check=True, capture_output=True, text=True,
     )  # fmt: skip
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    # DuckDB may draw its progress bar on stdout (slow queries): the figures end the output.
+    last = done.stdout.strip().splitlines()[-1]
+    figures: dict[str, float] = json.loads(last[last.rindex("{") :])
     return figures
 
 
@@ -98,10 +103,38 @@ def run(store: Path | None = None) -> dict[str, float]:
     }
 
 
+def compare_population(store: Path, repeats: int = 2) -> dict[str, list[dict[str, float]]]:
+    """`analyze` of a parsed copy of `store` with the population intervals and with
+    `--no-population`, alternating, `repeats` times each (wall and CPU time of each child)."""
+    runs: dict[str, list[dict[str, float]]] = {"population": [], "no_population": []}
+    with tempfile.TemporaryDirectory(prefix="ibias-bench-analyze-") as tmp:
+        folder = Path(tmp)
+        copy = folder / "parsed.duckdb"
+        shutil.copy(store, copy)
+        analyse_in_child(copy, folder / "warm")  # parses anything pending, once
+        for i in range(repeats):
+            runs["population"].append(analyse_in_child(copy, folder / f"p{i}"))
+            runs["no_population"].append(
+                analyse_in_child(copy, folder / f"n{i}", "--no-population")
+            )
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, help="reuse a demo store instead of simulating")
+    parser.add_argument(
+        "--compare-population",
+        action="store_true",
+        help="with --store: analyze with and without --no-population (wall and CPU)",
+    )
     args = parser.parse_args()
+    if args.compare_population and args.store is not None:
+        for name, rows in compare_population(args.store).items():
+            for r in rows:
+                print(f"{name}: wall {r['wall_s']:.1f} s, CPU {r['cpu_s']:.1f} s, "
+                      f"peak {r['peak_mb']:.0f} MB")  # fmt: skip
+        return
     figures = run(args.store)
     if figures["simulate_s"]:
         print(f"simulated configs/demo.toml in {figures['simulate_s']:.0f} s")

@@ -411,6 +411,12 @@ def _analyze_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         action="store_true",
         help="group the tables by the model name/version the provider reported (default: by id)",
     )
+    analyze.add_argument(
+        "--no-population",
+        action="store_true",
+        help="skip the intervals and tests for people like these (the pigeonhole bootstrap "
+        "over persons); the roster-conditional ones stay (default: computed)",
+    )
 
 
 def _demo_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
@@ -911,6 +917,7 @@ def _analyze(
     bootstrap: int = 2000,
     ci: str = "percentile",
     by_reported_model: bool = False,
+    population: bool = True,
 ) -> Path:
     """Analysis (it takes the store's lock only to parse, see analysis/load.py); data that
     breaks the pairing is bad input (exit 2)."""
@@ -925,6 +932,7 @@ def _analyze(
             bootstrap=bootstrap,
             ci=ci,  # type: ignore[arg-type]
             by_reported_model=by_reported_model,
+            population=population,
         ).report
     except AnalysisDataError as exc:
         raise StoreError(f"store {store}: {exc}") from None
@@ -932,7 +940,12 @@ def _analyze(
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
     report = _analyze(
-        store_of(args), Path(args.out), args.bootstrap, args.ci, args.by_reported_model
+        store_of(args),
+        Path(args.out),
+        args.bootstrap,
+        args.ci,
+        args.by_reported_model,
+        population=not args.no_population,
     )
     print(f"report: {report}")
     return EXIT_OK

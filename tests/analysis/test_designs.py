@@ -70,3 +70,10 @@ def test_both_designs_in_one_store_stay_apart(paper_pack_dir: Path, tmp_path: Pa
     for title in ("Word association (paper design)", "Appointment allocation (paper design)"):
         assert title in page
     assert "id='allocation-paper'" in page and "href='#allocation-paper'" in page
+    # Both designs get population intervals, their pairs' people read from the items.
+    pop = pl.read_csv(out.out_dir / "allocation_population.csv")
+    pop_paper = pl.read_csv(out.out_dir / "allocation_population_paper.csv")
+    assert pop["pairs"].to_list() == cells["pairs"].to_list()
+    assert sorted(pop_paper["pairs"].to_list()) == sorted(paper_cells["pairs"].to_list())
+    assert set(pop_paper["target"].to_list()) == {"people like these"}
+    assert (pop_paper["cis_persons"] <= pop_paper["pairs"]).all()

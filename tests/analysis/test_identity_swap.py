@@ -74,7 +74,7 @@ def test_a_hand_count() -> None:
     assert (r["ci_level"], r["ci_method"], r["resampled"], r["B"]) == (
         0.95,
         "percentile",
-        "pairs",
+        "pair",
         200,
     )
 
