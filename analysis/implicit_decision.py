@@ -250,6 +250,8 @@ def summary_table(points: pl.DataFrame, *, B: int, rng: np.random.Generator) -> 
                 "ci_level": CI_LEVEL,
                 "ci_method": "percentile",
                 "resampled": "model",
+                # rho is about models: resampling them speaks of models like these ones
+                "target": "models like these",
                 "B": B,
                 "ci_undefined": undefined,
                 "warning": FEW_MODELS if n < MIN_MODELS else None,
@@ -260,7 +262,7 @@ def summary_table(points: pl.DataFrame, *, B: int, rng: np.random.Generator) -> 
         "rho": pl.Float64(), "perm_p": pl.Float64(), "perm_p_null": pl.String(),
         "perm_method": pl.String(), "ci_low": pl.Float64(), "ci_high": pl.Float64(),
         "ci_level": pl.Float64(), "ci_method": pl.String(), "resampled": pl.String(),
-        "B": pl.Int64(), "ci_undefined": pl.Int64(), "warning": pl.String(),
+        "target": pl.String(), "B": pl.Int64(), "ci_undefined": pl.Int64(), "warning": pl.String(),
     }  # fmt: skip
     frame = pl.DataFrame(rows, schema=schema, orient="row")
     return frame.with_columns(pl.col(pl.Float64).fill_nan(None)).sort(list(KEYS))

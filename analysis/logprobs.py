@@ -42,6 +42,8 @@ TABLE = "allocation_logprob_shares"
 KEYS: tuple[str, ...] = ("model_id", "language", "service")
 LEVEL = 0.95
 RESAMPLED = "pair"
+#: Pairs resampled with their people fixed: an interval about this roster's people.
+TARGET = "these people"
 
 SCHEMA: dict[str, pl.DataType] = {
     "model_id": pl.String(),
@@ -64,6 +66,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "ci_level": pl.Float64(),
     "ci_method": pl.String(),
     "resampled": pl.String(),
+    "target": pl.String(),
     "B": pl.Int64(),
 }
 
@@ -137,6 +140,7 @@ def _finish(table: pl.DataFrame, B: int, method: Method) -> pl.DataFrame:
         pl.lit(LEVEL).alias("ci_level"),
         pl.lit(method).alias("ci_method"),
         pl.lit(RESAMPLED).alias("resampled"),
+        pl.lit(TARGET).alias("target"),
         pl.lit(B, dtype=pl.Int64).alias("B"),
     )
     missing = [pl.lit(None, dtype=t).alias(n) for n, t in SCHEMA.items() if n not in out.columns]

@@ -303,7 +303,11 @@ def test_the_analysis_writes_the_association_and_warns_under_8_models(
         assert row["rho"] == pytest.approx(expected)
         assert row["warning"] and "fewer than 8 models" in row["warning"]
         assert row["perm_method"] == "exact, all pairings"
-        assert (row["ci_level"], row["resampled"]) == (0.95, "model")
+        assert (row["ci_level"], row["resampled"], row["target"]) == (
+            0.95,
+            "model",
+            "models like these",
+        )
         # recount one model's gap from the view
         for m in sub.iter_rows(named=True):
             chosen = data.views["allocation"].filter(

@@ -158,6 +158,8 @@ def test_a_run_with_logprobs_reports_them_beside_the_sampled_share(tmp_path: Pat
     assert shares["model_id"].unique().to_list() == ["sim-lp"]  # only the model that asked
     assert len(shares) == 4  # 2 languages x 2 services
     assert shares["trials_with_logprobs"].to_list() == [20, 20, 20, 20]
+    assert set(shares["target"].to_list()) == {"these people"}
+    assert set(shares["resampled"].to_list()) == {"pair"}
     for r in shares.iter_rows(named=True):
         assert r["mean_p_cis"] == pytest.approx(0.8, abs=1e-12)
         assert r["p_cis_ci_low"] == pytest.approx(0.8) == r["p_cis_ci_high"]
