@@ -11,9 +11,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
-import duckdb
 import pytest
 
 from ibias.runner.batch.limits import BatchLimits
@@ -23,14 +21,11 @@ from ibias.runner.run import EXIT_OK, RunOptions, RunResult, execute
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
+from tests.runner.batching import no_sleep, query
 
 N_PROMPTS = 10
 KEY_ENV = "IBIAS_TEST_ANTHROPIC_KEY"
 ENV = {KEY_ENV: "sk-ant-test"}
-
-
-async def no_sleep(_: float) -> None:
-    """Polling never waits: the simulator's batch clock moves per read."""
 
 
 def _config_path(tmp_path: Path, sim: Simulator) -> Path:
@@ -53,14 +48,6 @@ async def _run(config: Config, store: Path, *, per_batch: int | None = None) -> 
     return await execute(config, RunOptions(store=store, quiet=True, batch=options), environ=ENV)
 
 
-def _query(store: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 async def test_mixed_results_are_matched_by_custom_id_and_the_failed_retried(tmp_path):
     store = tmp_path / "store.duckdb"
     async with Simulator(SimProfile(seed=4, default=ModelProfile())) as sim:
@@ -71,21 +58,21 @@ async def test_mixed_results_are_matched_by_custom_id_and_the_failed_retried(tmp
         # 10: 6 succeed, 2 error, 2 expire; then 4: 1 errors; then 1.
         assert sim.message_batches.created == 3
         assert sim.stats().requests == 0
-    assert _query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
+    assert query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
         (N_PROMPTS, N_PROMPTS)
     ]
-    kinds = _query(
+    kinds = query(
         store,
         "SELECT error_kind, count(*) FROM attempts WHERE outcome = 'retry' GROUP BY 1 ORDER BY 1",
     )
     assert kinds == [("batch_api_error", 3), ("batch_expired", 2)]
-    assert _query(store, "SELECT provider, detail FROM batch_state ORDER BY intended_at") == [
+    assert query(store, "SELECT provider, detail FROM batch_state ORDER BY intended_at") == [
         ("anthropic", "batch ended expired"),
         ("anthropic", "batch ended completed"),
         ("anthropic", "batch ended completed"),
     ]
     # At the batch price: half of $3 / $15 per million tokens.
-    for prompt, completion, cost in _query(
+    for prompt, completion, cost in query(
         store, "SELECT prompt_tokens, completion_tokens, cost_usd FROM responses"
     ):
         assert cost == pytest.approx((prompt * 1.5 + completion * 7.5) / 1e6, abs=1e-15)
@@ -120,9 +107,9 @@ async def test_killed_between_create_and_record_is_adopted_by_listing(tmp_path):
         result = await _run(load_config(config), store)
         assert result.exit_code == EXIT_OK, result.lines
         assert sim.message_batches.created == 2  # adopted, not submitted again
-    adopted = _query(store, "SELECT batch_id FROM batches WHERE detail LIKE 'adopted%'")
+    adopted = query(store, "SELECT batch_id FROM batches WHERE detail LIKE 'adopted%'")
     assert len(adopted) == 1 and adopted[0][0] != other
-    assert _query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
+    assert query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
         (N_PROMPTS, N_PROMPTS)
     ]
 

@@ -5,11 +5,6 @@ ingested; the key of an oversized line is read from its ends only."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import duckdb
-
 from ibias.runner.batch.http import Oversized
 from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.batch.run import BatchOptions
@@ -18,18 +13,7 @@ from ibias.runner.run import EXIT_FAILED, RunOptions, execute
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
-
-
-async def no_sleep(_: float) -> None:
-    """Polling never waits."""
-
-
-def _query(store: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+from tests.runner.batching import no_sleep, query
 
 
 async def test_an_oversized_result_line_is_its_trials_error_and_the_others_are_stored(tmp_path):
@@ -55,20 +39,20 @@ async def test_an_oversized_result_line_is_its_trials_error_and_the_others_are_s
         )
         assert sim.batches.created == 1  # the two trials are not sent again in this run
     assert result.exit_code == EXIT_FAILED  # two trials failed for good, as online
-    assert _query(store, "SELECT count(*), max(length(content)) < 8192 FROM responses") == [
+    assert query(store, "SELECT count(*), max(length(content)) < 8192 FROM responses") == [
         (8, True)
     ]
-    failed = _query(
+    failed = query(
         store,
         "SELECT a.trial_key, a.error_kind, a.outcome, a.error_message FROM attempts a "
         "WHERE a.error_kind IS NOT NULL",
     )
     assert len(failed) == 2
-    answered = {k for (k,) in _query(store, "SELECT trial_key FROM responses")}
+    answered = {k for (k,) in query(store, "SELECT trial_key FROM responses")}
     for key, kind, outcome, message in failed:
         assert kind == "too_large" and outcome == "gave_up" and key not in answered
         assert "8,192-byte cap (max_body_bytes" in message
-    assert _query(store, "SELECT completed, failed FROM batch_state") == [(8, 2)]
+    assert query(store, "SELECT completed, failed FROM batch_state") == [(8, 2)]
     assert any(
         "ingested: 8 replies, 0 to retry, 2 above the body cap (max_body_bytes)" in line
         for line in lines

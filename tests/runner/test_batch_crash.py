@@ -21,12 +21,9 @@ from ibias.runner.run import EXIT_OK, RunOptions, execute
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
+from tests.runner.batching import no_sleep
 
 N_PROMPTS = 8
-
-
-async def no_sleep(_: float) -> None:
-    """Polling never waits: the simulator's batch clock moves per read."""
 
 
 def _config_path(tmp_path: Path, sim: Simulator) -> Path:

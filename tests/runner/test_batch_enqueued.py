@@ -7,9 +7,6 @@ attempts, with OpenAI's code and message."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import duckdb
 
 from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.batch.run import BatchOptions
@@ -18,10 +15,7 @@ from ibias.runner.run import EXIT_FAILED, EXIT_OK, RunOptions, RunResult, execut
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
-
-
-async def no_sleep(_: float) -> None:
-    """The batch clock is the simulator's (one state per read): polling never waits."""
+from tests.runner.batching import no_sleep, query
 
 
 def _config(tmp_path: Path, sim: Simulator, enqueued: int) -> Config:
@@ -43,14 +37,6 @@ async def _run(config: Config, store: Path, lines: list[str], attempts: int = 8)
     )
 
 
-def _query(store: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 async def test_batches_stay_below_the_enqueued_limit_and_wait_for_the_live_ones(tmp_path):
     store = tmp_path / "s.duckdb"
     lines: list[str] = []
@@ -63,8 +49,8 @@ async def test_batches_stay_below_the_enqueued_limit_and_wait_for_the_live_ones(
         assert sim.batches.created == 3
         assert sim.batches.peak_live == 1  # each waited for the one before to end
         assert sim.batches.token_limit_failures == 0
-    assert _query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [(12, 12)]
-    assert [r for (r,) in _query(store, "SELECT requests FROM batch_state")] == [4, 4, 4]
+    assert query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [(12, 12)]
+    assert [r for (r,) in query(store, "SELECT requests FROM batch_state")] == [4, 4, 4]
     said = [line for line in lines if "waits for live batches" in line]
     assert len(said) == 1 and "limit 40" in said[0] and "batch_enqueued_tokens" in said[0]
 
@@ -96,10 +82,10 @@ async def test_a_batch_failed_on_the_limit_is_stored_as_failed_attempts(tmp_path
         (error,) = batch["errors"]["data"]
         assert error["code"] == "token_limit_exceeded" and error["line"] is None
         assert error["message"].startswith("Enqueued token limit reached for sim-gpt")
-    assert _query(store, "SELECT count(*) FROM responses") == [(0,)]
-    kinds = _query(
+    assert query(store, "SELECT count(*) FROM responses") == [(0,)]
+    kinds = query(
         store, "SELECT error_kind, outcome, count(*) FROM attempts GROUP BY 1, 2 ORDER BY 2"
     )
     assert kinds == [("token_limit_exceeded", "gave_up", 12), ("token_limit_exceeded", "retry", 12)]
-    details = [d for (d,) in _query(store, "SELECT detail FROM batch_state")]
+    details = [d for (d,) in query(store, "SELECT detail FROM batch_state")]
     assert details == ["batch ended failed (token_limit_exceeded)"] * 2

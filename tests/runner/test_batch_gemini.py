@@ -10,9 +10,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
-import duckdb
 import pytest
 
 from ibias.runner.batch import gemini as gemini_batch
@@ -22,14 +20,11 @@ from ibias.runner.run import EXIT_OK, RunOptions, RunResult, execute
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
+from tests.runner.batching import no_sleep, query
 
 N_PROMPTS = 10
 KEY_ENV = "IBIAS_TEST_GEMINI_KEY"
 ENV = {KEY_ENV: "gm-test"}
-
-
-async def no_sleep(_: float) -> None:
-    """Polling never waits: the simulator's batch clock moves per read."""
 
 
 def _config_path(tmp_path: Path, sim: Simulator) -> Path:
@@ -53,14 +48,6 @@ async def _run(config: Path, store: Path) -> RunResult:
     )
 
 
-def _query(store: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 @pytest.mark.parametrize("as_file", [False, True])
 async def test_inline_or_file_results_by_key_and_the_failed_retried(tmp_path, monkeypatch, as_file):
     if as_file:  # every batch above the inline size: a JSONL file through the Files API
@@ -74,15 +61,15 @@ async def test_inline_or_file_results_by_key_and_the_failed_retried(tmp_path, mo
         assert sim.gemini_batches.created == 2  # 10: 7 answered, 2 errored, 1 expired; then 3
         assert bool(sim.gemini_batches.files) is as_file
         assert sim.stats().requests == 0
-    assert _query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
+    assert query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
         (N_PROMPTS, N_PROMPTS)
     ]
-    kinds = _query(
+    kinds = query(
         store,
         "SELECT error_kind, count(*) FROM attempts WHERE outcome = 'retry' GROUP BY 1 ORDER BY 1",
     )
     assert kinds == [("batch_expired", 1), ("batch_internal", 2)]
-    for prompt, completion, cost in _query(
+    for prompt, completion, cost in query(
         store, "SELECT prompt_tokens, completion_tokens, cost_usd FROM responses"
     ):
         assert cost == pytest.approx((prompt * 0.5 + completion * 2.0) / 1e6, abs=1e-15)
@@ -114,7 +101,7 @@ async def test_killed_between_create_and_record_is_adopted_by_display_name(tmp_p
         result = await _run(config, store)
         assert result.exit_code == EXIT_OK, result.lines
         assert sim.gemini_batches.created == 1
-    assert _query(store, "SELECT count(*) FROM batches WHERE detail LIKE 'adopted%'") == [(1,)]
-    assert _query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
+    assert query(store, "SELECT count(*) FROM batches WHERE detail LIKE 'adopted%'") == [(1,)]
+    assert query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [
         (N_PROMPTS, N_PROMPTS)
     ]

@@ -20,10 +20,7 @@ from ibias.runner.run import EXIT_OK, RunOptions, execute
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
-
-
-async def no_sleep(_: float) -> None:
-    """Polling never waits."""
+from tests.runner.batching import no_sleep
 
 
 def _keys(store: Path) -> set[str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import orjson
 
 from ibias.runner.batch.limits import BatchLimits
@@ -19,13 +18,10 @@ from ibias.runner.run import EXIT_OK, RunOptions, RunResult, execute
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
+from tests.runner.batching import no_sleep, query
 
 N_PROMPTS = 12
 FAST = Backoff(base_s=0.001, cap_s=0.01, max_attempts=4)
-
-
-async def no_sleep(_: float) -> None:
-    """The batch clock is the simulator's (one state per read): polling never waits."""
 
 
 def _config(tmp_path: Path, sim: Simulator, **extra: Any) -> Config:
@@ -54,14 +50,6 @@ async def _run(config: Config, store: Path, *, per_batch: int = 5, wait: bool = 
     )
 
 
-def _query(store: Path, sql: str) -> list[tuple[Any, ...]]:
-    con = duckdb.connect(str(store), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
-
-
 async def test_a_run_in_batch_mode_stores_one_reply_per_trial_at_the_batch_price(tmp_path):
     store = tmp_path / "s.duckdb"
     async with Simulator(SimProfile(seed=3, default=ModelProfile())) as sim:
@@ -69,14 +57,14 @@ async def test_a_run_in_batch_mode_stores_one_reply_per_trial_at_the_batch_price
         assert result.exit_code == EXIT_OK, result.lines
         assert sim.batches.created == 3  # 12 trials, at most 5 a batch
         assert sim.stats().requests == 0  # nothing went online
-    assert _query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [(12, 12)]
-    assert _query(store, "SELECT count(*) FROM batch_state WHERE state = 'ingested'") == [(3,)]
+    assert query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [(12, 12)]
+    assert query(store, "SELECT count(*) FROM batch_state WHERE state = 'ingested'") == [(3,)]
     # Cost at half the online price (no batch prices given): OpenAI's documented discount.
-    rows = _query(store, "SELECT prompt_tokens, completion_tokens, cost_usd FROM responses")
+    rows = query(store, "SELECT prompt_tokens, completion_tokens, cost_usd FROM responses")
     for prompt, completion, cost in rows:
         assert abs(cost - (prompt * 1.0 + completion * 4.0) / 1e6) < 1e-12
     # Each reply is the one its trial's prompt gets online: matched by custom id, not order.
-    raw = _query(store, "SELECT r.raw, t.messages FROM responses r JOIN trials t USING (trial_key)")
+    raw = query(store, "SELECT r.raw, t.messages FROM responses r JOIN trials t USING (trial_key)")
     async with Simulator(SimProfile(seed=3, default=ModelProfile())) as online:
         for line, messages in raw:
             body = orjson.dumps({"model": "sim-gpt", "messages": orjson.loads(messages)})
@@ -100,13 +88,13 @@ async def test_errored_and_expired_lines_are_resubmitted_and_finished_ones_kept(
         # 12 lines: 7 stored, 2 errored (lines 4, 8), 3 expired; then the 5 again: line 4
         # errors; then that one alone.
         assert sim.batches.created == 3
-    assert _query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [(12, 12)]
-    failed = _query(
+    assert query(store, "SELECT count(*), count(DISTINCT trial_key) FROM responses") == [(12, 12)]
+    failed = query(
         store,
         "SELECT error_kind, count(*) FROM attempts WHERE outcome = 'retry' GROUP BY 1 ORDER BY 1",
     )
     assert failed == [("batch_expired", 3), ("batch_http_500", 3)]
-    states = _query(store, "SELECT detail, completed, failed FROM batch_state ORDER BY intended_at")
+    states = query(store, "SELECT detail, completed, failed FROM batch_state ORDER BY intended_at")
     assert states == [
         ("batch ended expired", 7, 5),
         ("batch ended completed", 4, 1),
@@ -121,8 +109,8 @@ async def test_no_wait_submits_and_a_later_run_collects(tmp_path):
         first = await _run(config, store, wait=False)
         assert first.exit_code == EXIT_OK, first.lines
         assert any("batches running: batch_" in line for line in first.lines)
-        assert _query(store, "SELECT count(*) FROM responses") == [(0,)]
+        assert query(store, "SELECT count(*) FROM responses") == [(0,)]
         second = await _run(config, store)
         assert second.exit_code == EXIT_OK, second.lines
         assert sim.batches.created == 3  # the second run submitted nothing new
-    assert _query(store, "SELECT count(*) FROM responses") == [(12,)]
+    assert query(store, "SELECT count(*) FROM responses") == [(12,)]

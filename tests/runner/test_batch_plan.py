@@ -17,10 +17,7 @@ from ibias.runner.run import EXIT_FAILED, RunOptions, execute
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
-
-
-async def no_sleep(_: float) -> None:
-    """Polling never waits."""
+from tests.runner.batching import no_sleep
 
 
 def _cfg(tmp_path: Path, url: str) -> Path:

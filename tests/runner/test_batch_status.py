@@ -16,10 +16,7 @@ from ibias.runner.run import EXIT_OK, RunOptions, execute
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
 from tests.helpers import model_block, write_config
-
-
-async def no_sleep(_: float) -> None:
-    """Polling never waits."""
+from tests.runner.batching import no_sleep
 
 
 async def test_status_lists_batches_and_cancel_cancels_them(tmp_path, capsys):
