@@ -26,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
+
+from ibias.runner.sim_batch_keyed import KeyedService
 
 if TYPE_CHECKING:
     from ibias.runner.simulator import Simulator
@@ -49,11 +50,13 @@ def _error(status: int, message: str, type_: str = "invalid_request_error") -> w
     return web.Response(status=status, body=orjson.dumps(body), content_type=_JSON)
 
 
-class BatchService:
+class BatchService(KeyedService):
     """The files and batches one simulator holds, and the knobs tests turn."""
 
+    protocol_name = "OPENAI"
+
     def __init__(self, sim: Simulator) -> None:
-        self.sim = sim
+        super().__init__(sim)
         self.files: dict[str, dict[str, Any]] = {}
         self.contents: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
@@ -70,8 +73,6 @@ class BatchService:
         self.hold_upload: asyncio.Event | None = None
         self.hold_create: asyncio.Event | None = None
         self.hold_download: asyncio.Event | None = None
-        #: Set when a held reply is waiting (the test kills the client then).
-        self.holding = asyncio.Event()
         #: Prompt tokens a model's live batches may hold (None: no limit), the simulator's
         #: count (ceil(characters / 4) of each request's message contents).
         self.enqueued_token_limit: int | None = None
@@ -91,28 +92,9 @@ class BatchService:
         app.router.add_get("/v1/batches/{id}", self._guard(self._get))
         app.router.add_post("/v1/batches/{id}/cancel", self._guard(self._cancel))
 
-    def _guard(
-        self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def checked(request: web.Request) -> web.StreamResponse:
-            from ibias.runner.simulator import OPENAI
-
-            key = self.sim._key
-            if key is not None and not OPENAI.authorized(request, key):
-                status, body = OPENAI.unauthorized()
-                return web.Response(status=status, body=body, content_type=_JSON)
-            return await handler(request)
-
-        return checked
-
     def _id(self, prefix: str) -> str:
         self._seq += 1
         return f"{prefix}{self._rng.getrandbits(48):012x}{self._seq:06d}"
-
-    async def _hold(self, event: asyncio.Event | None) -> None:
-        if event is not None:
-            self.holding.set()
-            await event.wait()
 
     # -- files -------------------------------------------------------------------------------
 

@@ -15,13 +15,14 @@ import asyncio
 import random
 import re
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
+
+from ibias.runner.sim_batch_keyed import KeyedService
 
 if TYPE_CHECKING:
     from ibias.runner.simulator import Simulator
@@ -43,11 +44,13 @@ def _error(status: int, type_: str, message: str) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(body), content_type=_JSON)
 
 
-class MessageBatchService:
+class MessageBatchService(KeyedService):
     """The message batches one simulator holds, and the knobs tests turn."""
 
+    protocol_name = "ANTHROPIC"
+
     def __init__(self, sim: Simulator) -> None:
-        self.sim = sim
+        super().__init__(sim)
         self.batches: dict[str, dict[str, Any]] = {}
         self._requests: dict[str, list[dict[str, Any]]] = {}
         self._results: dict[str, bytes] = {}
@@ -60,7 +63,6 @@ class MessageBatchService:
         self.shuffle = True
         self.hold_create: asyncio.Event | None = None
         self.hold_download: asyncio.Event | None = None
-        self.holding = asyncio.Event()
         #: The created_at of the next batch is moved by this many seconds (a provider clock
         #: that is not the client's).
         self.clock_skew_s = 0.0
@@ -73,25 +75,6 @@ class MessageBatchService:
         app.router.add_get("/v1/messages/batches/{id}", self._guard(self._get))
         app.router.add_get("/v1/messages/batches/{id}/results", self._guard(self._results_of))
         app.router.add_post("/v1/messages/batches/{id}/cancel", self._guard(self._cancel))
-
-    def _guard(
-        self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def checked(request: web.Request) -> web.StreamResponse:
-            from ibias.runner.simulator import ANTHROPIC
-
-            key = self.sim._key
-            if key is not None and not ANTHROPIC.authorized(request, key):
-                status, body = ANTHROPIC.unauthorized()
-                return web.Response(status=status, body=body, content_type=_JSON)
-            return await handler(request)
-
-        return checked
-
-    async def _hold(self, event: asyncio.Event | None) -> None:
-        if event is not None:
-            self.holding.set()
-            await event.wait()
 
     def _public(self, batch: dict[str, Any]) -> web.Response:
         return web.Response(body=orjson.dumps(batch), content_type=_JSON)

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
+
+from ibias.runner.sim_batch_keyed import KeyedService
 
 if TYPE_CHECKING:
     from ibias.runner.simulator import Simulator
@@ -45,11 +46,13 @@ def _error(code: int, status: str, message: str) -> web.Response:
     return web.Response(status=code, body=orjson.dumps(body), content_type=_JSON)
 
 
-class GeminiBatchService:
+class GeminiBatchService(KeyedService):
     """The batches and files one simulator holds for Gemini, and the knobs tests turn."""
 
+    protocol_name = "GEMINI"
+
     def __init__(self, sim: Simulator) -> None:
-        self.sim = sim
+        super().__init__(sim)
         self.batches: dict[str, dict[str, Any]] = {}
         self._inputs: dict[str, list[dict[str, Any]]] = {}
         self._order: list[str] = []
@@ -62,7 +65,6 @@ class GeminiBatchService:
         self.error_every: int | None = None
         self.shuffle = True
         self.hold_create: asyncio.Event | None = None
-        self.holding = asyncio.Event()
         self._rng = random.Random(sim.profile.seed + 2)
         self._seq = 0
 
@@ -76,20 +78,6 @@ class GeminiBatchService:
         app.router.add_post("/upload/v1beta/files", self._guard(self._upload_start))
         app.router.add_post("/upload/v1beta/files/{upload}", self._guard(self._upload_finish))
         app.router.add_get("/download/v1beta/files/{name}", self._guard(self._download))
-
-    def _guard(
-        self, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        async def checked(request: web.Request) -> web.StreamResponse:
-            from ibias.runner.simulator import GEMINI
-
-            key = self.sim._key
-            if key is not None and not GEMINI.authorized(request, key):
-                status, body = GEMINI.unauthorized()
-                return web.Response(status=status, body=body, content_type=_JSON)
-            return await handler(request)
-
-        return checked
 
     def _id(self) -> str:
         self._seq += 1
@@ -177,9 +165,7 @@ class GeminiBatchService:
         self._order.append(name)
         self._reads[name] = 0
         self.created += 1
-        if self.hold_create is not None:
-            self.holding.set()
-            await self.hold_create.wait()
+        await self._hold(self.hold_create)
         return web.Response(body=orjson.dumps(operation), content_type=_JSON)
 
     async def _get(self, request: web.Request) -> web.StreamResponse:
