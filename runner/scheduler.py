@@ -43,6 +43,39 @@ from ibias.store.plans import prompt_chars
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer
 
 
+def response_row(
+    key: str,
+    run_id: str,
+    model_id: str,
+    reply: Reply,
+    cost: float | None,
+    received_at: float,
+    raw: str | Mapping[str, Any] | None,
+) -> ResponseRow:
+    """The stored row of one answered request, online (the body as `raw`) or from a batch's
+    result file (the line as `raw`): one mapping, so both ways store the same columns."""
+    return ResponseRow(
+        key,
+        run_id,
+        model_id,
+        reply.provider_model,
+        reply.content,
+        reply.refusal,
+        reply.finish_reason,
+        reply.prompt_tokens,
+        reply.completion_tokens,
+        cost,
+        reply.system_fingerprint,
+        received_at,
+        raw,
+        reply.reasoning,
+        reply.reasoning_tokens,
+        reply.logprobs,
+        reply.cache_read_tokens,
+        reply.cache_write_tokens,
+    )
+
+
 @dataclass
 class ModelRuntime:
     """One model's provider, limiter and counters for the length of a run."""
@@ -707,26 +740,7 @@ class Scheduler:
             )
         )
         self.writer.add_response(
-            ResponseRow(
-                key,
-                self.run_id,
-                trial.model_id,
-                reply.provider_model,
-                reply.content,
-                reply.refusal,
-                reply.finish_reason,
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                cost,
-                reply.system_fingerprint,
-                time.time(),
-                reply.raw,
-                reply.reasoning,
-                reply.reasoning_tokens,
-                reply.logprobs,
-                reply.cache_read_tokens,
-                reply.cache_write_tokens,
-            ),
+            response_row(key, self.run_id, trial.model_id, reply, cost, time.time(), reply.raw),
             Landed(
                 key,
                 trial.experiment,

@@ -31,7 +31,7 @@ from ibias.runner.batch.limits import BatchLimits, batch_discount
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Reply, Sampling
 from ibias.runner.retries import redact
-from ibias.runner.scheduler import ModelStats
+from ibias.runner.scheduler import ModelStats, response_row
 from ibias.store import batches as store
 from ibias.store.batches import ENDED, LIVE, BatchRow
 from ibias.store.derived import parse_landed, parsed_kinds, reply_text
@@ -493,25 +493,6 @@ class ModelBatches:
         self.stats.prompt_tokens += reply.prompt_tokens or 0
         self.stats.completion_tokens += reply.completion_tokens or 0
         return (
-            ResponseRow(
-                key,
-                self.run_id,
-                self.model.id,
-                reply.provider_model,
-                reply.content,
-                reply.refusal,
-                reply.finish_reason,
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                cost,
-                reply.system_fingerprint,
-                self.clock(),
-                raw,
-                reply.reasoning,
-                reply.reasoning_tokens,
-                reply.logprobs,
-                reply.cache_read_tokens,
-                reply.cache_write_tokens,
-            ),
+            response_row(key, self.run_id, self.model.id, reply, cost, self.clock(), raw),
             reply_text(reply.content, reply.finish_reason, reply.refusal),
         )
