@@ -94,12 +94,6 @@ class AnthropicBatches(BatchAPI):
             {"custom_id": key, "params": self.online.request_body(messages, sampling)}
         )
 
-    async def start(self) -> None:
-        await self.client.start()
-
-    async def close(self) -> None:
-        await self.client.close()
-
     async def submit(
         self, intent_id: str, lines: Sequence[bytes], uploaded: Callable[[str], None]
     ) -> BatchInfo:

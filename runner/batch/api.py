@@ -12,12 +12,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ibias.prompts.base import Message
 from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.providers.base import Reply, Sampling
 from ibias.store.batches import BatchRow
+
+if TYPE_CHECKING:
+    from ibias.runner.batch.http import BatchClient
 
 __all__ = ["TOO_LARGE", "BatchAPI", "BatchAPIError", "BatchInfo", "LineResult", "oversized_line"]
 
@@ -100,11 +103,15 @@ class BatchAPI(ABC):
         """One request of a batch, as submitted: the trial key and the body the online
         request would send (built by the provider's own code)."""
 
-    async def start(self) -> None:  # noqa: B027  (optional hook)
-        """Open connections."""
+    #: The HTTP client every adapter talks through (runner/batch/http.py): it owns the
+    #: connections, so opening and closing an adapter is opening and closing it.
+    client: BatchClient
 
-    async def close(self) -> None:  # noqa: B027  (optional hook)
-        """Release connections."""
+    async def start(self) -> None:
+        await self.client.start()
+
+    async def close(self) -> None:
+        await self.client.close()
 
     @abstractmethod
     async def submit(

@@ -103,12 +103,6 @@ class GeminiBatches(BatchAPI):
     def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:
         return orjson.dumps({"key": key, "request": self.online.request_body(messages, sampling)})
 
-    async def start(self) -> None:
-        await self.client.start()
-
-    async def close(self) -> None:
-        await self.client.close()
-
     async def submit(
         self, intent_id: str, lines: Sequence[bytes], uploaded: Callable[[str], None]
     ) -> BatchInfo:

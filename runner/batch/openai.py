@@ -134,6 +134,7 @@ class OpenAIBatches(BatchAPI):
 
     provider = "openai"
     limits = BatchLimits(max_requests=OPENAI_BATCH_REQUESTS, max_bytes=OPENAI_BATCH_BYTES)
+    client: OpenAIBatchClient
 
     def __init__(
         self,
@@ -149,12 +150,6 @@ class OpenAIBatches(BatchAPI):
 
     def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:
         return batch_line(key, self.online.request_body(messages, sampling))
-
-    async def start(self) -> None:
-        await self.client.start()
-
-    async def close(self) -> None:
-        await self.client.close()
 
     async def submit(
         self, intent_id: str, lines: Sequence[bytes], uploaded: Callable[[str], None]
