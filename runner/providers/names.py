@@ -19,6 +19,7 @@ BUILTIN: Mapping[str, str] = MappingProxyType(
     {
         "anthropic": "ibias.runner.providers.anthropic",
         "gemini": "ibias.runner.providers.gemini",
+        "llamacpp": "ibias.runner.providers.llamacpp",
         "openai": "ibias.runner.providers.openai",
         "simulator": "ibias.runner.providers.simulator",
     }
@@ -60,6 +61,7 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
                 "batch_price_output",
             }
         ),
+        "llamacpp": frozenset({"n_ctx", "n_threads", "port", "start_timeout_s"}),
         "openai": frozenset(
             {
                 "reasoning_effort",
@@ -77,4 +79,6 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
 #: a trial is the same trial whichever way it is sent (runner/batch/).
 SENDING_OPTIONS: frozenset[str] = frozenset(
     {"mode", "batch", "batch_price_input", "batch_price_output", "batch_enqueued_tokens"}
+    # `llamacpp`: where and how patiently its server is started (the file is in the model name)
+    | {"port", "start_timeout_s"}
 )

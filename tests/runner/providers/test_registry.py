@@ -48,9 +48,9 @@ def test_builtin_providers_are_registered_and_cover_the_config():
 
 def test_unknown_name_is_a_clear_error():
     with pytest.raises(UnknownProviderError) as err:
-        provider_class("llamacpp")
+        provider_class("llamacpp2")
     known = ", ".join(registered_providers())
-    assert str(err.value) == f"no provider registered as 'llamacpp' (registered: {known})"
+    assert str(err.value) == f"no provider registered as 'llamacpp2' (registered: {known})"
 
 
 class _Dummy(Provider):
