@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.helpers import models_done, wait_for_status
 from tests.runner.providers.llamacpp_helpers import alive, bundled_config, ibias
 
 pytestmark = [
@@ -126,7 +127,11 @@ def test_no_server_outlives_a_stopped_runner_and_the_next_run_resumes(
     )
     pid = _wait_server(port, runner)
     store = tmp_path / "store.duckdb"
-    time.sleep(8)  # mid-run: the server answers, some replies are stored
+    # Mid-run, with replies stored: some answered (the status file says so), then longer than
+    # the writer's flush interval, so even kill -9 leaves them in the store. A fixed 8 s was
+    # not always enough on loaded cores: nothing was stored and the resume test proved nothing.
+    wait_for_status(store, lambda data: models_done(data) >= 4, proc=runner, timeout=300)
+    time.sleep(2)
     runner.send_signal(how)
     runner.communicate(timeout=120)
     assert _gone(pid), f"server {pid} outlived the runner ({how.name})"
