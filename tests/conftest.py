@@ -3,10 +3,11 @@
 Outside CI a missing folder skips the tests that need it (`make test` lists why tests were
 skipped); in CI it fails them.
 
-Tests read only what the pack format holds (stimuli/pack.py). What they need beyond it lives
-in `tests/data/`: `example_prompt_hiv_en.txt`, the authors' own example of the hiv prompt for
-the first pair they showed (their repository's example, byte for byte), which the renderer
-must reproduce.
+Tests read only what the pack format holds (stimuli/pack.py) from the pack under test. What
+they need beyond it, the authors' own example of the hiv prompt for the first pair they showed
+(which the renderer must reproduce byte for byte), is read from the project's reference copy in
+`shared/` whichever pack is under test (`example_prompt_hiv_en`): the repository holds none of
+the authors' texts.
 """
 
 from __future__ import annotations
@@ -16,22 +17,31 @@ from pathlib import Path
 
 import pytest
 
-PAPER_PACK = Path(
-    os.environ.get("IBIAS_PAPER_PACK")
-    or Path(__file__).parents[2] / "shared" / "data" / "paper_stimuli"
-)
-#: The authors' example prompt (hiv, first released pair, cis person first): not a pack file.
-EXAMPLE_PROMPT_HIV_EN = Path(__file__).parent / "data" / "example_prompt_hiv_en.txt"
+SHARED_PACK = Path(__file__).parents[2] / "shared" / "data" / "paper_stimuli"
+PAPER_PACK = Path(os.environ.get("IBIAS_PAPER_PACK") or SHARED_PACK)
+#: The authors' example prompt (hiv, first released pair, cis person first): not a pack file,
+#: so always the shared reference copy's.
+EXAMPLE_PROMPT_HIV_EN = SHARED_PACK / "allocation" / "example_prompt_hiv_en.txt"
+
+
+def _needed(path: Path, what: str) -> Path:
+    """`path`, or a skip (a failure under CI) naming what is missing."""
+    if not path.exists():
+        message = f"{what} is missing: {path}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
 
 
 @pytest.fixture
 def paper_pack_dir() -> Path:
-    if not PAPER_PACK.is_dir():
-        message = f"the shared stimuli pack is missing: {PAPER_PACK}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return PAPER_PACK
+    return _needed(PAPER_PACK, "the shared stimuli pack")
+
+
+@pytest.fixture
+def example_prompt_hiv_en() -> bytes:
+    return _needed(EXAMPLE_PROMPT_HIV_EN, "the authors' example prompt").read_bytes()
 
 
 # `make test` runs the suite on two workers, one test file per work unit, in collection order

@@ -11,7 +11,6 @@ from ibias.prompts.allocation.experiment import build, roster_rows
 from ibias.prompts.allocation.paper import PaperAllocation, spanish_scenarios
 from ibias.prompts.base import SettingsError, TrialSpec
 from ibias.prompts.stimuli import load_pack
-from tests.conftest import EXAMPLE_PROMPT_HIV_EN
 
 
 def _plan(pack_dir: Path, **table: object) -> list[TrialSpec]:
@@ -22,9 +21,11 @@ def _plan(pack_dir: Path, **table: object) -> list[TrialSpec]:
     return specs
 
 
-def test_the_example_prompt_is_rendered_byte_for_byte(paper_pack_dir: Path) -> None:
+def test_the_example_prompt_is_rendered_byte_for_byte(
+    paper_pack_dir: Path, example_prompt_hiv_en: bytes
+) -> None:
     specs = _plan(paper_pack_dir, languages=["en"], services=["hiv"], pairs_per_service=1)
-    example = EXAMPLE_PROMPT_HIV_EN.read_text("utf-8")
+    example = example_prompt_hiv_en.decode("utf-8")
     cis_first = [s for s in specs if s.coords["order"] == 0]
     assert [s.messages for s in cis_first] == [({"role": "user", "content": example},)]
     item = cis_first[0].item

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from ibias.prompts.stimuli import PAPER_LABELS, Person, StimuliError, StimuliPack, load_pack
-from tests.conftest import EXAMPLE_PROMPT_HIV_EN
 
 SERVICES = {
     "hiv",
@@ -71,12 +70,12 @@ def _sexes(pack: StimuliPack, row: int) -> set[str]:
 
 
 def test_hiv_prompt_is_byte_for_byte_what_the_authors_sent(
-    pack: StimuliPack, paper_pack_dir: Path
+    pack: StimuliPack, paper_pack_dir: Path, example_prompt_hiv_en: bytes
 ) -> None:
     michael = find(pack, "Michael Jones", 52, "man", "cis man")
     karen = find(pack, "Karen Smith", 23, "man", "trans woman")
     assert (michael.row, karen.row) == (46, 94)
-    expected = EXAMPLE_PROMPT_HIV_EN.read_bytes()
+    expected = example_prompt_hiv_en
     assert pack.allocation_prompt("hiv", michael, karen).encode("utf-8") == expected
     # And the other order swaps exactly the two dict lines.
     swapped = pack.allocation_prompt("hiv", karen, michael)

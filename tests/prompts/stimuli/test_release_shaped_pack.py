@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 from ibias.prompts.stimuli import load_pack
-from tests.conftest import EXAMPLE_PROMPT_HIV_EN
 from tests.prompts.stimuli.test_pack import find
 
 #: What `from-release` writes besides the nine `allocation/prompts_en/*.txt` scenario texts.
@@ -27,7 +26,7 @@ RELEASE_FILES = (
 
 
 def test_a_release_shaped_pack_renders_the_authors_example(
-    paper_pack_dir: Path, tmp_path: Path
+    paper_pack_dir: Path, tmp_path: Path, example_prompt_hiv_en: bytes
 ) -> None:
     out = tmp_path / "pack"
     for name in RELEASE_FILES:
@@ -39,4 +38,4 @@ def test_a_release_shaped_pack_renders_the_authors_example(
     michael = find(pack, "Michael Jones", 52, "man", "cis man")
     karen = find(pack, "Karen Smith", 23, "man", "trans woman")
     prompt = pack.allocation_prompt("hiv", michael, karen)
-    assert prompt.encode("utf-8") == EXAMPLE_PROMPT_HIV_EN.read_bytes()
+    assert prompt.encode("utf-8") == example_prompt_hiv_en
