@@ -505,9 +505,11 @@ async def _schedule_all(
     batched, online_lines = batch_models(config, batch_options.forced)
     for line in online_lines:
         say(line)
-    if not batched:
+
+    async def schedule(models: Config, spent_before: float) -> RunResult:
+        """`models` through the scheduler, the run's other state as it is."""
         return await _schedule(
-            config,
+            models,
             options,
             keys,
             say,
@@ -519,30 +521,17 @@ async def _schedule_all(
             factory,
             stop,
             guard,
-            spent,
+            spent_before,
         )
+
+    if not batched:
+        return await schedule(config, spent)
     online = online_config(config, batched)
     results: list[RunResult] = []
 
     async def run_online(committed: float) -> None:
         if online.models:
-            results.append(
-                await _schedule(
-                    online,
-                    options,
-                    keys,
-                    say,
-                    con,
-                    run_id,
-                    started_at,
-                    stats,
-                    plan,
-                    factory,
-                    stop,
-                    guard,
-                    spent + committed,
-                )
-            )
+            results.append(await schedule(online, spent + committed))
 
     outcome = await batch_run(
         con,
