@@ -18,12 +18,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from ibias import errors
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.figures import Figure
 from ibias.prompts.registry import ExperimentUnit
 
 
-class AnalysisDataError(ValueError):
+class AnalysisDataError(errors.StoreError, ValueError):
     """Stored data an experiment's analysis cannot use as it stands (e.g. a broken pairing);
     the command line shows it as one line about the store, exit 2."""
 

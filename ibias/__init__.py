@@ -31,6 +31,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ibias.errors import (
+    ConfigError,
+    Error,
+    ProviderError,
+    RegistryError,
+    StimuliError,
+    StoreError,
+    UsageError,
+)
+
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
@@ -47,13 +57,12 @@ if TYPE_CHECKING:
         register,
         unregister,
     )
-    from ibias.runner.config import Config, ConfigError
+    from ibias.runner.config import Config
     from ibias.runner.planning_report import PlanReport
     from ibias.runner.providers.base import Limits, Provider, ProviderContext, Reply, Sampling
     from ibias.runner.providers.registry import ProviderFactory, provider
     from ibias.runner.run import RunResult
     from ibias.runner.stop import Stop
-    from ibias.store.db import StoreError
     from ibias.store.importer import ImportResult
 
 # Names re-exported lazily (PEP 562), so `import ibias` (and so the `ibias` command, whose
@@ -73,7 +82,6 @@ _LAZY: dict[str, str] = {
     "register": "ibias.prompts.registry",
     "unregister": "ibias.prompts.registry",
     "Config": "ibias.runner.config",
-    "ConfigError": "ibias.runner.config",
     "RunResult": "ibias.runner.run",
     "PlanReport": "ibias.runner.planning_report",
     "Stop": "ibias.runner.stop",
@@ -83,7 +91,6 @@ _LAZY: dict[str, str] = {
     "Reply": "ibias.runner.providers.base",
     "Sampling": "ibias.runner.providers.base",
     "provider": "ibias.runner.providers.registry",
-    "StoreError": "ibias.store.db",
     "ImportResult": "ibias.store.importer",
 }
 
@@ -92,6 +99,7 @@ __all__ = [
     "Column",
     "Config",
     "ConfigError",
+    "Error",
     "ExperimentAnalysis",
     "ExperimentUnit",
     "ImportResult",
@@ -102,15 +110,19 @@ __all__ = [
     "PlanReport",
     "Provider",
     "ProviderContext",
+    "ProviderError",
+    "RegistryError",
     "Reply",
     "RunResult",
     "Sampling",
     "SectionContext",
+    "StimuliError",
     "Stop",
     "StoreError",
     "TableContext",
     "TrialKind",
     "TrialSpec",
+    "UsageError",
     "analyze",
     "arun",
     "connect",

@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from ibias import errors
+
 JSONValue = Any
 Message = Mapping[str, str]
 
@@ -77,7 +79,7 @@ def chat_messages(value: Any, *, allow_empty: bool = False) -> tuple[Message, ..
     return tuple(out)
 
 
-class SettingsError(ValueError):
+class SettingsError(errors.ConfigError, ValueError):
     """A config value an experiment rejects. `key` is the dotted path inside the experiment's
     table (e.g. "languages[1]"); the runner's config loader prefixes the file and table."""
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import msgspec
 
+from ibias import errors
 from ibias.prompts.base import ChoiceTokens, Experiment, Responder
 
 Builder = Callable[[Mapping[str, Any], int, Path], list[Experiment]]
@@ -299,7 +300,7 @@ _UNITS: dict[str, ExperimentUnit] = {}
 _LOADED = False
 
 
-class RegistryError(ValueError):
+class RegistryError(errors.RegistryError, ValueError):
     """Two units claim one name, or a name is not registered."""
 
 

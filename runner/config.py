@@ -38,6 +38,7 @@ from urllib.parse import parse_qsl, urlparse
 import msgspec
 from msgspec import Meta
 
+from ibias import errors
 from ibias.prompts.base import Experiment, SettingsError
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
 from ibias.prompts.schema import MAX_INT, join_key, one_line, render_path, show, validate
@@ -192,7 +193,7 @@ class ConfigFile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     ]
 
 
-class ConfigError(Exception):
+class ConfigError(errors.ConfigError):
     """A config problem, already phrased as the one line the user sees."""
 
 

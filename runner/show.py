@@ -23,12 +23,13 @@ from typing import Any, cast
 import duckdb
 import orjson
 
+from ibias import errors
 from ibias.store.db import StoreError
 
 _KEY = re.compile(r"\A[0-9a-f]{1,64}\Z")
 
 
-class ShowError(Exception):
+class ShowError(errors.StoreError):
     """A selection that names no trial, or several where one was meant: one line for the user."""
 
 

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import duckdb
 
+from ibias import errors
 from ibias.store.experiments import ExperimentSchemaError, apply_experiment_schemas
 from ibias.store.lock import holder
 
 
-class StoreError(Exception):
+class StoreError(errors.StoreError):
     """A store problem phrased as the one line the user sees."""
 
 

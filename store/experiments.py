@@ -24,6 +24,7 @@ import duckdb
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from ibias import errors
 from ibias.prompts.base import stable_hash
 from ibias.prompts.registry import (
     EXPLICIT_TABLE,
@@ -55,7 +56,7 @@ EXPLICIT_PARSER = Parser(
 """The shape every explicit kind's parser writes (checked when a kind registers)."""
 
 
-class ExperimentSchemaError(Exception):
+class ExperimentSchemaError(errors.StoreError):
     """A store whose experiment tables are newer than this code understands."""
 
 

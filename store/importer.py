@@ -27,6 +27,7 @@ from typing import Any
 
 import duckdb
 
+from ibias import errors
 from ibias.prompts import registry
 from ibias.prompts.base import chat_messages, json_object_line, stable_hash
 from ibias.prompts.stimuli.pack import StimuliPack
@@ -40,7 +41,7 @@ TOP_KEYS = frozenset(
 )
 
 
-class ImportFileError(ValueError):
+class ImportFileError(errors.StoreError, ValueError):
     """A bad import line; the message starts with the file and line number."""
 
 

@@ -22,16 +22,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from ibias import errors
+
 #: How long `acquire` waits out an unnamed holder: readers probing with `holder` hold the lock
 #: shared for an instant, and must not make a starting run fail as busy.
 PROBE_WAIT_S = 0.5
 
 
-class StoreBusyError(Exception):
+class StoreBusyError(errors.StoreError):
     """The store is held by another process; the message names it."""
 
 
-class StoreLockError(Exception):
+class StoreLockError(errors.StoreError):
     """The store or its lock file is not something a lock can be made beside or kept in (a
     device, a folder, a symbolic link); the message names the path."""
 

@@ -33,6 +33,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
+from ibias import errors
 from ibias.prompts.base import canonical_json
 from ibias.store.arrow_scan import registered
 from ibias.store.db import begin, rollback
@@ -319,7 +320,7 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
         )
 
 
-class StoreWriteError(Exception):
+class StoreWriteError(errors.StoreError):
     """The store could not be written: one line naming the file and the system's reason (a
     full disk, a file-size limit, an I/O error), what was kept, and what to do. A user error
     (exit 2): nothing is wrong with the run, the place it writes to must be fixed first."""

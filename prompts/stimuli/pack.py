@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from ibias import errors
 from ibias.prompts.base import SettingsError
 from ibias.prompts.codes import CIS, TRANS
 
@@ -69,7 +70,7 @@ _SERVICE = re.compile(r"^[a-z][a-z0-9_]*$")
 _WHOLE_NUMBER = re.compile(r"^[0-9]+$")
 
 
-class StimuliError(ValueError):
+class StimuliError(errors.StimuliError, ValueError):
     """A stimuli pack (or an authors' release) that cannot be used: one line naming the
     pack-relative file, the line where useful, and what is wrong."""
 

@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ibias import errors
 from ibias.prompts.word_association.text import fold, phrase
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "word_association"
@@ -35,7 +36,7 @@ IMPLICIT_PLACEHOLDERS = frozenset({"words", "word_lines", "label_1", "label_2"})
 EXPLICIT_PLACEHOLDERS = frozenset({"quality", "label_1", "label_2"})
 
 
-class DataError(ValueError):
+class DataError(errors.ConfigError, ValueError):
     """A data file (shipped or user-supplied) that cannot be used, with where and why."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ibias import errors
 from ibias.prompts.base import Message
 from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.providers.base import Reply, Sampling
@@ -29,7 +30,7 @@ __all__ = ["TOO_LARGE", "BatchAPI", "BatchAPIError", "BatchInfo", "LineResult", 
 TOO_LARGE = "too_large"
 
 
-class BatchAPIError(Exception):
+class BatchAPIError(errors.ProviderError):
     """A call of a batch API that failed: `retry` when asking again later may succeed
     (a connection error, 408, 409, 429, 5xx), else the model's batches stop (400s, 401, 404)."""
 

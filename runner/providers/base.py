@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol, Self
 
 import msgspec
 
+from ibias import errors
 from ibias.prompts.base import Message
 from ibias.runner import retries
 from ibias.runner.config import ModelConfig
@@ -71,7 +72,7 @@ class Reply:
     token, kept as sent), else None. Stored in `responses.logprobs`, not in `raw`."""
 
 
-class ProviderError(Exception):
+class ProviderError(errors.ProviderError):
     """An attempt that produced no Reply; `classification` says whether to retry."""
 
     def __init__(

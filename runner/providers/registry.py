@@ -18,6 +18,7 @@ import importlib
 from collections.abc import Callable
 from typing import TypeVar
 
+from ibias import errors
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Provider, ProviderContext
 from ibias.runner.providers.names import BUILTIN, ENTRY_POINT_GROUP
@@ -43,7 +44,7 @@ _P = TypeVar("_P", bound=type[Provider])
 _REGISTRY: dict[str, type[Provider]] = {}
 
 
-class UnknownProviderError(LookupError):
+class UnknownProviderError(errors.RegistryError, LookupError):
     """A provider name with no registered class (one line naming what is registered)."""
 
 

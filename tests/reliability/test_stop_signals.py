@@ -126,9 +126,9 @@ def test_each_stop_signal_ends_a_run_stuck_on_dead_endpoints(tmp_path, silent_se
 STUCK = """
 import sys, time
 import anyio, anyio.to_thread
-from ibias.runner import cli
+from ibias.runner.commands import stop_signals
 
-cli.STOP_MARGIN_S = 0.5
+stop_signals.STOP_MARGIN_S = 0.5
 
 async def job(stop):
     stop.grace_s = 0.5
@@ -136,7 +136,7 @@ async def job(stop):
     await anyio.to_thread.run_sync(time.sleep, 3600)  # a thread no cancel scope can end
     return 0
 
-sys.exit(cli._with_stop_signals(job))
+sys.exit(stop_signals.with_stop_signals(job))
 """
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ibias.runner import cli
 from ibias.runner.cli import build_parser, main
+from ibias.runner.commands.stores import store_of
 from tests.helpers import model_block, write_config
 
 
@@ -115,7 +115,7 @@ def test_config_names_the_store_for_every_store_command(tmp_path, capsys, monkey
     assert run_ok(capsys, "show", "--config", str(cfg)).startswith("trial ")
     for command in (["analyze"], ["import", "x.jsonl"]):
         args = build_parser().parse_args([*command, "--config", str(cfg)])
-        assert cli.store_of(args) == store
+        assert store_of(args) == store
     assert not (tmp_path / "runs").exists()
 
 

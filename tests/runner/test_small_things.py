@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ibias.runner.cli import demo_next_steps, main
+from ibias.runner.cli import main
+from ibias.runner.commands.demo import demo_next_steps
 
 
 def test_analyze_of_a_missing_store_leaves_no_lock(tmp_path, capsys, monkeypatch) -> None:

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ibias.runner import cli, config
+from ibias.runner import config
 from ibias.runner.cli import build_parser, main
+from ibias.runner.commands import demo
+from ibias.runner.commands.stores import store_of
 from ibias.runner.config import ConfigError, load_config
 from tests.helpers import model_block, write_config
 
@@ -81,7 +83,7 @@ def test_a_config_run_from_another_folder_uses_the_store_beside_it(tmp_path, cap
     assert code == 0 and "8" in out, err
     for command in (["analyze"], ["import", "x.jsonl"], ["show"]):
         args = build_parser().parse_args([*command, "--config", str(cfg)])
-        assert cli.store_of(args) == store
+        assert store_of(args) == store
     # The human outputs name the absolute store too.
     code, out, err = run(capsys, "plan", str(cfg))
     assert code == 0 and f"store: {store}" in out.splitlines()
@@ -121,7 +123,7 @@ def test_store_and_config_must_agree_after_resolving_against_the_config(
     monkeypatch.chdir(tmp_path)
     # The same file named from here: agreed.
     args = build_parser().parse_args(["status", str(cfg), "--store", "c/s.duckdb"])
-    assert cli.store_of(args) == Path("c/s.duckdb")
+    assert store_of(args) == Path("c/s.duckdb")
     # The config's relative path typed from here is another file: refused.
     line = refused(capsys, "status", str(cfg), "--store", "s.duckdb")
     assert "differs from the [run] store" in line and str(tmp_path / "c" / "s.duckdb") in line
@@ -229,7 +231,7 @@ def test_demo_uses_its_own_store_even_from_an_installed_package(tmp_path, capsys
     from ibias.runner.run import RunResult
 
     monkeypatch.setattr(config, "installed_configs", lambda: CONFIGS.resolve())
-    assert config.is_installed_config(cli.DEMO_CONFIG)
+    assert config.is_installed_config(demo.DEMO_CONFIG)
     seen: list[Path] = []
 
     async def fake_execute(cfg, options, stop=None):
@@ -237,10 +239,10 @@ def test_demo_uses_its_own_store_even_from_an_installed_package(tmp_path, capsys
         return RunResult(0, ("done",))
 
     monkeypatch.setattr(run_module, "execute", fake_execute)
-    monkeypatch.setattr(cli, "_analyze", lambda store, out: out / "report.html")
+    monkeypatch.setattr(demo, "analyze_store", lambda store, out: out / "report.html")
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "demo", "--out", "d")
     assert code == 0, err
     assert seen == [Path("d") / "demo.duckdb"] and "report: d/report.html" in out
     with pytest.raises(ConfigError, match="installed inside the ibias package"):
-        load_config(cli.DEMO_CONFIG).store_path()
+        load_config(demo.DEMO_CONFIG).store_path()

@@ -1,0 +1,84 @@
+"""`ibias analyze`: tables, figures and report.html from a store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ibias.runner.commands import EXIT_OK
+from ibias.runner.commands.options import add_store, bounded_int
+from ibias.runner.commands.stores import store_of
+
+#: `analyze --bootstrap` at most: a cells x B table of replicates must fit in memory.
+MAX_BOOTSTRAP = 100_000
+
+
+def add_arguments(analyze: argparse.ArgumentParser) -> None:
+    add_store(analyze)
+    analyze.add_argument(
+        "--out", default="out/analysis", metavar="DIR", help="output folder (default: out/analysis)"
+    )
+    analyze.add_argument(
+        "--bootstrap",
+        type=bounded_int(MAX_BOOTSTRAP),
+        default=2000,
+        metavar="B",
+        help="bootstrap replicates for the intervals (default: 2000)",
+    )
+    analyze.add_argument(
+        "--ci",
+        choices=("percentile", "bca"),
+        default="percentile",
+        help="bootstrap interval method (default: percentile)",
+    )
+    analyze.add_argument(
+        "--by-reported-model",
+        action="store_true",
+        help="group the tables by the model name/version the provider reported (default: by id)",
+    )
+    analyze.add_argument(
+        "--no-population",
+        action="store_true",
+        help="skip the intervals and tests for people like these (the pigeonhole bootstrap "
+        "over persons); the roster-conditional ones stay (default: computed)",
+    )
+
+
+def handle(args: argparse.Namespace) -> int:
+    report = analyze_store(
+        store_of(args),
+        Path(args.out),
+        args.bootstrap,
+        args.ci,
+        args.by_reported_model,
+        population=not args.no_population,
+    )
+    print(f"report: {report}")
+    return EXIT_OK
+
+
+def analyze_store(
+    store: Path,
+    out: Path,
+    bootstrap: int = 2000,
+    ci: str = "percentile",
+    by_reported_model: bool = False,
+    population: bool = True,
+) -> Path:
+    """Analysis (it takes the store's lock only to parse, see analysis/load.py); data that
+    breaks the pairing is bad input (exit 2), said about the store."""
+    from ibias.analysis.analyze import analyze
+    from ibias.analysis.experiment import AnalysisDataError
+    from ibias.store.db import StoreError
+
+    try:
+        return analyze(
+            store,
+            out,
+            bootstrap=bootstrap,
+            ci=ci,  # type: ignore[arg-type]
+            by_reported_model=by_reported_model,
+            population=population,
+        ).report
+    except AnalysisDataError as exc:
+        raise StoreError(f"store {store}: {exc}") from None

@@ -1,0 +1,96 @@
+"""`ibias run CONFIG`: run (or resume) the trials of a config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from ibias.runner.commands import EXIT_FAILED, EXIT_OK
+from ibias.runner.commands.options import (
+    add_selection,
+    add_store_only,
+    bounded_int,
+    non_negative_float,
+)
+from ibias.runner.config import MAX_CONCURRENCY, Config, absolute_path, load_config
+
+if TYPE_CHECKING:
+    from ibias.runner.batch.run import BatchOptions
+    from ibias.runner.stop import Stop
+
+
+def add_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument("config", help="the TOML config to run")
+    add_store_only(run)
+    add_selection(run)
+    run.add_argument(
+        "--max-cost",
+        type=non_negative_float,
+        metavar="USD",
+        help=(
+            "cap on everything the store has spent on this config's trials, this run and "
+            "earlier ones (a resume at the same cap stops before its first request); a request "
+            "starts only if its worst case fits (default: no limit)"
+        ),
+    )
+    run.add_argument(
+        "--concurrency",
+        type=bounded_int(MAX_CONCURRENCY),
+        metavar="N",
+        help="requests in flight per model, overriding max_concurrency (default: the config's)",
+    )
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress display (default: shown on stderr)"
+    )
+    run.add_argument(
+        "--batch",
+        action="store_true",
+        help="send the trials of models with a batch API as provider batches, at the batch "
+        "price (docs/batches.md); run again to collect them (default: each model's mode)",
+    )
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with batches: submit them, run the online models, print the batch ids and exit 0 "
+        "(default: wait for the batches)",
+    )
+
+
+def selected_config(args: argparse.Namespace) -> Config:
+    """The config of `run`/`plan`, restricted by --model and --experiment."""
+    from ibias.runner.selection import select
+
+    return select(load_config(args.config), args.model, args.experiment)
+
+
+def batch_options(args: argparse.Namespace) -> BatchOptions:
+    """`--batch` and `--no-wait` (runner/batch/run.py)."""
+    from ibias.runner.batch.run import BatchOptions
+
+    return BatchOptions(forced=args.batch, wait=not args.no_wait)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from ibias.runner.commands.stop_signals import with_stop_signals
+    from ibias.runner.run import RunOptions, execute
+
+    async def job(stop: Stop) -> int:
+        config = selected_config(args)
+        options = RunOptions(
+            store=config.store_path(args.store),
+            max_cost=args.max_cost,
+            concurrency=args.concurrency,
+            quiet=args.quiet,
+            batch=batch_options(args),
+        )
+        result = await execute(config, options, stop=stop)
+        # Which store the run filled, wherever it was started from: with the summary of a
+        # run that ended by itself, so that a refused or interrupted run keeps its one line.
+        if result.exit_code in (EXIT_OK, EXIT_FAILED):
+            print(f"store: {absolute_path(options.store)}", file=sys.stderr)
+        for line in result.lines:
+            print(line, file=sys.stderr)
+        return result.exit_code
+
+    return with_stop_signals(job)

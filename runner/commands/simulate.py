@@ -1,0 +1,72 @@
+"""`ibias simulate`: serve the provider simulator on loopback (tests, benchmarks, the demo)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from ibias.runner.commands import EXIT_OK, fail
+from ibias.runner.commands.options import non_negative_float, port, positive_int, probability
+
+
+def add_arguments(sim: argparse.ArgumentParser) -> None:
+    sim.add_argument(
+        "--port", type=port, default=8000, help="loopback port, 0 for any free one (default: 8000)"
+    )
+    sim.add_argument(
+        "--seed", type=int, default=0, help="seed of the simulated answers (default: 0)"
+    )
+    sim.add_argument(
+        "--rpm", type=positive_int, help="requests per minute before a 429 (default: no limit)"
+    )
+    sim.add_argument(
+        "--tpm", type=positive_int, help="tokens per minute before a 429 (default: no limit)"
+    )
+    sim.add_argument(
+        "--latency-ms",
+        type=non_negative_float,
+        default=0.0,
+        help="added latency of each reply in milliseconds (default: 0)",
+    )
+    sim.add_argument(
+        "--fault-rate",
+        type=probability,
+        default=0.0,
+        help="probability of a simulated fault per request, over all fault kinds (default: 0)",
+    )
+    sim.add_argument(
+        "--hide-limits",
+        action="store_true",
+        help="enforce --rpm/--tpm but announce them nowhere (default: announced in headers)",
+    )
+    sim.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="a TOML simulator profile; replaces the options above (default: none)",
+    )
+
+
+def handle(args: argparse.Namespace) -> int:
+    from ibias.runner.sim_profile import SimProfile, load_profile
+    from ibias.runner.simulator import serve_forever
+
+    if args.profile:
+        profile = load_profile(args.profile)
+    else:
+        profile = SimProfile.from_args(
+            seed=args.seed,
+            rpm=args.rpm,
+            tpm=args.tpm,
+            latency_ms=args.latency_ms,
+            fault_rate=args.fault_rate,
+            hide_limits=args.hide_limits,
+        )
+
+    def ready(url: str) -> None:
+        print(f"simulator listening on {url}", flush=True)
+
+    try:
+        asyncio.run(serve_forever(profile, "127.0.0.1", args.port, on_ready=ready))
+    except OSError as exc:
+        return fail(f"cannot listen on 127.0.0.1:{args.port}: {exc.strerror}")
+    return EXIT_OK

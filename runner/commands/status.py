@@ -1,0 +1,77 @@
+"""`ibias status [CONFIG]`: the progress of a store, also during a run."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import orjson
+
+from ibias.errors import UsageError
+from ibias.runner.commands import EXIT_OK
+from ibias.runner.commands.options import add_store
+from ibias.runner.commands.stores import store_of
+from ibias.runner.config import absolute_path
+
+
+def add_arguments(status: argparse.ArgumentParser) -> None:
+    status.add_argument(
+        "config_file",
+        nargs="?",
+        metavar="CONFIG",
+        help="a config whose [run] store to show (same as --config; default: none)",
+    )
+    add_store(status)
+    status.add_argument(
+        "--json", action="store_true", help="print one JSON object (default: a table)"
+    )
+    status.add_argument(
+        "--refresh",
+        action="store_true",
+        help="ask the providers for the state of CONFIG's running batches and record it "
+        "first (needs their API keys; default: the store's view only)",
+    )
+
+
+def handle(args: argparse.Namespace) -> int:
+    from ibias.runner.status_report import render_status, status_report
+
+    if args.refresh:
+        _refresh_batches(args)
+    # Absolute: the report names the store, and it must say which one wherever you stand.
+    report = status_report(absolute_path(store_of(args)))
+    from ibias.runner.batch.status import batch_lines, batches_report
+
+    batches = batches_report(absolute_path(store_of(args)))
+    if args.json:
+        sys.stdout.write(orjson.dumps({**report, "batches": batches}).decode() + "\n")
+    else:
+        render_status(report)
+        for line in batch_lines(batches):
+            print(line)
+    return EXIT_OK
+
+
+def _refresh_batches(args: argparse.Namespace) -> None:
+    """`status --refresh`: the providers' view of the config's running batches, recorded in
+    the store before it is read (a run's poll, without the download)."""
+    import anyio
+
+    from ibias.runner.batch.status import refresh_batches
+    from ibias.runner.config import load_config
+
+    config_file = getattr(args, "config_file", None) or args.config
+    if config_file is None:
+        raise UsageError(
+            "ibias status --refresh: give the CONFIG whose batches to ask about (its models "
+            "name the providers and their API keys)"
+        )
+    store = absolute_path(store_of(args))
+    anyio.run(
+        refresh_batches,
+        load_config(config_file),
+        store,
+        os.environ,
+        lambda line: print(line, file=sys.stderr),
+    )

@@ -1,0 +1,92 @@
+"""`ibias run` and `ibias demo` receive their stop signals on the event loop, as `Stop`
+requests, from before any of their work until it has ended (runner/stop.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from ibias.runner.commands import EXIT_INTERRUPTED
+
+if TYPE_CHECKING:
+    from ibias.runner.stop import Stop
+
+#: Signals that stop a run gracefully. SIGHUP too: a closed terminal or ssh session should
+#: leave a consistent, resumable store, exactly like SIGTERM. (SIGHUP only where it exists.)
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+#: Seconds after a stop's grace period (in-flight requests) for the final flush and closing;
+#: past them the process exits 130 at once (`Stop.arm`).
+STOP_MARGIN_S = 10.0
+
+_T = TypeVar("_T")
+
+
+def _exit_overdue() -> None:
+    print(
+        f"interrupted: the run did not end within its grace period plus {STOP_MARGIN_S:g} s; "
+        "exiting now (what was stored is kept; run again to resume)",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(EXIT_INTERRUPTED)
+
+
+def with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
+    """Run `job` on an event loop whose stop signals are received before any of its work.
+
+    The receiver is open before `job` loads or plans anything, so a signal at any point becomes
+    a `Stop` request (never a KeyboardInterrupt traceback or a death by SIGTERM) and the job
+    ends the way an interrupted run ends. Only the command line does this: the Python API
+    leaves the process's signal handling alone. The receiver closes when `job` returns, so
+    whatever follows (the demo's analysis) has the default handlers back.
+    """
+    import anyio
+
+    from ibias.runner.event_loop import event_loop_options
+    from ibias.runner.stop import Stop
+
+    stop = Stop()
+    # The backstop: whatever is stuck (a thread the loop must wait for), the process ends
+    # STOP_MARGIN_S after the grace period, as after kill -9 (runner/stop.py).
+    stop.arm(_exit_overdue, STOP_MARGIN_S)
+    try:
+        return anyio.run(_receiving, job, stop, backend_options=event_loop_options())
+    finally:
+        stop.disarm()
+        # The receiver gave back the start-up handlers (runner/startup.py); what follows
+        # (the demo's analysis) gets the process's own.
+        from ibias.runner.startup import release
+
+        release()
+
+
+async def _receiving(job: Callable[[Stop], Awaitable[_T]], stop: Stop) -> _T:
+    """`job(stop)` with the stop signals relayed to `stop` while it runs."""
+    import anyio
+
+    outcome: list[_T] = []  # empty until job returns
+    error: Exception | None = None
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with anyio.create_task_group() as tg:
+
+            async def relay() -> None:
+                async for signum in signals:
+                    stop.request(f"interrupted by {signal.Signals(signum).name}")
+
+            tg.start_soon(relay)
+            # Errors are carried out of the task group so they stay themselves (one line
+            # in cli.main) rather than an ExceptionGroup.
+            try:
+                outcome.append(await job(stop))
+            except Exception as exc:
+                error = exc
+            tg.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    return outcome[0]
