@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import os
 import sys
-import threading
 from collections.abc import Collection, Sequence
 from typing import TextIO
 
@@ -127,18 +126,12 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def entry() -> None:
-    """The `ibias` command (the console script and `python -m ibias`): `main`, then the
-    process ends without finalising the interpreter.
-
-    By the time `main` returns, every command has closed its store and written its output;
-    tearing down the modules it imported (pyarrow, numpy, DuckDB, aiohttp, Polars) then took
-    about 50 ms more, which a 20,000-request run paid in every end-to-end figure (issue 12,
-    bench/BENCHMARKS.md). ibias registers no exit handlers. Should a thread that is not a
-    daemon still run, the interpreter ends normally, so it is never cut short.
+    """The `ibias` command (the console script and `python -m ibias`): `main`, then an
+    ordinary exit, so the exit handlers of the libraries and plugins run.
 
     The stop signals are handled from the start (runner/startup.py, where the console script
-    begins): one arriving before `main` has caught it, or after, still ends the command with
-    "interrupted" and exit 130, never a traceback."""
+    begins): one arriving before `main` has caught it, or after, while the interpreter ends,
+    still ends the command with "interrupted" and exit 130, never a traceback."""
     from ibias.runner.startup import install, interrupted
 
     install()
@@ -152,15 +145,12 @@ def entry() -> None:
             code = EXIT_FAILED
     except KeyboardInterrupt:  # a Ctrl-C outside main's own handling
         interrupted()
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            _flush(stream)
-    except KeyboardInterrupt:  # the command is done; a late Ctrl-C changes nothing
-        pass
-    main_thread = threading.main_thread()
-    if any(t.is_alive() and not t.daemon and t is not main_thread for t in threading.enumerate()):
-        sys.exit(code)
-    os._exit(code)
+    # The command is done; a stop signal from here ends the process at once with 130, and
+    # spares the interpreter's teardown (waiting for a thread, closing modules) its traceback.
+    install()
+    for stream in (sys.stdout, sys.stderr):
+        _flush(stream)
+    sys.exit(code)
 
 
 def _flush(stream: TextIO) -> None:

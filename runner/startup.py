@@ -17,8 +17,10 @@ at that point (no store is open yet), so ending there is safe.
 
 `release` gives the handlers back as they were (Python's KeyboardInterrupt for SIGINT, the
 system's default for the others): `cli.main` calls it as soon as a command other than `run` or
-`demo` is chosen, and `cli._with_stop_signals` once the run's own receiver has closed. A signal
-ignored when the command starts (SIGHUP under `nohup`) stays ignored.
+`demo` is chosen, and `commands.stop_signals.with_stop_signals` once the run's own receiver has
+closed. When the command has returned, `cli.entry` installs them again for the interpreter's
+ordinary exit (exit handlers, a thread still running): a signal then ends it the same way. A
+signal ignored when the command starts (SIGHUP under `nohup`) stays ignored.
 
 Only the interpreter's own start-up, before any of ibias's code runs (about 20 to 30 ms with an
 editable install, most of it `site` and the editable finder), is out of reach: a signal then

@@ -1,12 +1,16 @@
-"""The `ibias` command's entry: `main`'s exit code, all of its output, and no interpreter
-teardown (which cost every run about 50 ms) unless a non-daemon thread still runs."""
+"""The `ibias` command's entry: `main`'s exit code, all of its output, an ordinary exit (the
+exit handlers of libraries and plugins run), and a stop signal during that exit still ends
+it with 130 and one line, no traceback."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from tests.helpers import IBIAS
 
@@ -62,3 +66,55 @@ def test_a_thread_still_running_is_waited_for(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "done"
+
+
+def test_exit_handlers_run() -> None:
+    """A library's or plugin's `atexit` handler (a telemetry flush, a temporary folder) runs
+    when the command ends, as in any Python program."""
+    done = _python(
+        """
+        import atexit, sys
+        from ibias.runner import cli
+        def main() -> int:
+            atexit.register(lambda: print("exit handler ran", flush=True))
+            return 0
+        cli.main = main
+        cli.entry()
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "exit handler ran\n"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_while_the_command_exits_gives_130_and_one_line(signum: int) -> None:
+    """The command has returned; a slow exit handler still runs when the signal comes."""
+    code = textwrap.dedent(
+        """
+        import atexit, signal, sys, time
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_DFL)  # whatever the test runner inherited
+        from ibias.runner import cli
+        def slow() -> None:
+            print("exiting", flush=True)
+            time.sleep(60)
+        def main() -> int:
+            atexit.register(slow)
+            return 0
+        cli.main = main
+        cli.entry()
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "exiting\n"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130
+    assert err == "interrupted\n"
