@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import sys
 from collections.abc import Collection, Sequence
@@ -65,13 +66,26 @@ def _version() -> str:
         return "0+unknown"
 
 
+class _VersionAction(argparse._VersionAction):
+    """`--version`, which reads the package metadata only when asked (importlib.metadata
+    costs every other command about 20 ms of start-up)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
 def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
     """The command line with the arguments of `commands` (default: every subcommand); the
     others are listed with their help line only, and their modules are not loaded."""
     parser = Parser(prog="ibias", description="Implicit-bias experiments on LLMs, at scale.")
-    parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {_version()}", help="show the version"
-    )
+    parser.add_argument("--version", action=_VersionAction, help="show the version")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, command in COMMANDS.items():
         subparser = sub.add_parser(name, help=command.help)
@@ -150,6 +164,11 @@ def entry() -> None:
     install()
     for stream in (sys.stdout, sys.stderr):
         _flush(stream)
+    # What the command built is garbage now; collecting it at exit (the interpreter's last
+    # garbage collections over every object pyarrow, numpy, DuckDB and Polars created) was
+    # most of the exit's 50 ms or more. Frozen objects are left out of those collections and
+    # their memory goes back with the process; exit handlers and module teardown still run.
+    gc.freeze()
     sys.exit(code)
 
 
