@@ -1,7 +1,7 @@
 """The `ibias` command's first step: its stop signals are handled before anything is loaded.
 
 Loading the command (the config schema, DuckDB, anyio, uvloop, the providers) takes 0.1 to
-0.4 s before `ibias run` opens its own signal receiver (`cli._with_stop_signals`). A Ctrl-C in
+0.4 s before `ibias run` opens its own signal receiver (`commands/stop_signals.py`). A Ctrl-C in
 that window printed a KeyboardInterrupt traceback, and SIGTERM or SIGHUP killed the process
 (exit -15) instead of the documented 130. So the console script and `python -m ibias` start
 here, with nothing imported but the standard library's `os`, `signal` and `sys`, and until the

@@ -237,9 +237,9 @@ def test_stop_can_be_made_before_a_loop_exists():
 
 
 def test_the_watchdog_acts_once_a_stop_outlives_grace_and_margin():
-    """The command line's backstop (runner/cli.py arms it): a stop that has not ended the work
-    `grace_s + margin_s` after it was requested calls the overdue action, from its own thread
-    (so nothing stuck on the event loop can hold it)."""
+    """The command line's backstop (runner/commands/stop_signals.py arms it): a stop that has
+    not ended the work `grace_s + margin_s` after it was requested calls the overdue action,
+    from its own thread (so nothing stuck on the event loop can hold it)."""
     fired = threading.Event()
     stop = Stop(grace_s=0.01)
     stop.arm(fired.set, margin_s=0.01)
