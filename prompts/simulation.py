@@ -339,7 +339,13 @@ def params_values(given: Mapping[str, Mapping[str, Any]]) -> dict[str, msgspec.S
 def persona_from_table(table: Mapping[str, Any], key: str = "") -> Persona:
     """The persona a run config's `[models.sim]` table describes (no `[default]` to inherit
     from), as the analysis rebuilds it from a stored config. Only the keys a persona holds are
-    checked; the runner checks the rest (latency, faults, limits) when it loads the config."""
+    checked; the runner checked the rest (latency, faults, limits) when it loaded the config.
+    A table of an experiment not registered here (a plugin not installed where the analysis
+    runs) is left out: the other units' values do not depend on it."""
+    nested = table.get(EXPERIMENTS_KEY)
+    if isinstance(nested, Mapping):
+        known = {u.name for u in _simulated_units()}
+        table = {**table, EXPERIMENTS_KEY: {k: v for k, v in nested.items() if k in known}}
     given, rest = split_sim_table(table, key)
     refusal = validate(rest.get("refusal_rate", 0.0), Probability, join_key(key, "refusal_rate"))
     return Persona(refusal_rate=refusal, experiments=params_values(given))
