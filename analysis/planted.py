@@ -525,8 +525,7 @@ ANCHOR, TITLE = "planted-values", "Planted values (simulated models)"
 def section(tables: Mapping[str, pl.DataFrame]) -> str:
     """The report section: each simulated model's planted and expected values beside the
     estimates, and the share of intervals that contain them."""
-    from ibias.analysis import labels
-    from ibias.analysis.report import Column, col, count, esc, interval, num, table
+    from ibias.analysis.report import col, count, esc, num, table
 
     coverage = tables.get("planted_coverage")
     if coverage is None:
@@ -553,97 +552,122 @@ def section(tables: Mapping[str, pl.DataFrame]) -> str:
             ],
         ),
     ]
-    yes_no = {True: "yes", False: "no"}
-    wa = tables.get("planted_word_association")
-    if wa is not None and not wa.is_empty():
-        parts.append("<h3>Word association</h3>")
-        parts.append(
-            table(
-                wa,
-                [
-                    col("model", "model_id", text=True),
-                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                    col("planted word bias", "planted_word_bias", lambda v: num(v, 2)),
-                    col("expected score", "expected_score", lambda v: num(v, 3)),
-                    Column(
-                        "mean bias [95% CI]",
-                        lambda r: f"{num(r['mean_bias'])} {interval(r['ci_low'], r['ci_high'], 3)}",
-                    ),
-                    Column(
-                        "expected / estimated per template 1, 2, 3",
-                        lambda r: " · ".join(
-                            f"{num(r[f'expected_template_{t}'], 2)} / "
-                            f"{num(r[f'bias_template_{t}'], 2)}"
-                            for t in TEMPLATES
-                        ),
-                    ),
-                    col("inside", "inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
-                ],
-            )
-        )
-    al = tables.get("planted_allocation")
-    if al is not None and not al.is_empty():
-        parts.append("<h3>Allocation shares</h3>")
-        for (model,), sub in al.group_by(["model_id"], maintain_order=True):
-            rows = table(
-                sub,
-                [
-                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                    col("service", "service", lambda v: esc(labels.service(str(v))), True),
-                    col("explanation", "explanation", lambda v: esc(labels.explanation(v)), True),
-                    col("symptoms", "symptoms", lambda v: esc(labels.symptoms(str(v))), True),
-                    col("planted q", "planted_q", lambda v: num(v, 2)),
-                    col("expected cis share", "expected_cis_share", lambda v: num(v, 3)),
-                    col("given people shown", "conditional_cis_share", lambda v: num(v, 3)),
-                    Column(
-                        "cis share [95% CI]",
-                        lambda r: (
-                            f"{num(r['share_cis'])} "
-                            f"{interval(r['cis_ci_low'], r['cis_ci_high'], 3)}"
-                        ),
-                    ),
-                    col("inside", "cis_inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
-                    Column(
-                        "gap expected / given people",
-                        lambda r: f"{num(r['expected_gap'])} / {num(r['conditional_gap'])}",
-                    ),
-                    Column(
-                        "gap [95% CI]",
-                        lambda r: (
-                            f"{num(r['gap'])} {interval(r['gap_ci_low'], r['gap_ci_high'], 3)}"
-                        ),
-                    ),
-                    col("inside", "gap_inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
-                ],
-            )
-            parts.append(f"<details><summary>{esc(model)}</summary>{rows}</details>")
-    ef = tables.get("planted_effects")
-    if ef is not None and not ef.is_empty():
-        parts.append("<h3>Condition effects</h3>")
-        planted_only = ef.filter(~pl.col("null_effect"))
-        parts.append(
-            f"<p>{count(planted_only.height)} effect rows carry a planted effect and "
-            f"{count(ef.height - planted_only.height)} are null; the planted ones:</p>"
-        )
-        parts.append(
-            table(
-                planted_only,
-                [
-                    col("model", "model_id", text=True),
-                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                    col("service", "service", lambda v: esc(labels.service(str(v))), True),
-                    col("effect", "label", text=True),
-                    col("stratum", "stratum", lambda v: esc(labels.label("strata", str(v))), True),
-                    col("expected", "expected_difference", lambda v: num(v, 3)),
-                    col("given people shown", "conditional_difference", lambda v: num(v, 3)),
-                    Column(
-                        "estimate [95% CI]",
-                        lambda r: (
-                            f"{num(r['difference'])} {interval(r['ci_low'], r['ci_high'], 3)}"
-                        ),
-                    ),
-                    col("inside", "inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
-                ],
-            )
-        )
+    for key, part in (
+        ("planted_word_association", _word_association_part),
+        ("planted_allocation", _allocation_part),
+        ("planted_effects", _effects_part),
+    ):
+        frame = tables.get(key)
+        if frame is not None and not frame.is_empty():
+            parts.extend(part(frame))
     return "".join(parts)
+
+
+_YES_NO = {True: "yes", False: "no"}
+
+
+def _word_association_part(wa: pl.DataFrame) -> list[str]:
+    """The word-association rows: planted bias and expected scores beside the estimates."""
+    from ibias.analysis import labels
+    from ibias.analysis.report import Column, col, esc, interval, num, table
+
+    parts: list[str] = []
+    parts.append("<h3>Word association</h3>")
+    parts.append(
+        table(
+            wa,
+            [
+                col("model", "model_id", text=True),
+                col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                col("planted word bias", "planted_word_bias", lambda v: num(v, 2)),
+                col("expected score", "expected_score", lambda v: num(v, 3)),
+                Column(
+                    "mean bias [95% CI]",
+                    lambda r: f"{num(r['mean_bias'])} {interval(r['ci_low'], r['ci_high'], 3)}",
+                ),
+                Column(
+                    "expected / estimated per template 1, 2, 3",
+                    lambda r: " · ".join(
+                        f"{num(r[f'expected_template_{t}'], 2)} / {num(r[f'bias_template_{t}'], 2)}"
+                        for t in TEMPLATES
+                    ),
+                ),
+                col("inside", "inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
+            ],
+        )
+    )
+    return parts
+
+
+def _allocation_part(al: pl.DataFrame) -> list[str]:
+    """The allocation shares per model (one collapsible table each)."""
+    from ibias.analysis import labels
+    from ibias.analysis.report import Column, col, esc, interval, num, table
+
+    parts: list[str] = []
+    parts.append("<h3>Allocation shares</h3>")
+    for (model,), sub in al.group_by(["model_id"], maintain_order=True):
+        rows = table(
+            sub,
+            [
+                col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                col("service", "service", lambda v: esc(labels.service(str(v))), True),
+                col("explanation", "explanation", lambda v: esc(labels.explanation(v)), True),
+                col("symptoms", "symptoms", lambda v: esc(labels.symptoms(str(v))), True),
+                col("planted q", "planted_q", lambda v: num(v, 2)),
+                col("expected cis share", "expected_cis_share", lambda v: num(v, 3)),
+                col("given people shown", "conditional_cis_share", lambda v: num(v, 3)),
+                Column(
+                    "cis share [95% CI]",
+                    lambda r: (
+                        f"{num(r['share_cis'])} {interval(r['cis_ci_low'], r['cis_ci_high'], 3)}"
+                    ),
+                ),
+                col("inside", "cis_inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
+                Column(
+                    "gap expected / given people",
+                    lambda r: f"{num(r['expected_gap'])} / {num(r['conditional_gap'])}",
+                ),
+                Column(
+                    "gap [95% CI]",
+                    lambda r: f"{num(r['gap'])} {interval(r['gap_ci_low'], r['gap_ci_high'], 3)}",
+                ),
+                col("inside", "gap_inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
+            ],
+        )
+        parts.append(f"<details><summary>{esc(model)}</summary>{rows}</details>")
+    return parts
+
+
+def _effects_part(ef: pl.DataFrame) -> list[str]:
+    """The planted condition effects (the null ones counted only)."""
+    from ibias.analysis import labels
+    from ibias.analysis.report import Column, col, count, esc, interval, num, table
+
+    parts: list[str] = []
+    parts.append("<h3>Condition effects</h3>")
+    planted_only = ef.filter(~pl.col("null_effect"))
+    parts.append(
+        f"<p>{count(planted_only.height)} effect rows carry a planted effect and "
+        f"{count(ef.height - planted_only.height)} are null; the planted ones:</p>"
+    )
+    parts.append(
+        table(
+            planted_only,
+            [
+                col("model", "model_id", text=True),
+                col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                col("service", "service", lambda v: esc(labels.service(str(v))), True),
+                col("effect", "label", text=True),
+                col("stratum", "stratum", lambda v: esc(labels.label("strata", str(v))), True),
+                col("expected", "expected_difference", lambda v: num(v, 3)),
+                col("given people shown", "conditional_difference", lambda v: num(v, 3)),
+                Column(
+                    "estimate [95% CI]",
+                    lambda r: f"{num(r['difference'])} {interval(r['ci_low'], r['ci_high'], 3)}",
+                ),
+                col("inside", "inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
+            ],
+        )
+    )
+    return parts

@@ -57,7 +57,7 @@ import json
 import math
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Annotated
@@ -599,117 +599,162 @@ def _as_written(word: str, language: str, rng: random.Random) -> str:
     return f"{head} {last}" if head else last
 
 
+#: A paper-design reply's layouts, drawn uniformly (plain lines four times as often).
+_PAPER_KINDS = (
+    "lines",
+    "lines",
+    "lines",
+    "lines",
+    "paren",
+    "inline",
+    "grouped",
+    "headed",
+    "label_first",
+    "trailing",
+    "table",
+    "columns",
+    "ticks",
+    "json",
+)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What every paper-reply layout writes from: each word with its label index, the labels
+    as shown, the words per label, the label order of grouped layouts, the language."""
+
+    pairs: list[tuple[str, int]]
+    labels: list[str]
+    members: list[list[str]]
+    order: list[int]
+    language: str
+
+
 def _paper_layout(
     pairs: list[tuple[str, int]], labels: list[str], language: str, rng: random.Random
 ) -> str:
-    kind = rng.choice(
-        (
-            "lines",
-            "lines",
-            "lines",
-            "lines",
-            "paren",
-            "inline",
-            "grouped",
-            "headed",
-            "label_first",
-            "trailing",
-            "table",
-            "columns",
-            "ticks",
-            "json",
-        )
-    )
+    """The body of a paper-design reply in one of `_PAPER_KINDS` (the draws, in order: the
+    kind, the label order, then the kind's own)."""
+    kind = rng.choice(_PAPER_KINDS)
     members = [[w for w, g in pairs if g == i] for i in (0, 1)]
     order = [0, 1] if rng.random() < 0.5 else [1, 0]
-    if kind == "paren":
-        chunks = [f"{w} ({labels[g]})" for w, g in pairs]
-        return ", ".join(chunks) if rng.random() < 0.4 else "\n".join(chunks)
-    if kind == "inline":
-        sep = rng.choice((": ", " - ", " = ", " → ", " "))
-        joiner = rng.choice((", ", "; ", " | ")) if sep != " " else ", "
-        return joiner.join(f"{w}{sep}{labels[g]}" for w, g in pairs)
-    if kind == "grouped":
-        style = rng.choice(("plain", "bold", "words"))
-        lines = []
-        for g in order:
-            if not members[g]:
-                continue
-            if style == "bold":
-                head = f"**{labels[g]}:**"
-            elif style == "words":
-                head = f"{labels[g]} words:" if language == "en" else f"Palabras {labels[g]}:"
-            else:
-                head = f"{labels[g]}:"
-            lines.append(f"{head} {', '.join(members[g])}")
-        return ("; " if rng.random() < 0.2 else "\n").join(lines)
-    if kind == "headed":
-        style = rng.choice(("**{}**", "**{}:**", "### {}", "{}:", "words"))
-        one_line = rng.random() < 0.3
-        blocks = []
-        for g in order:
-            if not members[g]:
-                continue
-            if style == "words":
-                head = (
-                    f"Words labeled {labels[g]}:" if language == "en" else f"Palabras {labels[g]}:"
-                )
-            else:
-                head = style.format(labels[g])
-            body = [", ".join(members[g])] if one_line else [f"- {w}" for w in members[g]]
-            blocks.append("\n".join([head, *body]))
-        return "\n\n".join(blocks)
-    if kind == "label_first":
-        sep = rng.choice((": ", " - ", " → "))
-        bold = rng.random() < 0.4
-        return "\n".join(
-            (f"**{labels[g]}**" if bold else labels[g]) + f"{sep}{w}" for w, g in pairs
-        )
-    if kind == "trailing":
-        sep = rng.choice((" → ", ": ", " - "))
-        return "\n".join(f"{', '.join(members[g])}{sep}{labels[g]}" for g in order if members[g])
-    if kind == "table":
-        word_head, label_head = _WORD_HEADERS[language]
-        if rng.random() < 0.3:
-            rows = [f"| # | {word_head} | {label_head} |", "|---|---|---|"]
-            rows += [f"| {n} | {w} | {labels[g]} |" for n, (w, g) in enumerate(pairs, start=1)]
+    layout = _Layout(pairs, labels, members, order, language)
+    return _PAPER_WRITERS.get(kind, _lines_layout)(layout, rng)
+
+
+def _paren_layout(x: _Layout, rng: random.Random) -> str:
+    chunks = [f"{w} ({x.labels[g]})" for w, g in x.pairs]
+    return ", ".join(chunks) if rng.random() < 0.4 else "\n".join(chunks)
+
+
+def _inline_layout(x: _Layout, rng: random.Random) -> str:
+    sep = rng.choice((": ", " - ", " = ", " → ", " "))
+    joiner = rng.choice((", ", "; ", " | ")) if sep != " " else ", "
+    return joiner.join(f"{w}{sep}{x.labels[g]}" for w, g in x.pairs)
+
+
+def _grouped_layout(x: _Layout, rng: random.Random) -> str:
+    style = rng.choice(("plain", "bold", "words"))
+    lines = []
+    for g in x.order:
+        if not x.members[g]:
+            continue
+        if style == "bold":
+            head = f"**{x.labels[g]}:**"
+        elif style == "words":
+            head = f"{x.labels[g]} words:" if x.language == "en" else f"Palabras {x.labels[g]}:"
         else:
-            rows = [f"| {word_head} | {label_head} |", "|:-----|:------|"]
-            rows += [f"| {w} | {labels[g]} |" for w, g in pairs]
-        return "\n".join(rows)
-    if kind == "columns":
-        rows = [f"| {labels[order[0]]} | {labels[order[1]]} |", "|---|---|"]
-        depth = max(len(members[0]), len(members[1]))
-        for k in range(depth):
-            cells = [members[g][k] if k < len(members[g]) else "" for g in order]
-            rows.append(f"| {cells[0]} | {cells[1]} |")
-        return "\n".join(rows)
-    if kind == "ticks":
-        tick = rng.choice(_TICKS)
-        rows = [
-            f"| {_WORD_HEADERS[language][0]} | {labels[0]} | {labels[1]} |",
-            "|---|:---:|:---:|",
-        ]
-        rows += [f"| {w} | {tick if g == 0 else ''} | {tick if g == 1 else ''} |" for w, g in pairs]
-        return "\n".join(rows)
-    if kind == "json":
-        if rng.random() < 0.5:
-            return json.dumps({w: labels[g] for w, g in pairs}, ensure_ascii=False, indent=2)
-        word_key, label_key = ("word", "label") if language == "en" else ("palabra", "etiqueta")
-        objects = [{word_key: w, label_key: labels[g]} for w, g in pairs]
-        if rng.random() < 0.5:  # pretty-printed: each word and label on a line of its own
-            return json.dumps(objects, ensure_ascii=rng.random() < 0.3, indent=2)
-        lines = [json.dumps(o, ensure_ascii=False) for o in objects]
-        return "[\n" + ",\n".join(f"  {line}" for line in lines) + "\n]"
+            head = f"{x.labels[g]}:"
+        lines.append(f"{head} {', '.join(x.members[g])}")
+    return ("; " if rng.random() < 0.2 else "\n").join(lines)
+
+
+def _headed_layout(x: _Layout, rng: random.Random) -> str:
+    style = rng.choice(("**{}**", "**{}:**", "### {}", "{}:", "words"))
+    one_line = rng.random() < 0.3
+    blocks = []
+    for g in x.order:
+        if not x.members[g]:
+            continue
+        if style == "words":
+            head = (
+                f"Words labeled {x.labels[g]}:"
+                if x.language == "en"
+                else f"Palabras {x.labels[g]}:"
+            )
+        else:
+            head = style.format(x.labels[g])
+        body = [", ".join(x.members[g])] if one_line else [f"- {w}" for w in x.members[g]]
+        blocks.append("\n".join([head, *body]))
+    return "\n\n".join(blocks)
+
+
+def _label_first_layout(x: _Layout, rng: random.Random) -> str:
+    sep = rng.choice((": ", " - ", " → "))
+    bold = rng.random() < 0.4
+    return "\n".join(
+        (f"**{x.labels[g]}**" if bold else x.labels[g]) + f"{sep}{w}" for w, g in x.pairs
+    )
+
+
+def _trailing_layout(x: _Layout, rng: random.Random) -> str:
+    sep = rng.choice((" → ", ": ", " - "))
+    return "\n".join(
+        f"{', '.join(x.members[g])}{sep}{x.labels[g]}" for g in x.order if x.members[g]
+    )
+
+
+def _table_layout(x: _Layout, rng: random.Random) -> str:
+    word_head, label_head = _WORD_HEADERS[x.language]
+    if rng.random() < 0.3:
+        rows = [f"| # | {word_head} | {label_head} |", "|---|---|---|"]
+        rows += [f"| {n} | {w} | {x.labels[g]} |" for n, (w, g) in enumerate(x.pairs, start=1)]
+    else:
+        rows = [f"| {word_head} | {label_head} |", "|:-----|:------|"]
+        rows += [f"| {w} | {x.labels[g]} |" for w, g in x.pairs]
+    return "\n".join(rows)
+
+
+def _columns_layout(x: _Layout, rng: random.Random) -> str:
+    rows = [f"| {x.labels[x.order[0]]} | {x.labels[x.order[1]]} |", "|---|---|"]
+    depth = max(len(x.members[0]), len(x.members[1]))
+    for k in range(depth):
+        cells = [x.members[g][k] if k < len(x.members[g]) else "" for g in x.order]
+        rows.append(f"| {cells[0]} | {cells[1]} |")
+    return "\n".join(rows)
+
+
+def _ticks_layout(x: _Layout, rng: random.Random) -> str:
+    tick = rng.choice(_TICKS)
+    rows = [
+        f"| {_WORD_HEADERS[x.language][0]} | {x.labels[0]} | {x.labels[1]} |",
+        "|---|:---:|:---:|",
+    ]
+    rows += [f"| {w} | {tick if g == 0 else ''} | {tick if g == 1 else ''} |" for w, g in x.pairs]
+    return "\n".join(rows)
+
+
+def _json_layout(x: _Layout, rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        return json.dumps({w: x.labels[g] for w, g in x.pairs}, ensure_ascii=False, indent=2)
+    word_key, label_key = ("word", "label") if x.language == "en" else ("palabra", "etiqueta")
+    objects = [{word_key: w, label_key: x.labels[g]} for w, g in x.pairs]
+    if rng.random() < 0.5:  # pretty-printed: each word and label on a line of its own
+        return json.dumps(objects, ensure_ascii=rng.random() < 0.3, indent=2)
+    lines = [json.dumps(o, ensure_ascii=False) for o in objects]
+    return "[\n" + ",\n".join(f"  {line}" for line in lines) + "\n]"
+
+
+def _lines_layout(x: _Layout, rng: random.Random) -> str:
     sep = rng.choice((" - ", " - ", ": ", ": ", " – ", " — ", " → ", " -> ", " = ", "\t", " "))
     prefix = rng.choice(("", "", "- ", "* ", "*   ", "• ", "{n}. ", "{n}) "))
     emphasis = rng.choice(("none", "none", "word", "label", "word colon"))
     trailing = "  " if rng.random() < 0.25 else ""
     case = rng.choice(("as is", "as is", "title"))
     out = []
-    for n, (w, g) in enumerate(pairs, start=1):
+    for n, (w, g) in enumerate(x.pairs, start=1):
         word = w[:1].upper() + w[1:] if case == "title" else w
-        label = labels[g]
+        label = x.labels[g]
         if emphasis == "word colon":
             line = f"**{word}:** {label}"
         elif emphasis == "word":
@@ -721,6 +766,20 @@ def _paper_layout(
         out.append(prefix.replace("{n}", str(n)) + line + trailing)
     return "\n".join(out).rstrip()
 
+
+_PAPER_WRITERS: dict[str, Callable[[_Layout, random.Random], str]] = {
+    "paren": _paren_layout,
+    "inline": _inline_layout,
+    "grouped": _grouped_layout,
+    "headed": _headed_layout,
+    "label_first": _label_first_layout,
+    "trailing": _trailing_layout,
+    "table": _table_layout,
+    "columns": _columns_layout,
+    "ticks": _ticks_layout,
+    "json": _json_layout,
+    "lines": _lines_layout,
+}
 
 SIMULATION = Simulation(
     params=WordAssociationSim,
