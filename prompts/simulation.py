@@ -44,7 +44,7 @@ import difflib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Protocol, TypeVar
 
@@ -134,10 +134,10 @@ class Simulation:
     """A unit's part of the simulator: see the module docstring.
 
     `params` is the parameter struct (none by default; every field defaulted: a model whose
-    table leaves the unit out answers with the defaults, which should plant nothing); `respond` and
-    `choice_tokens` answer as `Respond` and `ChooseTokens`; `flat_keys` are the fields also
-    accepted at the top of a model table (the built-in units' keys from before units had
-    tables); `planted` names the functions stating what the unit plants.
+    table leaves the unit out answers with the defaults, which should plant nothing);
+    `respond` and `choice_tokens` answer as `Respond` and `ChooseTokens`; `flat_keys` are the
+    fields also accepted at the top of a model table (the built-in units' keys from before
+    units had tables); `planted` names the functions stating what the unit plants.
     """
 
     respond: Respond
@@ -187,9 +187,10 @@ def _simulated_units() -> list[ExperimentUnit]:
     return [u for u in registry.units() if u.simulation is not None]
 
 
+@cache
 def bind_responder(name: str, simulation: Simulation) -> Responder:
     """The runner-facing responder of unit `name`: takes the whole persona, passes the unit's
-    part of it on."""
+    part of it on. Built once per unit (the simulator asks for the responders per answer)."""
     respond = simulation.respond
 
     def responder(
@@ -200,6 +201,7 @@ def bind_responder(name: str, simulation: Simulation) -> Responder:
     return responder
 
 
+@cache
 def bind_choice_tokens(name: str, simulation: Simulation) -> ChoiceTokens | None:
     """The runner-facing choice-token function of unit `name`, or None when it has none."""
     choose = simulation.choice_tokens
@@ -216,7 +218,11 @@ def bind_choice_tokens(name: str, simulation: Simulation) -> ChoiceTokens | None
 
 def flat_key_owners() -> dict[str, str]:
     """Flat key -> the unit whose field it is (the documented mapping)."""
-    return {k: u.name for u in _simulated_units() for k in u.simulation.flat_keys}  # type: ignore[union-attr]
+    return {
+        k: u.name
+        for u in _simulated_units()
+        for k in (u.simulation.flat_keys if u.simulation is not None else ())
+    }
 
 
 def _simulation(name: str) -> Simulation | None:
