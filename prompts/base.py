@@ -167,7 +167,7 @@ class Persona:
             "experiments",
             experiments
             if isinstance(experiments, MappingProxyType) and not flat
-            else MappingProxyType({k: v for k, v in given.items() if v != type(v)()}),
+            else MappingProxyType({k: v for k, v in given.items() if not _is_default(v)}),
         )
         object.__setattr__(self, "effects_key", tuple(effects_key))
 
@@ -185,6 +185,15 @@ class Persona:
     def answering_as(self, seed: int, model: str) -> Persona:
         """This persona answering as `model` under answer seed `seed` (sets `effects_key`)."""
         return replace(self, effects_key=(seed, model))
+
+
+def _is_default(params: Any) -> bool:
+    """Whether a unit's parameters are its struct's defaults (left out of a persona, so that
+    a persona setting a unit's defaults equals one that does not name the unit)."""
+    try:
+        return bool(params == type(params)())
+    except TypeError:  # a type without defaults for every field
+        return False
 
 
 @dataclass(frozen=True)
