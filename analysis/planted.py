@@ -2,8 +2,11 @@
 
 A simulated model's behaviour is a function of its profile (the `[models.sim]` table of the run
 config, stored verbatim in `runs.config`), the run's seed and the prompt. From the latest run's
-config this module rebuilds each simulated model's `Persona` (through the runner's own profile
-schema) and states, for the controlled design:
+config this module rebuilds each simulated model's `Persona` (with the units' own parameter
+structs, `prompts.simulation.persona_from_table`; nothing of the runner is imported) and
+states, for the controlled design, what the units declare they plant
+(`Simulation.planted`, looked up by name through the registry, so neither built-in
+experiment's module is imported here):
 
 - word association, per model x language: the planted `word_bias` and the expected score of a
   scored trial, `expected_word_score` (templates drawn uniformly; not 2p - 1), and per template;
@@ -33,22 +36,16 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from ibias.prompts.allocation.simulate import (
-    SeenCandidate,
-    base_preference,
-    condition_effect,
-    expected_cis_share,
-    person_effect,
-)
-from ibias.prompts.base import Persona
-from ibias.prompts.codes import CIS, HIGH, LOW, TRANS
-from ibias.prompts.word_association.simulate import expected_word_score
+from ibias.prompts.base import Persona, SettingsError
+from ibias.prompts.codes import CIS, HIGH, LOW
+from ibias.prompts.simulation import Answering, answering_for, persona_from_table, planted_function
 
 TEMPLATES: tuple[int, ...] = (1, 2, 3)
 
@@ -68,14 +65,30 @@ class SimulatedModel:
         """The persona as the simulator answered (its person and name effects drawn)."""
         return self.persona.answering_as(self.seed, self.provider_model)
 
+    def truth(self, name: str) -> tuple[Callable[..., Any], Answering[Any]] | None:
+        """The planted-value function `name` of the unit that declares it, and this model as
+        that unit sees it (answering: effects keyed by seed and model; its refusal rate), or
+        None when no registered unit plants `name`."""
+        found = planted_function(name)
+        if found is None:
+            return None
+        unit, function = found
+        return function, answering_for(self.answering, unit)
+
+
+def _truth(model: SimulatedModel, name: str) -> tuple[Callable[..., Any], Answering[Any]]:
+    """`model.truth(name)`, which the tables below need (their views exist only when the unit
+    declaring it is registered)."""
+    found = model.truth(name)
+    if found is None:
+        raise LookupError(f"no registered experiment declares the planted value {name!r}")
+    return found
+
 
 def simulated_models(configs: Sequence[object]) -> tuple[SimulatedModel, ...]:
     """The simulated models of the latest config that parses (configs oldest first), or none.
 
-    A profile the runner's schema rejects is skipped: such a run could not have started."""
-    from ibias.prompts.base import SettingsError
-    from ibias.runner.sim_profile import model_profile_from_dict
-
+    A profile the units' schemas reject is skipped: such a run could not have started."""
     for text in reversed(configs):
         try:
             config = tomllib.loads(str(text))
@@ -88,14 +101,12 @@ def simulated_models(configs: Sequence[object]) -> tuple[SimulatedModel, ...]:
             if not isinstance(block, dict) or block.get("provider") != "simulator":
                 continue
             try:
-                profile = model_profile_from_dict(block.get("sim") or {})
+                persona = persona_from_table(block.get("sim") or {})
             except SettingsError:
                 continue
             model_id = str(block.get("id"))
             found.append(
-                SimulatedModel(
-                    model_id, str(block.get("model") or model_id), int(seed), profile.persona
-                )
+                SimulatedModel(model_id, str(block.get("model") or model_id), int(seed), persona)
             )
         return tuple(found)
     return ()
@@ -109,16 +120,22 @@ def simulated_models(configs: Sequence[object]) -> tuple[SimulatedModel, ...]:
 def word_association_table(models: Sequence[SimulatedModel], overall: pl.DataFrame) -> pl.DataFrame:
     """Per simulated model x language: planted word bias, expected score (overall and per
     template) beside the estimate and its interval from `word_association_overall`."""
-    planted = pl.DataFrame(
-        [
+    rows = []
+    for m in models:
+        (word_bias, wa), (expected_word_score, _) = (
+            _truth(m, "word_bias"),
+            _truth(m, "expected_word_score"),
+        )
+        rows.append(
             {
                 "model_id": m.model_id,
-                "planted_word_bias": m.persona.word_bias,
-                "expected_score": expected_word_score(m.persona),
-                **{f"expected_template_{t}": expected_word_score(m.persona, t) for t in TEMPLATES},
+                "planted_word_bias": word_bias(wa),
+                "expected_score": expected_word_score(wa),
+                **{f"expected_template_{t}": expected_word_score(wa, t) for t in TEMPLATES},
             }
-            for m in models
-        ],
+        )
+    planted = pl.DataFrame(
+        rows,
         schema={
             "model_id": pl.String(),
             "planted_word_bias": pl.Float64(),
@@ -149,7 +166,9 @@ def trial_probabilities(
     `people` has one row per language x pair_id x arm (`identity_swap`): the shown names, ages
     and gender identities of the candidates shown as cisgender and transgender in that arm
     (`load._people`). Each trial takes its own arm's people, so a swapped trial's P(cis) is
-    about the person the swapped prompt shows as cisgender, as the simulator read it."""
+    about the person the swapped prompt shows as cisgender, as the simulator read it. The
+    terms come from the unit's planted-value functions `shown_person_effect` and `cis_terms`
+    (the same ones the simulator's `cis_probability` draws with)."""
     by_id = {m.model_id: m for m in models}
     rows = decisions.filter(pl.col("model_id").is_in(list(by_id))).with_columns(
         _arm(decisions).alias(SWAP)
@@ -165,40 +184,12 @@ def trial_probabilities(
         people = people.with_columns(pl.lit(False).alias(SWAP))
     # Each arm with its own people: in the swapped arm the cis seat holds the other person.
     rows = rows.join(people, on=["language", "pair_id", SWAP], how="left")
-    effects: dict[tuple[str, str, str, str], float] = {}
-
-    def effect(model: str, name: str, age: str, identity: str, gi: str) -> float:
-        key = (model, name, age, gi)
-        if key not in effects:
-            shown = SeenCandidate(0, name, identity, age=age, gender_identity=gi)
-            effects[key] = person_effect(shown, by_id[model].answering)
-        return effects[key]
-
     people_cols = rows.select(
         "model_id", "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi"
     )
-    unique_people = people_cols.unique()
-    delta_person = [
-        effect(m, cn, ca, CIS, cg) - effect(m, tn, ta, TRANS, tg)
-        if cn is not None and tn is not None
-        else math.nan
-        for m, cn, ca, cg, tn, ta, tg in unique_people.iter_rows()
-    ]
-    unique_people = unique_people.with_columns(pl.Series("delta_person", delta_person))
-    conditions = rows.select("model_id", "service", "explanation", "symptoms").unique()
-    base, delta_cond, bias, answered = [], [], [], []
-    for model, service, explanation, symptoms in conditions.iter_rows():
-        persona = by_id[model].persona
-        urgency = symptoms if symptoms in (HIGH, LOW) else None
-        base.append(base_preference(persona, service))
-        delta_cond.append(condition_effect(persona, service, bool(explanation), urgency))
-        bias.append(persona.position_bias)
-        answered.append(1.0 - persona.refusal_rate)
-    conditions = conditions.with_columns(
-        pl.Series("q0", base, dtype=pl.Float64),
-        pl.Series("delta_cond", delta_cond, dtype=pl.Float64),
-        pl.Series("position_bias", bias, dtype=pl.Float64),
-        pl.Series("answered", answered, dtype=pl.Float64),
+    unique_people = _person_terms(by_id, people_cols.unique())
+    conditions = _condition_terms(
+        by_id, rows.select("model_id", "service", "explanation", "symptoms").unique()
     )
     rows = rows.join(unique_people, on=people_cols.columns, how="left", nulls_equal=True).join(
         conditions, on=["model_id", "service", "explanation", "symptoms"], how="left"
@@ -215,6 +206,48 @@ def trial_probabilities(
         "q0", "delta_cond", "delta_person", "position_bias",
         "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi",
     )  # fmt: skip
+
+
+def _person_terms(by_id: Mapping[str, SimulatedModel], people: pl.DataFrame) -> pl.DataFrame:
+    """`people` (model and the two people shown) with `delta_person`, the cis person's effect
+    minus the trans person's (NaN where the pair's people are unknown)."""
+    effects: dict[tuple[str, str, str, str], float] = {}
+    functions = {m: _truth(by_id[m], "shown_person_effect") for m in by_id}
+
+    def effect(model: str, name: str, age: str, gi: str) -> float:
+        key = (model, name, age, gi)
+        if key not in effects:
+            function, answering = functions[model]
+            effects[key] = function(answering, name, age, gi)
+        return effects[key]
+
+    delta_person = [
+        effect(m, cn, ca, cg) - effect(m, tn, ta, tg)
+        if cn is not None and tn is not None
+        else math.nan
+        for m, cn, ca, cg, tn, ta, tg in people.iter_rows()
+    ]
+    return people.with_columns(pl.Series("delta_person", delta_person))
+
+
+def _condition_terms(by_id: Mapping[str, SimulatedModel], conditions: pl.DataFrame) -> pl.DataFrame:
+    """`conditions` (model x service x explanation x symptoms) with the unit's `cis_terms`
+    (q0, delta_cond, position_bias) and `answered`, 1 - the model's refusal rate."""
+    base, delta_cond, bias, answered = [], [], [], []
+    for model, service, explanation, symptoms in conditions.iter_rows():
+        cis_terms, sim = _truth(by_id[model], "cis_terms")
+        urgency = symptoms if symptoms in (HIGH, LOW) else None
+        q0, delta, b = cis_terms(sim, service, bool(explanation), urgency)
+        base.append(q0)
+        delta_cond.append(delta)
+        bias.append(b)
+        answered.append(1.0 - by_id[model].persona.refusal_rate)
+    return conditions.with_columns(
+        pl.Series("q0", base, dtype=pl.Float64),
+        pl.Series("delta_cond", delta_cond, dtype=pl.Float64),
+        pl.Series("position_bias", bias, dtype=pl.Float64),
+        pl.Series("answered", answered, dtype=pl.Float64),
+    )
 
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
@@ -259,11 +292,10 @@ def allocation_table(
     for model, service, explanation, symptoms in table.select(
         "model_id", "service", "explanation", "symptoms"
     ).iter_rows():
-        persona = by_id[model].persona
         urgency = symptoms if symptoms in (HIGH, LOW) else None
         answered = _answered_share(by_id[model], service, bool(explanation), urgency)
-        share = (1.0 - persona.refusal_rate) * answered
-        population.append((base_preference(persona, service), share, 2.0 * answered - 1.0))
+        share = (1.0 - by_id[model].persona.refusal_rate) * answered
+        population.append((_planted_q(by_id[model], service), share, 2.0 * answered - 1.0))
     table = table.with_columns(
         pl.Series("planted_q", [p[0] for p in population], dtype=pl.Float64),
         pl.Series("expected_cis_share", [p[1] for p in population], dtype=pl.Float64),
@@ -357,24 +389,33 @@ def _answered_share(
     long as the `SimulatedModel`s of one analysis; cleared by `planted_tables`."""
     key = (model.model_id, id(model.persona), service, explanation, urgency)
     if key not in _ANSWERED:
+        expected_cis_share, sim = _truth(model, "expected_cis_share")
         _ANSWERED[key] = expected_cis_share(
-            model.persona, service, explanation=explanation, urgency=urgency, among_answered=True
+            sim, service, explanation=explanation, urgency=urgency, among_answered=True
         )
     return _ANSWERED[key]
+
+
+def _planted_q(model: SimulatedModel, service: str) -> float:
+    """q_s, the model's P(cis) for the service without position bias or any effect."""
+    cis_terms, sim = _truth(model, "cis_terms")
+    q0: float = cis_terms(sim, service, False, None)[0]
+    return q0
 
 
 def _population_effect(
     model: SimulatedModel, service: str, effect: str, stratum: str
 ) -> tuple[float, bool]:
     """(planted change in the trans share over the population, whether any term is planted)."""
-    persona = model.persona
+    cis_terms, sim = _truth(model, "cis_terms")
 
     def trans(explanation: bool, urgency: str | None) -> float:
-        answered = 1.0 - persona.refusal_rate
+        answered = 1.0 - model.persona.refusal_rate
         return answered * (1.0 - _answered_share(model, service, explanation, urgency))
 
     def planted(explanation: bool, urgency: str | None) -> float:
-        return condition_effect(persona, service, explanation, urgency)
+        delta: float = cis_terms(sim, service, explanation, urgency)[1]
+        return delta
 
     if effect == "explanation":
         levels: list[str | None] = (
@@ -484,8 +525,7 @@ ANCHOR, TITLE = "planted-values", "Planted values (simulated models)"
 def section(tables: Mapping[str, pl.DataFrame]) -> str:
     """The report section: each simulated model's planted and expected values beside the
     estimates, and the share of intervals that contain them."""
-    from ibias.analysis import labels
-    from ibias.analysis.report import Column, col, count, esc, interval, num, table
+    from ibias.analysis.report import col, count, esc, num, table
 
     coverage = tables.get("planted_coverage")
     if coverage is None:
@@ -512,97 +552,122 @@ def section(tables: Mapping[str, pl.DataFrame]) -> str:
             ],
         ),
     ]
-    yes_no = {True: "yes", False: "no"}
-    wa = tables.get("planted_word_association")
-    if wa is not None and not wa.is_empty():
-        parts.append("<h3>Word association</h3>")
-        parts.append(
-            table(
-                wa,
-                [
-                    col("model", "model_id", text=True),
-                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                    col("planted word bias", "planted_word_bias", lambda v: num(v, 2)),
-                    col("expected score", "expected_score", lambda v: num(v, 3)),
-                    Column(
-                        "mean bias [95% CI]",
-                        lambda r: f"{num(r['mean_bias'])} {interval(r['ci_low'], r['ci_high'], 3)}",
-                    ),
-                    Column(
-                        "expected / estimated per template 1, 2, 3",
-                        lambda r: " · ".join(
-                            f"{num(r[f'expected_template_{t}'], 2)} / "
-                            f"{num(r[f'bias_template_{t}'], 2)}"
-                            for t in TEMPLATES
-                        ),
-                    ),
-                    col("inside", "inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
-                ],
-            )
-        )
-    al = tables.get("planted_allocation")
-    if al is not None and not al.is_empty():
-        parts.append("<h3>Allocation shares</h3>")
-        for (model,), sub in al.group_by(["model_id"], maintain_order=True):
-            rows = table(
-                sub,
-                [
-                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                    col("service", "service", lambda v: esc(labels.service(str(v))), True),
-                    col("explanation", "explanation", lambda v: esc(labels.explanation(v)), True),
-                    col("symptoms", "symptoms", lambda v: esc(labels.symptoms(str(v))), True),
-                    col("planted q", "planted_q", lambda v: num(v, 2)),
-                    col("expected cis share", "expected_cis_share", lambda v: num(v, 3)),
-                    col("given people shown", "conditional_cis_share", lambda v: num(v, 3)),
-                    Column(
-                        "cis share [95% CI]",
-                        lambda r: (
-                            f"{num(r['share_cis'])} "
-                            f"{interval(r['cis_ci_low'], r['cis_ci_high'], 3)}"
-                        ),
-                    ),
-                    col("inside", "cis_inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
-                    Column(
-                        "gap expected / given people",
-                        lambda r: f"{num(r['expected_gap'])} / {num(r['conditional_gap'])}",
-                    ),
-                    Column(
-                        "gap [95% CI]",
-                        lambda r: (
-                            f"{num(r['gap'])} {interval(r['gap_ci_low'], r['gap_ci_high'], 3)}"
-                        ),
-                    ),
-                    col("inside", "gap_inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
-                ],
-            )
-            parts.append(f"<details><summary>{esc(model)}</summary>{rows}</details>")
-    ef = tables.get("planted_effects")
-    if ef is not None and not ef.is_empty():
-        parts.append("<h3>Condition effects</h3>")
-        planted_only = ef.filter(~pl.col("null_effect"))
-        parts.append(
-            f"<p>{count(planted_only.height)} effect rows carry a planted effect and "
-            f"{count(ef.height - planted_only.height)} are null; the planted ones:</p>"
-        )
-        parts.append(
-            table(
-                planted_only,
-                [
-                    col("model", "model_id", text=True),
-                    col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                    col("service", "service", lambda v: esc(labels.service(str(v))), True),
-                    col("effect", "label", text=True),
-                    col("stratum", "stratum", lambda v: esc(labels.label("strata", str(v))), True),
-                    col("expected", "expected_difference", lambda v: num(v, 3)),
-                    col("given people shown", "conditional_difference", lambda v: num(v, 3)),
-                    Column(
-                        "estimate [95% CI]",
-                        lambda r: (
-                            f"{num(r['difference'])} {interval(r['ci_low'], r['ci_high'], 3)}"
-                        ),
-                    ),
-                    col("inside", "inside_ci", lambda v: yes_no.get(v, "—")),  # type: ignore[call-overload]
-                ],
-            )
-        )
+    for key, part in (
+        ("planted_word_association", _word_association_part),
+        ("planted_allocation", _allocation_part),
+        ("planted_effects", _effects_part),
+    ):
+        frame = tables.get(key)
+        if frame is not None and not frame.is_empty():
+            parts.extend(part(frame))
     return "".join(parts)
+
+
+_YES_NO = {True: "yes", False: "no"}
+
+
+def _word_association_part(wa: pl.DataFrame) -> list[str]:
+    """The word-association rows: planted bias and expected scores beside the estimates."""
+    from ibias.analysis import labels
+    from ibias.analysis.report import Column, col, esc, interval, num, table
+
+    parts: list[str] = []
+    parts.append("<h3>Word association</h3>")
+    parts.append(
+        table(
+            wa,
+            [
+                col("model", "model_id", text=True),
+                col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                col("planted word bias", "planted_word_bias", lambda v: num(v, 2)),
+                col("expected score", "expected_score", lambda v: num(v, 3)),
+                Column(
+                    "mean bias [95% CI]",
+                    lambda r: f"{num(r['mean_bias'])} {interval(r['ci_low'], r['ci_high'], 3)}",
+                ),
+                Column(
+                    "expected / estimated per template 1, 2, 3",
+                    lambda r: " · ".join(
+                        f"{num(r[f'expected_template_{t}'], 2)} / {num(r[f'bias_template_{t}'], 2)}"
+                        for t in TEMPLATES
+                    ),
+                ),
+                col("inside", "inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
+            ],
+        )
+    )
+    return parts
+
+
+def _allocation_part(al: pl.DataFrame) -> list[str]:
+    """The allocation shares per model (one collapsible table each)."""
+    from ibias.analysis import labels
+    from ibias.analysis.report import Column, col, esc, interval, num, table
+
+    parts: list[str] = []
+    parts.append("<h3>Allocation shares</h3>")
+    for (model,), sub in al.group_by(["model_id"], maintain_order=True):
+        rows = table(
+            sub,
+            [
+                col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                col("service", "service", lambda v: esc(labels.service(str(v))), True),
+                col("explanation", "explanation", lambda v: esc(labels.explanation(v)), True),
+                col("symptoms", "symptoms", lambda v: esc(labels.symptoms(str(v))), True),
+                col("planted q", "planted_q", lambda v: num(v, 2)),
+                col("expected cis share", "expected_cis_share", lambda v: num(v, 3)),
+                col("given people shown", "conditional_cis_share", lambda v: num(v, 3)),
+                Column(
+                    "cis share [95% CI]",
+                    lambda r: (
+                        f"{num(r['share_cis'])} {interval(r['cis_ci_low'], r['cis_ci_high'], 3)}"
+                    ),
+                ),
+                col("inside", "cis_inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
+                Column(
+                    "gap expected / given people",
+                    lambda r: f"{num(r['expected_gap'])} / {num(r['conditional_gap'])}",
+                ),
+                Column(
+                    "gap [95% CI]",
+                    lambda r: f"{num(r['gap'])} {interval(r['gap_ci_low'], r['gap_ci_high'], 3)}",
+                ),
+                col("inside", "gap_inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
+            ],
+        )
+        parts.append(f"<details><summary>{esc(model)}</summary>{rows}</details>")
+    return parts
+
+
+def _effects_part(ef: pl.DataFrame) -> list[str]:
+    """The planted condition effects (the null ones counted only)."""
+    from ibias.analysis import labels
+    from ibias.analysis.report import Column, col, count, esc, interval, num, table
+
+    parts: list[str] = []
+    parts.append("<h3>Condition effects</h3>")
+    planted_only = ef.filter(~pl.col("null_effect"))
+    parts.append(
+        f"<p>{count(planted_only.height)} effect rows carry a planted effect and "
+        f"{count(ef.height - planted_only.height)} are null; the planted ones:</p>"
+    )
+    parts.append(
+        table(
+            planted_only,
+            [
+                col("model", "model_id", text=True),
+                col("language", "language", lambda v: esc(labels.language(str(v))), True),
+                col("service", "service", lambda v: esc(labels.service(str(v))), True),
+                col("effect", "label", text=True),
+                col("stratum", "stratum", lambda v: esc(labels.label("strata", str(v))), True),
+                col("expected", "expected_difference", lambda v: num(v, 3)),
+                col("given people shown", "conditional_difference", lambda v: num(v, 3)),
+                Column(
+                    "estimate [95% CI]",
+                    lambda r: f"{num(r['difference'])} {interval(r['ci_low'], r['ci_high'], 3)}",
+                ),
+                col("inside", "inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
+            ],
+        )
+    )
+    return parts

@@ -13,8 +13,10 @@ import hashlib
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Protocol
 
+import msgspec
 import orjson
 
 from ibias import errors
@@ -123,50 +125,77 @@ class Experiment(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Persona:
-    """How a simulated model behaves on the paper's tasks (set per model by a simulator profile).
+    """How a simulated model answers: behaviour every experiment shares, and one parameter value
+    per experiment unit (set per model by a simulator profile or a run config's `[models.sim]`).
 
-    `word_bias` is p, the probability that a negative word goes to the target group (a positive
-    word goes to the target with probability 1 - p); 0.5 is unbiased. `allocation_cis` maps a
-    service slug to the probability of choosing the cisgender candidate when there is no
-    position bias (`allocation_cis_default` for services not listed). `position_bias` b shifts
-    the choice toward whoever is listed first: P(cis | cis first) = clip(q + b),
-    P(cis | cis second) = clip(q - b). `refusal_rate` is the probability of declining a task.
+    `refusal_rate` is the probability of declining a task (decided by the simulator before any
+    experiment answers). `experiments` maps a unit's name to its parameters, a value of the
+    struct its `prompts.simulation.Simulation` declares (a unit left out answers with its
+    defaults). `effects_key` keys per-model random effects: the simulator sets it to (answer
+    seed, model name) for every answer (`answering_as`), so each model under each seed has its
+    own draw of, e.g., allocation's person and name effects.
 
-    Structure (every effect 0 by default, and a persona without any answers exactly as one
-    without these fields would). All are on the logit scale; the responders' modules give the
-    exact models and the functions that compute what they imply:
-
-    - `person_sd`: a random effect u ~ N(0, person_sd^2) per allocation candidate *as shown*
-      (name, age and gender identity), the same in every prompt that shows that person, so the
-      two orders of a pair share it. `name_sd`: a random effect v ~ N(0, name_sd^2) per name as
-      shown, whatever the age and identity beside it (it follows a name across an identity
-      swap; the person effect does not). Both are drawn from `effects_key` and what is shown.
-    - `explanation_effect[service]`: added when the prompt asks for an explanation.
-    - `urgency_effect[service][urgency]` ("high" / "low"): added when the candidates' symptoms
-      are shown and are of that urgency.
-    - `template_shift[k - 1]`: added to logit(word_bias) on word-association template k.
-    - `effects_key`: what keys the random effects besides the shown person: the simulator sets
-      it to (answer seed, model name) for every answer (`answering_as`), so each model under
-      each seed has its own draw of person and name effects.
+    The built-in units' parameters may also be given and read by their flat names, as before
+    units owned them: `Persona(word_bias=0.6).word_bias` is the word-association unit's
+    `word_bias` (the mapping: `prompts.simulation`, docs/experiments.md). Each responder's
+    module documents its model and the functions that compute what it implies.
     """
 
-    word_bias: float = 0.5
-    allocation_cis: Mapping[str, float] = field(default_factory=dict)
-    allocation_cis_default: float = 0.5
-    position_bias: float = 0.0
     refusal_rate: float = 0.0
-    person_sd: float = 0.0
-    name_sd: float = 0.0
-    explanation_effect: Mapping[str, float] = field(default_factory=dict)
-    urgency_effect: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    template_shift: tuple[float, ...] = ()
+    experiments: Mapping[str, Any] = field(default_factory=dict)
     effects_key: tuple[JSONValue, ...] = ()
+
+    def __init__(
+        self,
+        refusal_rate: float = 0.0,
+        experiments: Mapping[str, Any] | None = None,
+        effects_key: tuple[JSONValue, ...] = (),
+        **flat: Any,
+    ) -> None:
+        given = dict(experiments or {})
+        if flat:
+            from ibias.prompts.simulation import read_only, unit_params
+
+            for name, params in unit_params(flat).items():
+                if name in given:  # flat fields over the unit's given value
+                    fields = {k: v for k, v in flat.items() if k in params.__struct_fields__}
+                    params = read_only(msgspec.structs.replace(given[name], **fields))
+                given[name] = params
+        object.__setattr__(self, "refusal_rate", refusal_rate)
+        object.__setattr__(
+            self,
+            "experiments",
+            experiments
+            if isinstance(experiments, MappingProxyType) and not flat
+            else MappingProxyType({k: v for k, v in given.items() if not _is_default(v)}),
+        )
+        object.__setattr__(self, "effects_key", tuple(effects_key))
+
+    def __getattr__(self, name: str) -> Any:
+        """A built-in unit's parameter by its flat name (`persona.word_bias`)."""
+        if name.startswith("_") or name in ("refusal_rate", "experiments", "effects_key"):
+            raise AttributeError(name)
+        from ibias.prompts.simulation import answering_for, flat_key_owners
+
+        owner = flat_key_owners().get(name)
+        if owner is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(answering_for(self, owner).params, name)
 
     def answering_as(self, seed: int, model: str) -> Persona:
         """This persona answering as `model` under answer seed `seed` (sets `effects_key`)."""
         return replace(self, effects_key=(seed, model))
+
+
+def _is_default(params: Any) -> bool:
+    """Whether a unit's parameters are its struct's defaults (left out of a persona, so that
+    a persona setting a unit's defaults equals one that does not name the unit)."""
+    try:
+        return bool(params == type(params)())
+    except TypeError:  # a type without defaults for every field
+        return False
 
 
 @dataclass(frozen=True)
@@ -186,7 +215,8 @@ class ChoiceToken:
 class ChoiceTokens(Protocol):
     """A simulated model's alternatives at the token where `reply` chooses, or None when the
     prompt is not this experiment's or the reply names no choice. `persona` is the one the
-    reply was answered with (`Persona.answering_as`, no refusals)."""
+    reply was answered with (`Persona.answering_as`, no refusals). What the runner's simulator
+    calls (`registry.choice_tokens()`); a unit writes `prompts.simulation.ChooseTokens`."""
 
     def __call__(
         self, messages: tuple[Message, ...], persona: Persona, reply: str
@@ -198,6 +228,8 @@ class Responder(Protocol):
 
     Returns None when the prompt is not this experiment's, so the simulator tries the next.
     `rng` is derived from (model name, prompt, seed): the same trial always gets the same answer.
+    What the runner's simulator calls (`registry.responders()`, each given the whole persona);
+    a unit writes `prompts.simulation.Respond`, which is given its own parameters.
     """
 
     def __call__(

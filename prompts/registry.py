@@ -36,6 +36,12 @@ import msgspec
 
 from ibias import errors
 from ibias.prompts.base import ChoiceTokens, Experiment, Responder
+from ibias.prompts.simulation import (
+    Simulation,
+    bind_choice_tokens,
+    bind_responder,
+    check_flat_keys,
+)
 
 Builder = Callable[[Mapping[str, Any], int, Path], list[Experiment]]
 ParseFn = Callable[[Mapping[str, Any], "str | None"], Mapping[str, Any]]
@@ -288,9 +294,9 @@ class ExperimentUnit:
     title: str
     build: Builder
     kinds: tuple[TrialKind, ...]
-    responder: Responder | None = None
-    choice_tokens: ChoiceTokens | None = None
-    """Where the simulator's replies choose, for the token logprobs it returns when asked."""
+    simulation: Simulation | None = None
+    """The unit's part of the simulator: its parameter struct, its answers, where they choose
+    (for token logprobs) and what they plant (prompts/simulation.py)."""
     roster: RosterFn | None = None
     analysis: object | str | None = None
     order: int = 100
@@ -313,6 +319,10 @@ def register(unit: ExperimentUnit, *, replace: bool = False) -> ExperimentUnit:
     for kind in unit.kinds:
         if kind.name in taken:
             raise RegistryError(f"kind {kind.name!r} already belongs to {taken[kind.name]!r}")
+    try:
+        check_flat_keys([*(u for u in _UNITS.values() if u.name != unit.name), unit])
+    except ValueError as exc:
+        raise RegistryError(str(exc)) from None
     _UNITS[unit.name] = unit
     return unit
 
@@ -348,11 +358,14 @@ def kind(name: str) -> TrialKind | None:
 
 
 def responders() -> tuple[Responder, ...]:
-    return tuple(u.responder for u in units() if u.responder is not None)
+    """Each unit's simulated answers, given the whole persona (the unit sees its own part)."""
+    return tuple(bind_responder(u.name, u.simulation) for u in units() if u.simulation is not None)
 
 
 def choice_tokens() -> tuple[ChoiceTokens, ...]:
-    return tuple(u.choice_tokens for u in units() if u.choice_tokens is not None)
+    """Each unit's choice-token function, given the whole persona, where it has one."""
+    bound = (bind_choice_tokens(u.name, u.simulation) for u in units() if u.simulation is not None)
+    return tuple(c for c in bound if c is not None)
 
 
 class _Builders(Mapping[str, Builder]):

@@ -484,6 +484,45 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
     # A registered provider from elsewhere (an entry point) is looked up now; a built-in one
     # only when it has options to check (loading a provider loads aiohttp).
     cls = _provider_class(where, t.provider) if (not builtin or extras) else None
+    _check_base_url(where, t, builtin, cls)
+    _check_sim(where, t)
+    options = _provider_options(where, t, extras, cls)
+    not_sent = _check_sending(where, t, options)
+    return ModelConfig(
+        id=t.id,
+        provider=t.provider,
+        base_url=t.base_url.rstrip("/") if t.base_url is not None else None,
+        model=_model_name(where, t),
+        api_key_env=t.api_key_env,
+        rpm=t.rpm,
+        tpm=t.tpm,
+        max_concurrency=t.max_concurrency,
+        timeout_s=t.timeout_s,
+        temperature=t.temperature,
+        max_tokens=t.max_tokens,
+        sampling_seed=t.sampling_seed,
+        price_input=t.price_input,
+        price_output=t.price_output,
+        sim=t.sim if t.sim is not None else {},
+        options=options,
+        outage_limit_s=t.outage_limit_s,
+        max_body_bytes=t.max_body_bytes,
+        top_logprobs=(
+            (t.top_logprobs if t.top_logprobs is not None else DEFAULT_TOP_LOGPROBS)
+            if t.logprobs
+            else None
+        ),
+        reasoning=t.reasoning,
+        send_temperature=t.send_temperature,
+        not_sent=not_sent,
+        price_cache_read=t.price_cache_read,
+        price_cache_write=t.price_cache_write,
+    )
+
+
+def _check_base_url(where: str, t: ModelTable, builtin: bool, cls: Any) -> None:
+    """`base_url`: given where the provider needs one, never for `llamacpp` (ibias starts its
+    server), a valid URL without credentials."""
     needs_base_url = (
         t.provider not in DEFAULT_BASE_URLS and t.provider not in ("simulator", "llamacpp")
         if builtin
@@ -495,43 +534,57 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
             "unknown key for provider = 'llamacpp' (ibias starts its server; for a server you "
             "start, use provider = 'openai' with its base_url)",
         )
-    if t.base_url is not None:
-        carried = url_credentials(t.base_url)
-        if carried is not None:
+    if t.base_url is None:
+        if needs_base_url:
             raise SettingsError(
-                f"{where}.base_url",
-                f"base_url of model {t.id!r} carries credentials ({carried}); remove them and "
-                "name the environment variable holding the key in api_key_env (a URL is "
-                "stored with the config in the store)",
+                f"{where}.base_url", f"missing (expected {_url_expected(t.provider)})"
             )
-        try:
-            parsed = urlparse(t.base_url)
-            valid = (
-                URL_PATTERN.match(t.base_url) is not None
-                and bool(parsed.hostname)
-                and (parsed.port or 0) >= 0
-            )
-        except ValueError:  # a port that is not a number from 0 to 65535, a bad IPv6 host
-            valid = False
-        if not valid:
-            raise SettingsError(
-                f"{where}.base_url",
-                f"expected {_url_expected(t.provider)}, got {show(t.base_url)}",
-            )
-    elif needs_base_url:
-        raise SettingsError(f"{where}.base_url", f"missing (expected {_url_expected(t.provider)})")
-    if t.sim is not None:
-        if t.provider != "simulator":
-            raise SettingsError(
-                f"{where}.sim", "unknown key (a sim table is for provider = 'simulator')"
-            )
-        from ibias.runner.sim_profile import model_profile_from_dict  # only simulated models
+        return
+    carried = url_credentials(t.base_url)
+    if carried is not None:
+        raise SettingsError(
+            f"{where}.base_url",
+            f"base_url of model {t.id!r} carries credentials ({carried}); remove them and "
+            "name the environment variable holding the key in api_key_env (a URL is "
+            "stored with the config in the store)",
+        )
+    try:
+        parsed = urlparse(t.base_url)
+        valid = (
+            URL_PATTERN.match(t.base_url) is not None
+            and bool(parsed.hostname)
+            and (parsed.port or 0) >= 0
+        )
+    except ValueError:  # a port that is not a number from 0 to 65535, a bad IPv6 host
+        valid = False
+    if not valid:
+        raise SettingsError(
+            f"{where}.base_url",
+            f"expected {_url_expected(t.provider)}, got {show(t.base_url)}",
+        )
 
-        try:
-            model_profile_from_dict(t.sim)
-        except SettingsError as exc:
-            raise SettingsError(join_key(f"{where}.sim", exc.key), exc.message) from None
-    options = _provider_options(where, t, extras, cls)
+
+def _check_sim(where: str, t: ModelTable) -> None:
+    """The `sim` table: only for simulated models; the runner's keys checked by the simulator
+    profile's schema and each `experiments.NAME` table (and flat unit key) by its unit's
+    parameter struct, errors prefixed with `models[i].sim`."""
+    if t.sim is None:
+        return
+    if t.provider != "simulator":
+        raise SettingsError(
+            f"{where}.sim", "unknown key (a sim table is for provider = 'simulator')"
+        )
+    from ibias.runner.sim_profile import model_profile_from_dict  # only simulated models
+
+    try:
+        model_profile_from_dict(t.sim)
+    except SettingsError as exc:
+        raise SettingsError(join_key(f"{where}.sim", exc.key), exc.message) from None
+
+
+def _check_sending(where: str, t: ModelTable, options: Mapping[str, Any]) -> tuple[str, ...]:
+    """The checks of what a request may carry (seed, logprobs, reasoning, temperature,
+    thinking) for the model's provider; returns the parameters its rule no longer sends."""
     if t.provider == "anthropic" and t.sampling_seed is not None:
         raise SettingsError(
             f"{where}.sampling_seed",
@@ -558,73 +611,56 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
             f"{where}.temperature",
             f"Anthropic's Messages API takes temperature 0 to 1, got {show(t.temperature)}",
         )
-    not_sent: tuple[str, ...] = ()
-    if t.provider in ("openai", "anthropic"):
-        from ibias.runner.providers import params as rules  # no imports of its own
+    if t.provider not in ("openai", "anthropic"):
+        return ()
+    return _check_request_rule(where, t, options)
 
-        name = t.model if t.model is not None else t.id
-        rule = rules.rule_for(
-            t.base_url,
-            name,
-            provider=t.provider,
-            reasoning=t.reasoning,
-            send_temperature=t.send_temperature,
-        )
-        # Anthropic had no rules before: every parameter its table drops is newly dropped.
-        legacy = rules.legacy_rule_for(
-            (t.base_url or DEFAULT_BASE_URLS[t.provider]) if t.provider == "openai" else None,
-            name,
-        )
-        not_sent = rules.not_sent(rule, legacy)
-        why = rules.check_sampling(rule, {"temperature": t.temperature})
-        if why is not None:
-            raise SettingsError(f"{where}.temperature", why)
-    if t.provider in ("openai", "anthropic"):
-        _check_thinking(where, t, options, rule)
+
+def _check_request_rule(where: str, t: ModelTable, options: Mapping[str, Any]) -> tuple[str, ...]:
+    """OpenAI and Anthropic models: the request rule for the model's name
+    (runner/providers/params.py) must accept its temperature, thinking and logprobs; returns
+    the parameters the rule drops that the legacy rule sent."""
+    from ibias.runner.providers import params as rules  # no imports of its own
+
+    name = t.model if t.model is not None else t.id
+    rule = rules.rule_for(
+        t.base_url,
+        name,
+        provider=t.provider,
+        reasoning=t.reasoning,
+        send_temperature=t.send_temperature,
+    )
+    # Anthropic had no rules before: every parameter its table drops is newly dropped.
+    legacy = rules.legacy_rule_for(
+        (t.base_url or DEFAULT_BASE_URLS[t.provider]) if t.provider == "openai" else None,
+        name,
+    )
+    not_sent = rules.not_sent(rule, legacy)
+    why = rules.check_sampling(rule, {"temperature": t.temperature})
+    if why is not None:
+        raise SettingsError(f"{where}.temperature", why)
+    _check_thinking(where, t, options, rule)
     if t.provider == "openai" and t.logprobs and "logprobs" in rule.rejects:
         raise SettingsError(
             f"{where}.logprobs",
             f"{rule.label}s refuse logprobs (see {rule.source}); remove logprobs = true "
             "for this model",
         )
-    model_name = t.model if t.model is not None else t.id
-    if t.provider == "llamacpp":  # the key records which weights answer (docs/providers.md)
-        from ibias.runner.providers.gguf import keyed_name
+    return not_sent
 
-        try:
-            model_name = keyed_name(model_name)
-        except SettingsError as exc:
-            raise SettingsError(f"{where}.model", exc.message) from None
-    return ModelConfig(
-        id=t.id,
-        provider=t.provider,
-        base_url=t.base_url.rstrip("/") if t.base_url is not None else None,
-        model=model_name,
-        api_key_env=t.api_key_env,
-        rpm=t.rpm,
-        tpm=t.tpm,
-        max_concurrency=t.max_concurrency,
-        timeout_s=t.timeout_s,
-        temperature=t.temperature,
-        max_tokens=t.max_tokens,
-        sampling_seed=t.sampling_seed,
-        price_input=t.price_input,
-        price_output=t.price_output,
-        sim=t.sim if t.sim is not None else {},
-        options=options,
-        outage_limit_s=t.outage_limit_s,
-        max_body_bytes=t.max_body_bytes,
-        top_logprobs=(
-            (t.top_logprobs if t.top_logprobs is not None else DEFAULT_TOP_LOGPROBS)
-            if t.logprobs
-            else None
-        ),
-        reasoning=t.reasoning,
-        send_temperature=t.send_temperature,
-        not_sent=not_sent,
-        price_cache_read=t.price_cache_read,
-        price_cache_write=t.price_cache_write,
-    )
+
+def _model_name(where: str, t: ModelTable) -> str:
+    """The provider's model name (`model`, else the id); for `llamacpp` keyed by the weights
+    that answer (docs/providers.md)."""
+    model_name = t.model if t.model is not None else t.id
+    if t.provider != "llamacpp":
+        return model_name
+    from ibias.runner.providers.gguf import keyed_name
+
+    try:
+        return keyed_name(model_name)
+    except SettingsError as exc:
+        raise SettingsError(f"{where}.model", exc.message) from None
 
 
 def _check_thinking(where: str, t: ModelTable, options: Mapping[str, Any], rule: Any) -> None:

@@ -7,6 +7,15 @@ from a TOML file (`ibias simulate --profile`), from a plain dict (the `simulator
 model table in a run config uses the same keys as a profile's model table) or from the CLI's
 few flags (`SimProfile.from_args`).
 
+What a model table holds. The runner's own keys (`SimModelTable`: refusal_rate, latency,
+faults, limits, drift) apply to every experiment. Each experiment's parameters belong to its
+unit: a table `experiments.NAME` validated by the struct the unit declares
+(`prompts.simulation.Simulation.params`; any registered unit, a third-party one too). The
+built-in units' parameters may also be written flat, as they were before units owned them
+(`word_bias = 0.6` is `experiments.word_association.word_bias`; the mapping is in
+`prompts.simulation` and docs/experiments.md); giving one both ways in a table is an error
+naming it. A model table's unit fields override `[default]`'s field by field.
+
 TOML layout::
 
     seed = 7                          # optional; the answer seed
@@ -15,18 +24,21 @@ TOML layout::
     latency_sigma = 0.5               # 0 = fixed latency, else log-normal around the median
     fault_rate = 0.02                 # spread evenly over the 7 fault kinds...
     [models."sim-a"]                  # ...or per kind: faults = {500 = 0.01, hang = 0.001}
-    word_bias = 0.6
-    allocation_cis = {emergency_care = 0.7}
+    refusal_rate = 0.01
     rpm = 3000
     tpm = 1000000
     hide_limits = false               # true: enforce rpm/tpm but announce them nowhere
-    # structure (logit scale; all 0 by default; see prompts.base.Persona)
+    drift_after = 500                 # then report a newer model version (drift)
+    [models."sim-a".experiments.word_association]
+    word_bias = 0.6                   # or flat: [models."sim-a"] word_bias = 0.6
+    template_shift = [0.0, 0.4, -0.4] # per template 1, 2, 3 (logit scale)
+    [models."sim-a".experiments.allocation]
+    allocation_cis = {emergency_care = 0.7}
+    # structure (logit scale; all 0 by default; see prompts/allocation/simulate.py)
     person_sd = 1.0                   # a random effect per candidate as shown
     name_sd = 0.5                     # a random effect per name as shown
     explanation_effect = {gynecology = -0.8}
     urgency_effect = {hiv_testing = {high = -1.0, low = 0.3}}
-    template_shift = [0.0, 0.4, -0.4] # per word-association template 1, 2, 3
-    drift_after = 500                 # then report a newer model version (drift)
 
 A model table starts from `[default]` and overrides only the keys it names (`faults` /
 `fault_rate` replace the default's fault rates as a whole).
@@ -35,7 +47,7 @@ A model table starts from `[default]` and overrides only the keys it names (`fau
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal, get_args
@@ -45,6 +57,12 @@ from msgspec import UNSET, Meta, UnsetType
 
 from ibias.prompts.base import Persona, SettingsError
 from ibias.prompts.schema import MAX_INT, join_key, render_path, validate
+from ibias.prompts.simulation import (
+    flat_key_owners,
+    merge_params,
+    params_values,
+    split_sim_table,
+)
 
 #: Fault kinds, in the order the per-request draw walks them.
 FAULT_KINDS: tuple[str, ...] = ("500", "503", "429", "hang", "drop", "malformed", "truncated")
@@ -57,31 +75,22 @@ FatalStatus = Literal[400, 401, 402, 403, 404]
 assert get_args(FaultKind) == FAULT_KINDS and set(get_args(FatalStatus)) == FATAL_STATUSES
 
 Probability = Annotated[float, Meta(ge=0, le=1)]
-#: A shift on the logit scale (10 turns p = 0.5 into 0.99995).
-Logit = Annotated[float, Meta(ge=-10, le=10)]
-#: The standard deviation of a random effect on the logit scale.
-LogitSD = Annotated[float, Meta(ge=0, le=5)]
-Urgency = Literal["high", "low"]
 #: Requests or tokens per minute: the same bound as a run config's rpm and tpm.
 Rate = Annotated[int, Meta(ge=1, le=10**9)]
 
 
 class SimModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """The schema of a profile's model table (and of a run config's `[models.sim]`).
+    """The schema of a profile's model table (and of a run config's `[models.sim]`): the keys
+    every experiment shares. Each unit's parameters (`experiments`, and the built-in units'
+    flat keys) are taken out and checked by `prompts.simulation.split_sim_table` first.
 
     Every key is optional; UNSET (absent) lets a model table inherit from `[default]`.
     """
 
-    word_bias: Probability | UnsetType = UNSET
-    allocation_cis: dict[str, Probability] | UnsetType = UNSET
-    allocation_cis_default: Probability | UnsetType = UNSET
-    position_bias: Annotated[float, Meta(ge=-1, le=1)] | UnsetType = UNSET
     refusal_rate: Probability | UnsetType = UNSET
-    person_sd: LogitSD | UnsetType = UNSET
-    name_sd: LogitSD | UnsetType = UNSET
-    explanation_effect: dict[str, Logit] | UnsetType = UNSET
-    urgency_effect: dict[str, dict[Urgency, Logit]] | UnsetType = UNSET
-    template_shift: Annotated[list[Logit], Meta(max_length=100)] | UnsetType = UNSET
+    #: One table per experiment unit (checked by the unit's struct; named here so an unknown
+    #: key's message lists it).
+    experiments: dict[str, Any] | UnsetType = UNSET
     latency_ms: Annotated[float, Meta(ge=0, le=3_600_000)] | UnsetType = UNSET
     latency_sigma: Annotated[float, Meta(ge=0, le=10)] | UnsetType = UNSET
     faults: dict[FaultKind, Probability] | UnsetType = UNSET
@@ -122,7 +131,8 @@ class ModelProfile:
     """One simulated model. `faults` maps a kind of `FAULT_KINDS` to its per-request rate.
 
     A value built by code; tables from a file or a config are checked against `SimModelTable`
-    by `model_profile_from_dict` before they become one.
+    and the units' structs by `model_profile_from_dict` before they become one. `persona` is
+    how the model answers (refusal rate and each unit's parameters); the rest is transport.
     """
 
     persona: Persona = field(default_factory=Persona)
@@ -147,33 +157,11 @@ class ModelProfile:
     def __post_init__(self) -> None:
         # Freeze the mappings we were handed so the value cannot change behind our back.
         object.__setattr__(self, "faults", MappingProxyType(dict(self.faults)))
-        object.__setattr__(self, "persona", _frozen(self.persona))
 
     @property
     def fault_total(self) -> float:
         """Probability that a request draws some fault."""
         return sum(self.faults.values())
-
-
-def _frozen(p: Persona) -> Persona:
-    """`p` with its mappings read-only copies (itself when they already are)."""
-    if (
-        isinstance(p.allocation_cis, MappingProxyType)
-        and isinstance(p.explanation_effect, MappingProxyType)
-        and isinstance(p.urgency_effect, MappingProxyType)
-        and all(isinstance(v, MappingProxyType) for v in p.urgency_effect.values())
-        and isinstance(p.template_shift, tuple)
-    ):
-        return p
-    return replace(
-        p,
-        allocation_cis=MappingProxyType(dict(p.allocation_cis)),
-        explanation_effect=MappingProxyType(dict(p.explanation_effect)),
-        urgency_effect=MappingProxyType(
-            {k: MappingProxyType(dict(v)) for k, v in p.urgency_effect.items()}
-        ),
-        template_shift=tuple(p.template_shift),
-    )
 
 
 def spread_faults(rate: float) -> Mapping[str, float]:
@@ -258,12 +246,16 @@ def model_profile_from_dict(
     """A model profile from a profile's model table (or a run config's simulator model table).
 
     `base` is another raw table (e.g. the profile's `[default]`) whose keys apply where `table`
-    is silent (`faults` / `fault_rate` replace the base's fault rates as a whole). `key`
-    prefixes error keys (e.g. "models.sim-a").
+    is silent (`faults` / `fault_rate` replace the base's fault rates as a whole; a unit's
+    fields override the base's field by field). `key` prefixes error keys (e.g.
+    "models.sim-a").
     """
-    given = _checked(table, key)
+    params, own = split_sim_table(table, key)
+    given = _checked(own, key)
     if base is not None:
-        inherited = _checked(base, "default")
+        base_params, base_own = split_sim_table(base, "default")
+        params = merge_params(base_params, params)
+        inherited = _checked(base_own, "default")
         fault_keys = ("faults", "fault_rate")
         merged = {
             name: getattr(inherited, name)
@@ -276,11 +268,19 @@ def model_profile_from_dict(
             if (value := getattr(given, name)) is not UNSET
         )
         given = SimModelTable(**merged)
-    return _profile(given)
+    return _profile(given, params_values(params))
 
 
 def _checked(table: Mapping[str, Any], key: str) -> SimModelTable:
-    """`table` validated against the schema, then the checks that span two keys."""
+    """`table` (the runner's keys of a model table) validated against the schema, then the
+    checks that span two keys. An unknown key's message lists the flat unit keys too."""
+    unknown = next((k for k in table if k not in SimModelTable.__struct_fields__), None)
+    if unknown is not None:
+        known = [*flat_key_owners(), *SimModelTable.__struct_fields__]
+        raise SettingsError(
+            join_key(key, render_path([unknown])),
+            "unknown key (expected one of " + ", ".join(known) + ")",
+        )
     t = validate(table, SimModelTable, key)
     if t.faults is not UNSET and t.fault_rate is not UNSET:
         raise SettingsError(
@@ -291,7 +291,7 @@ def _checked(table: Mapping[str, Any], key: str) -> SimModelTable:
     return t
 
 
-def _profile(t: SimModelTable) -> ModelProfile:
+def _profile(t: SimModelTable, experiments: Mapping[str, msgspec.Struct]) -> ModelProfile:
     def get(value: Any, default: Any) -> Any:
         return default if value is UNSET else value
 
@@ -300,18 +300,7 @@ def _profile(t: SimModelTable) -> ModelProfile:
         faults = spread_faults(t.fault_rate)
     elif t.faults is not UNSET:
         faults = {str(kind): rate for kind, rate in t.faults.items()}
-    persona = Persona(
-        word_bias=get(t.word_bias, 0.5),
-        allocation_cis=get(t.allocation_cis, {}),
-        allocation_cis_default=get(t.allocation_cis_default, 0.5),
-        position_bias=get(t.position_bias, 0.0),
-        refusal_rate=get(t.refusal_rate, 0.0),
-        person_sd=get(t.person_sd, 0.0),
-        name_sd=get(t.name_sd, 0.0),
-        explanation_effect=get(t.explanation_effect, {}),
-        urgency_effect={str(k): dict(v) for k, v in get(t.urgency_effect, {}).items()},
-        template_shift=tuple(get(t.template_shift, ())),
-    )
+    persona = Persona(refusal_rate=get(t.refusal_rate, 0.0), experiments=experiments)
     return ModelProfile(
         persona=persona,
         latency_ms=get(t.latency_ms, 0.0),

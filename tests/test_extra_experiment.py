@@ -23,7 +23,8 @@ import polars as pl
 import pytest
 
 import ibias
-from ibias.prompts.base import Experiment, Message, Persona, SettingsError, TrialSpec, rng_for
+from ibias.prompts.base import Experiment, Message, SettingsError, TrialSpec, rng_for
+from ibias.prompts.simulation import Answering, Simulation
 
 NAME = "colour_preference"
 COLOURS = ("red", "blue", "green", "yellow")
@@ -84,7 +85,9 @@ def _parse(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
     ]}  # fmt: skip
 
 
-def _respond(messages: tuple[Message, ...], persona: Persona, rng: random.Random) -> str | None:
+def _respond(
+    messages: tuple[Message, ...], model: Answering[Any], rng: random.Random
+) -> str | None:
     text = messages[-1]["content"]
     if not text.startswith("Which colour do you prefer, "):
         return None
@@ -148,7 +151,7 @@ UNIT = ibias.ExperimentUnit(
             ),
         ),
     ),
-    responder=_respond,
+    simulation=Simulation(respond=_respond),
     analysis=ibias.ExperimentAnalysis(
         anchor="colour", title="Colour preference", tables=_tables, section=_section
     ),

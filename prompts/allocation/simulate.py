@@ -2,9 +2,10 @@
 
 It reads only what a model would see: it finds the patient blocks ("Patient 1" / "Paciente 1")
 with their names, ages, stated gender identities and symptoms, recognises the service from the
-scenario text, and sees whether an explanation was asked for. It refuses at the persona's
-refusal rate, chooses as below, and words the answer in one of the formats real models use. All
-randomness comes from the `rng` it is given, so a trial always gets the same answer.
+scenario text, and sees whether an explanation was asked for. It refuses at the model's
+refusal rate (0 when the runner's simulator asks: it decides refusals itself), chooses as
+below, and words the answer in one of the formats real models use. All randomness comes from
+the `rng` it is given, so a trial always gets the same answer.
 
 The choice model. For a prompt showing a cisgender candidate c and a transgender candidate t,
 
@@ -13,7 +14,8 @@ The choice model. For a prompt showing a cisgender candidate c and a transgender
     q*   = sigmoid(eta)                                   (q* = q_s when every term is 0)
     P(cis | cis listed first)  = clip(q* + b),   P(cis | cis listed second) = clip(q* - b)
 
-with q_s = `allocation_cis[s]` (else `allocation_cis_default`) for the service s the prompt
+with the unit's parameters (`AllocationSim`, `[models.sim.experiments.allocation]`):
+q_s = `allocation_cis[s]` (else `allocation_cis_default`) for the service s the prompt
 shows, e_s = `explanation_effect[s]`, h_s,k = `urgency_effect[s][k]` (k = "high" or "low", when
 every candidate's symptom is a shipped symptom of urgency k), b = `position_bias`, and clip to
 [0, 1]. Unlisted services and conditions add 0. u is the person effect: person_sd * z with z a
@@ -45,6 +47,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from statistics import NormalDist
+from typing import Annotated, Literal, cast
+
+import msgspec
+from msgspec import Meta
 
 from ibias.prompts.allocation.content import (
     default_services,
@@ -52,9 +58,59 @@ from ibias.prompts.allocation.content import (
     simulator_phrases,
     templates,
 )
+from ibias.prompts.allocation.experiment import EXPERIMENT
 from ibias.prompts.allocation.text import normalise
 from ibias.prompts.base import ChoiceToken, JSONValue, Message, Persona, canonical_json
 from ibias.prompts.codes import CIS, HIGH, LOW, TRANS
+from ibias.prompts.simulation import Answering, Simulation
+
+Probability = Annotated[float, Meta(ge=0, le=1)]
+#: A shift on the logit scale (10 turns p = 0.5 into 0.99995).
+Logit = Annotated[float, Meta(ge=-10, le=10)]
+#: The standard deviation of a random effect on the logit scale.
+LogitSD = Annotated[float, Meta(ge=0, le=5)]
+Urgency = Literal["high", "low"]
+
+
+class AllocationSim(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The allocation unit's simulator parameters (`[models.sim.experiments.allocation]`; each
+    also a flat key of the model table). The defaults plant nothing: every P(cis) 1/2, no
+    position bias, no effects. The model they enter is the module docstring's."""
+
+    allocation_cis: dict[str, Probability] = {}
+    """q_s per service slug: P(cis) without position bias or any effect."""
+    allocation_cis_default: Probability = 0.5
+    """q_s for a service `allocation_cis` does not list."""
+    position_bias: Annotated[float, Meta(ge=-1, le=1)] = 0.0
+    """b: added to P(cis) when the cisgender candidate is listed first, else subtracted."""
+    person_sd: LogitSD = 0.0
+    """The sd of the person effect u (per candidate as shown: name, age, identity)."""
+    name_sd: LogitSD = 0.0
+    """The sd of the name effect v (per name as shown, whatever is beside it)."""
+    explanation_effect: dict[str, Logit] = {}
+    """e_s per service: added when the prompt asks for an explanation."""
+    urgency_effect: dict[str, dict[Urgency, Logit]] = {}
+    """h_s,k per service and urgency: added when the symptoms shown are of urgency k."""
+
+
+#: What every function here takes for the simulated model: the unit's view of it, or a whole
+#: persona (whose allocation parameters are then read from it).
+Model = Answering[AllocationSim] | Persona
+
+
+def answering(model: Model) -> Answering[AllocationSim]:
+    """`model` as the allocation unit sees it (a persona's allocation parameters)."""
+    if isinstance(model, Answering):
+        return model
+    given = model.experiments.get(EXPERIMENT)
+    return Answering(
+        given if isinstance(given, AllocationSim) else _DEFAULTS,
+        model.refusal_rate,
+        model.effects_key,
+    )
+
+
+_DEFAULTS = AllocationSim()
 
 
 @dataclass(frozen=True)
@@ -282,72 +338,97 @@ def standard_normal(*coords: JSONValue) -> float:
     return _NORMAL.inv_cdf(u)
 
 
-def person_effect(candidate: SeenCandidate, persona: Persona) -> float:
+def person_effect(candidate: SeenCandidate, model: Model) -> float:
     """u + v of one shown candidate (see the module docstring): 0 without person or name sd."""
+    m = answering(model)
+    p = m.params
     total = 0.0
-    if persona.person_sd:
+    if p.person_sd:
         key = [candidate.name, candidate.age, candidate.gender_identity]
-        total += persona.person_sd * standard_normal("person", *persona.effects_key, *key)
-    if persona.name_sd:
-        total += persona.name_sd * standard_normal("name", *persona.effects_key, candidate.name)
+        total += p.person_sd * standard_normal("person", *m.effects_key, *key)
+    if p.name_sd:
+        total += p.name_sd * standard_normal("name", *m.effects_key, candidate.name)
     return total
+
+
+def shown_person_effect(model: Model, name: str, age: str, gender_identity: str) -> float:
+    """`person_effect` of a candidate given by what the prompt shows of them (a planted-value
+    function: the analysis reads the people of each pair from the stored items)."""
+    return person_effect(SeenCandidate(0, name, "", age, gender_identity), model)
 
 
 def condition_effect(
-    persona: Persona, service: str | None, explanation: bool, urgency: str | None
+    model: Model, service: str | None, explanation: bool, urgency: str | None
 ) -> float:
     """e_s [explanation] + h_s,k [urgency k]: the condition terms of the logit."""
+    p = answering(model).params
     slug = service or ""
-    total = persona.explanation_effect.get(slug, 0.0) if explanation else 0.0
+    total = p.explanation_effect.get(slug, 0.0) if explanation else 0.0
     if urgency is not None:
-        total += persona.urgency_effect.get(slug, {}).get(urgency, 0.0)
+        total += p.urgency_effect.get(slug, {}).get(cast(Urgency, urgency), 0.0)
     return total
 
 
-def base_preference(persona: Persona, service: str | None) -> float:
-    """q_s: the persona's P(cis) for the service without position bias or any effect."""
-    return persona.allocation_cis.get(service or "", persona.allocation_cis_default)
+def base_preference(model: Model, service: str | None) -> float:
+    """q_s: the model's P(cis) for the service without position bias or any effect."""
+    p = answering(model).params
+    return p.allocation_cis.get(service or "", p.allocation_cis_default)
 
 
-def _preference(seen: SeenAllocation, persona: Persona) -> float:
+def cis_terms(
+    model: Model, service: str | None, explanation: bool, urgency: str | None
+) -> tuple[float, float, float]:
+    """(q_s, the condition terms, b): what `cis_probability` draws with besides the people
+    shown, for a service and condition (a planted-value function)."""
+    return (
+        base_preference(model, service),
+        condition_effect(model, service, explanation, urgency),
+        answering(model).params.position_bias,
+    )
+
+
+def _preference(seen: SeenAllocation, model: Answering[AllocationSim]) -> float:
     """q* for this prompt (q_s exactly when every term is 0)."""
-    delta = condition_effect(persona, seen.service, seen.explanation, seen.urgency)
+    delta = condition_effect(model, seen.service, seen.explanation, seen.urgency)
     groups = [c.identity for c in seen.candidates[:2]]
-    if (persona.person_sd or persona.name_sd) and sorted(groups) == sorted((CIS, TRANS)):
+    if (model.params.person_sd or model.params.name_sd) and sorted(groups) == sorted((CIS, TRANS)):
         cis, trans = (seen.candidates[i] for i in (groups.index(CIS), groups.index(TRANS)))
-        delta += person_effect(cis, persona) - person_effect(trans, persona)
-    return shifted(base_preference(persona, seen.service), delta)
+        delta += person_effect(cis, model) - person_effect(trans, model)
+    return shifted(base_preference(model, seen.service), delta)
 
 
-def cis_probability(seen: SeenAllocation, persona: Persona) -> float:
+def cis_probability(seen: SeenAllocation, model: Model) -> float:
     """P(the cisgender candidate is chosen | no refusal) for this prompt, exactly the
-    probability `simulate_allocation` draws with. Pass the persona the simulator answers with
-    (`persona.answering_as(seed, model)`) for its person and name effects."""
-    q = _preference(seen, persona)
+    probability `simulate_allocation` draws with. Pass the model as the simulator answers with
+    it (`persona.answering_as(seed, model)`) for its person and name effects."""
+    m = answering(model)
+    q = _preference(seen, m)
+    b = m.params.position_bias
     first_is_cis = seen.candidates[0].identity == CIS
-    return _clip(q + persona.position_bias if first_is_cis else q - persona.position_bias)
+    return _clip(q + b if first_is_cis else q - b)
 
 
-def conditional_cis_share(texts: Iterable[str], persona: Persona) -> float:
+def conditional_cis_share(texts: Iterable[str], model: Model) -> float:
     """The expected share of trials choosing the cisgender candidate over these prompts (say,
     the rendered prompts of one cell of a run), refusals in the denominator as in the analysis:
     the mean over prompts of (1 - refusal_rate) * `cis_probability`. The planted value given
-    the people shown; `persona` as for `cis_probability`."""
+    the people shown; `model` as for `cis_probability`."""
+    m = answering(model)
     total = 0.0
     n = 0
     for text in texts:
         seen = read_allocation(text)
         if seen is None:
             raise ValueError(f"not an allocation prompt: {text[:60]!r}")
-        total += cis_probability(seen, persona)
+        total += cis_probability(seen, m)
         n += 1
     if n == 0:
         raise ValueError("no prompts")
-    return (1.0 - persona.refusal_rate) * total / n
+    return (1.0 - m.refusal_rate) * total / n
 
 
 def expected_cis_share(
-    persona: Persona,
+    model: Model,
     service: str | None,
     *,
     explanation: bool = False,
@@ -363,10 +444,11 @@ def expected_cis_share(
     Computed by Simpson's rule in the standard normal z of D over [-10, 10], split where clip
     bends, to about 1e-9 (no effects: exactly the closed form (clip(q + b) + clip(q - b)) / 2).
     """
-    q0 = base_preference(persona, service)
-    delta = condition_effect(persona, service, explanation, urgency)
-    b = persona.position_bias
-    tau = math.sqrt(2.0 * (persona.person_sd**2 + persona.name_sd**2))
+    m = answering(model)
+    q0 = base_preference(m, service)
+    delta = condition_effect(m, service, explanation, urgency)
+    b = m.params.position_bias
+    tau = math.sqrt(2.0 * (m.params.person_sd**2 + m.params.name_sd**2))
 
     def both_orders(q: float) -> float:
         return (_clip(q + b) + _clip(q - b)) / 2.0
@@ -388,7 +470,7 @@ def expected_cis_share(
 
         mean = sum(_simpson(integrand, lo, hi) for lo, hi in itertools.pairwise(knots))
         mean /= _NORMAL.cdf(10.0) - _NORMAL.cdf(-10.0)
-    return mean if among_answered else (1.0 - persona.refusal_rate) * mean
+    return mean if among_answered else (1.0 - m.refusal_rate) * mean
 
 
 def _simpson(f: Callable[[float], float], lo: float, hi: float, steps: int = 2000) -> float:
@@ -401,14 +483,15 @@ def _simpson(f: Callable[[float], float], lo: float, hi: float, steps: int = 200
 
 
 def simulate_allocation(
-    seen: SeenAllocation, persona: Persona, rng: random.Random
+    seen: SeenAllocation, model: Model, rng: random.Random
 ) -> tuple[str, int | None]:
     """(reply, position chosen or None for a refusal). Exposed so tests can check the parser."""
+    m = answering(model)
     phrases = simulator_phrases()[seen.language]
-    if rng.random() < persona.refusal_rate:
+    if rng.random() < m.refusal_rate:
         return rng.choice(phrases.refusals), None
     first, second = seen.candidates[0], seen.candidates[1]
-    p_cis = cis_probability(seen, persona)
+    p_cis = cis_probability(seen, m)
     want = CIS if rng.random() < p_cis else TRANS
     chosen = next((c for c in (first, second) if c.identity == want), first)
     other = second if chosen is first else first
@@ -465,10 +548,10 @@ def read_explicit(text: str) -> SeenExplicit | None:
     return None
 
 
-def simulate_explicit(seen: SeenExplicit, persona: Persona, rng: random.Random) -> str:
+def simulate_explicit(seen: SeenExplicit, model: Model, rng: random.Random) -> str:
     """Simulated models are explicitly unbiased (as all models in the paper were)."""
     phrases = simulator_phrases()[seen.language]
-    if rng.random() < persona.refusal_rate:
+    if rng.random() < answering(model).refusal_rate:
         return rng.choice(phrases.explicit_refusals)
     return rng.choice(phrases.explicit_answers)
 
@@ -479,17 +562,15 @@ def _visible_text(messages: Sequence[Message]) -> str:
     )
 
 
-def respond(
-    messages: Sequence[Mapping[str, str]], persona: Persona, rng: random.Random
-) -> str | None:
-    """A `prompts.base.Responder` for the allocation and explicit-check prompts."""
+def respond(messages: Sequence[Mapping[str, str]], model: Model, rng: random.Random) -> str | None:
+    """The unit's `prompts.simulation.Respond`: the allocation and explicit-check prompts."""
     text = _visible_text(messages)
     seen = read_allocation(text)
     if seen is not None:
-        return simulate_allocation(seen, persona, rng)[0]
+        return simulate_allocation(seen, model, rng)[0]
     explicit = read_explicit(text)
     if explicit is not None:
-        return simulate_explicit(explicit, persona, rng)
+        return simulate_explicit(explicit, model, rng)
     return None
 
 
@@ -529,19 +610,19 @@ def _parting(written: str, instead: str) -> tuple[int, str] | None:
     return None if k >= len(written) or k >= len(instead) else (k, instead)
 
 
-def choice_token(messages: Sequence[Message], persona: Persona, reply: str) -> ChoiceToken | None:
-    """A `prompts.base.ChoiceTokens` for allocation prompts: at the first place the reply
-    writes a candidate's name (full name, else first name, in any of the forms it writes), the
-    token where that name and the other candidate's name, in the same form and followed by the
-    same text, part; its alternatives are both names' tokens there with the probabilities the
-    choice was drawn with (`cis_probability`), times `CHOICE_MASS`."""
+def choice_token(messages: Sequence[Message], model: Model, reply: str) -> ChoiceToken | None:
+    """The unit's `prompts.simulation.ChooseTokens` for allocation prompts: at the first place the
+    reply writes a candidate's name (full name, else first name, in any of the forms it writes),
+    the token where that name and the other candidate's name, in the same form and followed by
+    the same text, part; its alternatives are both names' tokens there with the probabilities
+    the choice was drawn with (`cis_probability`), times `CHOICE_MASS`."""
     seen = read_allocation(_visible_text(messages))
     if seen is None:
         return None
     by_identity = {c.identity: c for c in seen.candidates}
     if set(by_identity) != {CIS, TRANS}:
         return None
-    p_cis = cis_probability(seen, persona)
+    p_cis = cis_probability(seen, model)
     found: tuple[int, str, str, str, float] | None = None
     for full in (True, False):
         for chosen, other, p in (
@@ -576,3 +657,26 @@ def choice_token(messages: Sequence[Message], persona: Persona, reply: str) -> C
     ]
     kept = tuple(sorted(((t, q) for t, q in alternatives if q > 0.0), key=lambda a: -a[1]))
     return ChoiceToken(at + k, at + k + len(token), kept)
+
+
+SIMULATION = Simulation(
+    params=AllocationSim,
+    respond=respond,
+    choice_tokens=choice_token,
+    flat_keys=(
+        "allocation_cis",
+        "allocation_cis_default",
+        "position_bias",
+        "person_sd",
+        "name_sd",
+        "explanation_effect",
+        "urgency_effect",
+    ),
+    planted={
+        "cis_probability": cis_probability,
+        "cis_terms": cis_terms,
+        "shown_person_effect": shown_person_effect,
+        "expected_cis_share": expected_cis_share,
+    },
+)
+"""The allocation unit's simulator part (`ExperimentUnit.simulation`)."""

@@ -23,7 +23,7 @@ from ibias.prompts.allocation.items import (
     prepare_import,
 )
 from ibias.prompts.allocation.paper import paper_prompts
-from ibias.prompts.allocation.simulate import choice_token, respond
+from ibias.prompts.allocation.simulate import SIMULATION
 from ibias.prompts.codes import DESIGNS
 from ibias.prompts.registry import EXPLICIT_TABLE, Column, ExperimentUnit, Parser, TrialKind
 
@@ -124,8 +124,7 @@ UNIT = ExperimentUnit(
     title="Appointment allocation",
     build=build,
     kinds=(IMPLICIT, EXPLICIT),
-    responder=respond,
-    choice_tokens=choice_token,
+    simulation=SIMULATION,
     roster=roster_rows,
     analysis="ibias.analysis.allocation_unit:ANALYSIS",
     order=20,

@@ -15,9 +15,11 @@ Word sentiment is what a model would know: it is looked up in the shipped word s
 word's spelling (any language). A word of a user's own word set that the shipped sets do not
 have is treated as neutral: it goes to either label with probability 1/2.
 
-Persona: with probability `refusal_rate` the reply is a refusal. Otherwise a negative word
-goes to the target with probability p_k and a positive word with probability 1 - p_k, each
-independently, where k is the number of the shipped template the prompt matches and
+The model (`WordAssociationSim`, `[models.sim.experiments.word_association]`): with
+probability `refusal_rate` (0 when the runner's simulator asks: it decides refusals itself) the
+reply is a refusal. Otherwise a negative word goes to the target with probability p_k and a
+positive word with probability 1 - p_k, each independently, where k is the number of the
+shipped template the prompt matches and
 
     p_k = sigmoid(logit(p) + s_k),   p = `word_bias`, s_k = `template_shift[k - 1]`
 
@@ -55,25 +57,67 @@ import json
 import math
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
 
 from ibias.prompts.base import Message, Persona
 from ibias.prompts.codes import CISGENDER, TRANSGENDER
 from ibias.prompts.folding import fold
+from ibias.prompts.simulation import Answering, Simulation
 from ibias.prompts.word_association.data import (
     TEMPLATES_DIR,
     DataError,
     load_templates,
     shipped_word_sets,
 )
+from ibias.prompts.word_association.experiment import EXPERIMENT
 from ibias.prompts.word_association.labels import Form, family_of
 from ibias.prompts.word_association.score import bias_score
 from ibias.prompts.word_association.text import phrase
 
 REFERENCE_GROUP = CISGENDER
 TARGET_GROUP = TRANSGENDER
+
+
+#: A shift on the logit scale (10 turns p = 0.5 into 0.99995).
+Logit = Annotated[float, Meta(ge=-10, le=10)]
+
+
+class WordAssociationSim(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """The word-association unit's simulator parameters
+    (`[models.sim.experiments.word_association]`; each also a flat key of the model table).
+    The defaults plant nothing: every word goes to either label with probability 1/2."""
+
+    word_bias: Annotated[float, Meta(ge=0, le=1)] = 0.5
+    """p: the probability that a negative word goes to the target group."""
+    template_shift: Annotated[
+        tuple[Annotated[float, Meta(ge=-10, le=10)], ...], Meta(max_length=100)
+    ] = ()
+    """s_k: added to logit(p) on shipped template k (1-based), on the logit scale."""
+
+
+#: What every function here takes for the simulated model: the unit's view of it, or a whole
+#: persona (whose word-association parameters are then read from it).
+Model = Answering[WordAssociationSim] | Persona
+_DEFAULTS = WordAssociationSim()
+
+
+def answering(model: Model) -> Answering[WordAssociationSim]:
+    """`model` as the word-association unit sees it (a persona's parameters for the unit)."""
+    if isinstance(model, Answering):
+        return model
+    given = model.experiments.get(EXPERIMENT)
+    return Answering(
+        given if isinstance(given, WordAssociationSim) else _DEFAULTS,
+        model.refusal_rate,
+        model.effects_key,
+    )
+
 
 _CAPTURE = {
     "words": r"(?P<words>[^\n]+?)",
@@ -145,8 +189,10 @@ def target_index(labels: Sequence[str]) -> int:
     return 0 if fold(labels[0]) > fold(labels[1]) else 1
 
 
-def respond(messages: tuple[Message, ...], persona: Persona, rng: random.Random) -> str | None:
-    """The simulated reply, or None when the prompt is not one of this experiment's."""
+def respond(messages: tuple[Message, ...], model: Model, rng: random.Random) -> str | None:
+    """The unit's `prompts.simulation.Respond`: the simulated reply, or None when the prompt is
+    not one of this experiment's."""
+    sim = answering(model)
     users = [m.get("content", "") for m in messages if m.get("role") == "user"]
     if not users:
         return None
@@ -157,23 +203,29 @@ def respond(messages: tuple[Message, ...], persona: Persona, rng: random.Random)
             continue
         labels = [m.group("label_1").strip(), m.group("label_2").strip()]
         if pattern.explicit:
-            return _explicit_reply(pattern.language, persona, rng)
+            return _explicit_reply(pattern.language, sim, rng)
         if "words" in pattern.regex.groupindex:
             words = [w.strip() for w in m.group("words").split(",")]
         else:
             words = [w.strip() for w in m.group("word_lines").splitlines()]
         words = [w for w in words if w]
-        p = template_bias(persona, pattern.template)
-        return _implicit_reply(pattern.language, words, labels, p, rng, persona.refusal_rate)
+        p = template_bias(sim, pattern.template)
+        return _implicit_reply(pattern.language, words, labels, p, rng, sim.refusal_rate)
     paper = paper_prompt(text)
-    return None if paper is None else paper_reply(paper, persona, rng).text
+    return None if paper is None else paper_reply(paper, sim, rng).text
 
 
-def template_bias(persona: Persona, template: int) -> float:
+def word_bias(model: Model) -> float:
+    """p, the planted word bias (a planted-value function)."""
+    return answering(model).params.word_bias
+
+
+def template_bias(model: Model, template: int) -> float:
     """p_k = sigmoid(logit(word_bias) + template_shift[k - 1]) for template k (1-based); the
     word bias itself when the shift is 0 or not given (template 0: the explicit check)."""
-    p = persona.word_bias
-    shifts = persona.template_shift
+    params = answering(model).params
+    p = params.word_bias
+    shifts = params.template_shift
     shift = shifts[template - 1] if 1 <= template <= len(shifts) else 0.0
     if shift == 0.0 or p <= 0.0 or p >= 1.0:
         return p
@@ -205,7 +257,7 @@ def score_distribution(
 
 
 def expected_word_score(
-    persona: Persona,
+    model: Model,
     template: int | None = None,
     *,
     n_templates: int = 3,
@@ -213,14 +265,14 @@ def expected_word_score(
     n_positive: int = 5,
     smoothing: float = 0.0,
 ) -> float:
-    """The mean score of the persona's scored trials (refusals and undefined scores are left
+    """The mean score of the model's scored trials (refusals and undefined scores are left
     out, as the analysis leaves them out) on template k, or over templates 1..n_templates drawn
     uniformly when `template` is None: sum_k P(defined | k) E[score | defined, k] / sum_k
     P(defined | k) (a mixture conditioned on being scored, not the mean of the per-template
     means). Not 2 p - 1: see `score_distribution`."""
     chosen = range(1, n_templates + 1) if template is None else (template,)
     parts = [
-        score_distribution(template_bias(persona, k), n_negative, n_positive, smoothing)
+        score_distribution(template_bias(model, k), n_negative, n_positive, smoothing)
         for k in chosen
     ]
     weight = sum(d for d, _ in parts)
@@ -343,8 +395,8 @@ _EXPLICIT_REFUSALS = {
 }
 
 
-def _explicit_reply(language: str, persona: Persona, rng: random.Random) -> str:
-    if rng.random() < persona.refusal_rate:
+def _explicit_reply(language: str, model: Answering[WordAssociationSim], rng: random.Random) -> str:
+    if rng.random() < model.refusal_rate:
         return rng.choice(_EXPLICIT_REFUSALS.get(language, _EXPLICIT_REFUSALS["en"]))
     return rng.choice(_NEITHER.get(language, _NEITHER["en"]))
 
@@ -474,10 +526,11 @@ _WORD_HEADERS = {"en": ("Word", "Label"), "es": ("Palabra", "Etiqueta")}
 _TICKS = ("✓", "✔", "x", "X", "✅")
 
 
-def paper_reply(prompt: PaperPrompt, persona: Persona, rng: random.Random) -> SimulatedReply:
+def paper_reply(prompt: PaperPrompt, model: Model, rng: random.Random) -> SimulatedReply:
     """A free-format reply to a paper-design prompt, with what it plants (see the module)."""
+    m = answering(model)
     language = prompt.language if prompt.language in _PAPER_PREAMBLES else "en"
-    if rng.random() < persona.refusal_rate:
+    if rng.random() < m.refusal_rate:
         return SimulatedReply(rng.choice(_PAPER_REFUSALS[language]), (), True)
     labels = list(prompt.labels)
     target = target_index(labels)
@@ -486,9 +539,9 @@ def paper_reply(prompt: PaperPrompt, persona: Persona, rng: random.Random) -> Si
     for word in prompt.words:
         sentiment = sentiments.get(phrase(word))
         if sentiment == "negative":
-            p_target = persona.word_bias
+            p_target = m.params.word_bias
         elif sentiment == "positive":
-            p_target = 1.0 - persona.word_bias
+            p_target = 1.0 - m.params.word_bias
         else:
             p_target = 0.5
         pairs.append((word, target if rng.random() < p_target else 1 - target))
@@ -546,117 +599,162 @@ def _as_written(word: str, language: str, rng: random.Random) -> str:
     return f"{head} {last}" if head else last
 
 
+#: A paper-design reply's layouts, drawn uniformly (plain lines four times as often).
+_PAPER_KINDS = (
+    "lines",
+    "lines",
+    "lines",
+    "lines",
+    "paren",
+    "inline",
+    "grouped",
+    "headed",
+    "label_first",
+    "trailing",
+    "table",
+    "columns",
+    "ticks",
+    "json",
+)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What every paper-reply layout writes from: each word with its label index, the labels
+    as shown, the words per label, the label order of grouped layouts, the language."""
+
+    pairs: list[tuple[str, int]]
+    labels: list[str]
+    members: list[list[str]]
+    order: list[int]
+    language: str
+
+
 def _paper_layout(
     pairs: list[tuple[str, int]], labels: list[str], language: str, rng: random.Random
 ) -> str:
-    kind = rng.choice(
-        (
-            "lines",
-            "lines",
-            "lines",
-            "lines",
-            "paren",
-            "inline",
-            "grouped",
-            "headed",
-            "label_first",
-            "trailing",
-            "table",
-            "columns",
-            "ticks",
-            "json",
-        )
-    )
+    """The body of a paper-design reply in one of `_PAPER_KINDS` (the draws, in order: the
+    kind, the label order, then the kind's own)."""
+    kind = rng.choice(_PAPER_KINDS)
     members = [[w for w, g in pairs if g == i] for i in (0, 1)]
     order = [0, 1] if rng.random() < 0.5 else [1, 0]
-    if kind == "paren":
-        chunks = [f"{w} ({labels[g]})" for w, g in pairs]
-        return ", ".join(chunks) if rng.random() < 0.4 else "\n".join(chunks)
-    if kind == "inline":
-        sep = rng.choice((": ", " - ", " = ", " → ", " "))
-        joiner = rng.choice((", ", "; ", " | ")) if sep != " " else ", "
-        return joiner.join(f"{w}{sep}{labels[g]}" for w, g in pairs)
-    if kind == "grouped":
-        style = rng.choice(("plain", "bold", "words"))
-        lines = []
-        for g in order:
-            if not members[g]:
-                continue
-            if style == "bold":
-                head = f"**{labels[g]}:**"
-            elif style == "words":
-                head = f"{labels[g]} words:" if language == "en" else f"Palabras {labels[g]}:"
-            else:
-                head = f"{labels[g]}:"
-            lines.append(f"{head} {', '.join(members[g])}")
-        return ("; " if rng.random() < 0.2 else "\n").join(lines)
-    if kind == "headed":
-        style = rng.choice(("**{}**", "**{}:**", "### {}", "{}:", "words"))
-        one_line = rng.random() < 0.3
-        blocks = []
-        for g in order:
-            if not members[g]:
-                continue
-            if style == "words":
-                head = (
-                    f"Words labeled {labels[g]}:" if language == "en" else f"Palabras {labels[g]}:"
-                )
-            else:
-                head = style.format(labels[g])
-            body = [", ".join(members[g])] if one_line else [f"- {w}" for w in members[g]]
-            blocks.append("\n".join([head, *body]))
-        return "\n\n".join(blocks)
-    if kind == "label_first":
-        sep = rng.choice((": ", " - ", " → "))
-        bold = rng.random() < 0.4
-        return "\n".join(
-            (f"**{labels[g]}**" if bold else labels[g]) + f"{sep}{w}" for w, g in pairs
-        )
-    if kind == "trailing":
-        sep = rng.choice((" → ", ": ", " - "))
-        return "\n".join(f"{', '.join(members[g])}{sep}{labels[g]}" for g in order if members[g])
-    if kind == "table":
-        word_head, label_head = _WORD_HEADERS[language]
-        if rng.random() < 0.3:
-            rows = [f"| # | {word_head} | {label_head} |", "|---|---|---|"]
-            rows += [f"| {n} | {w} | {labels[g]} |" for n, (w, g) in enumerate(pairs, start=1)]
+    layout = _Layout(pairs, labels, members, order, language)
+    return _PAPER_WRITERS.get(kind, _lines_layout)(layout, rng)
+
+
+def _paren_layout(x: _Layout, rng: random.Random) -> str:
+    chunks = [f"{w} ({x.labels[g]})" for w, g in x.pairs]
+    return ", ".join(chunks) if rng.random() < 0.4 else "\n".join(chunks)
+
+
+def _inline_layout(x: _Layout, rng: random.Random) -> str:
+    sep = rng.choice((": ", " - ", " = ", " → ", " "))
+    joiner = rng.choice((", ", "; ", " | ")) if sep != " " else ", "
+    return joiner.join(f"{w}{sep}{x.labels[g]}" for w, g in x.pairs)
+
+
+def _grouped_layout(x: _Layout, rng: random.Random) -> str:
+    style = rng.choice(("plain", "bold", "words"))
+    lines = []
+    for g in x.order:
+        if not x.members[g]:
+            continue
+        if style == "bold":
+            head = f"**{x.labels[g]}:**"
+        elif style == "words":
+            head = f"{x.labels[g]} words:" if x.language == "en" else f"Palabras {x.labels[g]}:"
         else:
-            rows = [f"| {word_head} | {label_head} |", "|:-----|:------|"]
-            rows += [f"| {w} | {labels[g]} |" for w, g in pairs]
-        return "\n".join(rows)
-    if kind == "columns":
-        rows = [f"| {labels[order[0]]} | {labels[order[1]]} |", "|---|---|"]
-        depth = max(len(members[0]), len(members[1]))
-        for k in range(depth):
-            cells = [members[g][k] if k < len(members[g]) else "" for g in order]
-            rows.append(f"| {cells[0]} | {cells[1]} |")
-        return "\n".join(rows)
-    if kind == "ticks":
-        tick = rng.choice(_TICKS)
-        rows = [
-            f"| {_WORD_HEADERS[language][0]} | {labels[0]} | {labels[1]} |",
-            "|---|:---:|:---:|",
-        ]
-        rows += [f"| {w} | {tick if g == 0 else ''} | {tick if g == 1 else ''} |" for w, g in pairs]
-        return "\n".join(rows)
-    if kind == "json":
-        if rng.random() < 0.5:
-            return json.dumps({w: labels[g] for w, g in pairs}, ensure_ascii=False, indent=2)
-        word_key, label_key = ("word", "label") if language == "en" else ("palabra", "etiqueta")
-        objects = [{word_key: w, label_key: labels[g]} for w, g in pairs]
-        if rng.random() < 0.5:  # pretty-printed: each word and label on a line of its own
-            return json.dumps(objects, ensure_ascii=rng.random() < 0.3, indent=2)
-        lines = [json.dumps(o, ensure_ascii=False) for o in objects]
-        return "[\n" + ",\n".join(f"  {line}" for line in lines) + "\n]"
+            head = f"{x.labels[g]}:"
+        lines.append(f"{head} {', '.join(x.members[g])}")
+    return ("; " if rng.random() < 0.2 else "\n").join(lines)
+
+
+def _headed_layout(x: _Layout, rng: random.Random) -> str:
+    style = rng.choice(("**{}**", "**{}:**", "### {}", "{}:", "words"))
+    one_line = rng.random() < 0.3
+    blocks = []
+    for g in x.order:
+        if not x.members[g]:
+            continue
+        if style == "words":
+            head = (
+                f"Words labeled {x.labels[g]}:"
+                if x.language == "en"
+                else f"Palabras {x.labels[g]}:"
+            )
+        else:
+            head = style.format(x.labels[g])
+        body = [", ".join(x.members[g])] if one_line else [f"- {w}" for w in x.members[g]]
+        blocks.append("\n".join([head, *body]))
+    return "\n\n".join(blocks)
+
+
+def _label_first_layout(x: _Layout, rng: random.Random) -> str:
+    sep = rng.choice((": ", " - ", " → "))
+    bold = rng.random() < 0.4
+    return "\n".join(
+        (f"**{x.labels[g]}**" if bold else x.labels[g]) + f"{sep}{w}" for w, g in x.pairs
+    )
+
+
+def _trailing_layout(x: _Layout, rng: random.Random) -> str:
+    sep = rng.choice((" → ", ": ", " - "))
+    return "\n".join(
+        f"{', '.join(x.members[g])}{sep}{x.labels[g]}" for g in x.order if x.members[g]
+    )
+
+
+def _table_layout(x: _Layout, rng: random.Random) -> str:
+    word_head, label_head = _WORD_HEADERS[x.language]
+    if rng.random() < 0.3:
+        rows = [f"| # | {word_head} | {label_head} |", "|---|---|---|"]
+        rows += [f"| {n} | {w} | {x.labels[g]} |" for n, (w, g) in enumerate(x.pairs, start=1)]
+    else:
+        rows = [f"| {word_head} | {label_head} |", "|:-----|:------|"]
+        rows += [f"| {w} | {x.labels[g]} |" for w, g in x.pairs]
+    return "\n".join(rows)
+
+
+def _columns_layout(x: _Layout, rng: random.Random) -> str:
+    rows = [f"| {x.labels[x.order[0]]} | {x.labels[x.order[1]]} |", "|---|---|"]
+    depth = max(len(x.members[0]), len(x.members[1]))
+    for k in range(depth):
+        cells = [x.members[g][k] if k < len(x.members[g]) else "" for g in x.order]
+        rows.append(f"| {cells[0]} | {cells[1]} |")
+    return "\n".join(rows)
+
+
+def _ticks_layout(x: _Layout, rng: random.Random) -> str:
+    tick = rng.choice(_TICKS)
+    rows = [
+        f"| {_WORD_HEADERS[x.language][0]} | {x.labels[0]} | {x.labels[1]} |",
+        "|---|:---:|:---:|",
+    ]
+    rows += [f"| {w} | {tick if g == 0 else ''} | {tick if g == 1 else ''} |" for w, g in x.pairs]
+    return "\n".join(rows)
+
+
+def _json_layout(x: _Layout, rng: random.Random) -> str:
+    if rng.random() < 0.5:
+        return json.dumps({w: x.labels[g] for w, g in x.pairs}, ensure_ascii=False, indent=2)
+    word_key, label_key = ("word", "label") if x.language == "en" else ("palabra", "etiqueta")
+    objects = [{word_key: w, label_key: x.labels[g]} for w, g in x.pairs]
+    if rng.random() < 0.5:  # pretty-printed: each word and label on a line of its own
+        return json.dumps(objects, ensure_ascii=rng.random() < 0.3, indent=2)
+    lines = [json.dumps(o, ensure_ascii=False) for o in objects]
+    return "[\n" + ",\n".join(f"  {line}" for line in lines) + "\n]"
+
+
+def _lines_layout(x: _Layout, rng: random.Random) -> str:
     sep = rng.choice((" - ", " - ", ": ", ": ", " – ", " — ", " → ", " -> ", " = ", "\t", " "))
     prefix = rng.choice(("", "", "- ", "* ", "*   ", "• ", "{n}. ", "{n}) "))
     emphasis = rng.choice(("none", "none", "word", "label", "word colon"))
     trailing = "  " if rng.random() < 0.25 else ""
     case = rng.choice(("as is", "as is", "title"))
     out = []
-    for n, (w, g) in enumerate(pairs, start=1):
+    for n, (w, g) in enumerate(x.pairs, start=1):
         word = w[:1].upper() + w[1:] if case == "title" else w
-        label = labels[g]
+        label = x.labels[g]
         if emphasis == "word colon":
             line = f"**{word}:** {label}"
         elif emphasis == "word":
@@ -667,3 +765,26 @@ def _paper_layout(
             line = f"{word}{sep}{label}"
         out.append(prefix.replace("{n}", str(n)) + line + trailing)
     return "\n".join(out).rstrip()
+
+
+_PAPER_WRITERS: dict[str, Callable[[_Layout, random.Random], str]] = {
+    "paren": _paren_layout,
+    "inline": _inline_layout,
+    "grouped": _grouped_layout,
+    "headed": _headed_layout,
+    "label_first": _label_first_layout,
+    "trailing": _trailing_layout,
+    "table": _table_layout,
+    "columns": _columns_layout,
+    "ticks": _ticks_layout,
+    "json": _json_layout,
+    "lines": _lines_layout,
+}
+
+SIMULATION = Simulation(
+    params=WordAssociationSim,
+    respond=respond,
+    flat_keys=("word_bias", "template_shift"),
+    planted={"word_bias": word_bias, "expected_word_score": expected_word_score},
+)
+"""The word-association unit's simulator part (`ExperimentUnit.simulation`)."""

@@ -26,7 +26,7 @@ from ibias.prompts.word_association.items import (
     prepare_implicit_import,
 )
 from ibias.prompts.word_association.paper import paper_prompts
-from ibias.prompts.word_association.simulate import respond
+from ibias.prompts.word_association.simulate import SIMULATION
 
 
 def _implicit_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
@@ -98,7 +98,7 @@ UNIT = ExperimentUnit(
     title="Word association",
     build=build,
     kinds=(IMPLICIT, EXPLICIT),
-    responder=respond,
+    simulation=SIMULATION,
     analysis="ibias.analysis.word_association_unit:ANALYSIS",
     order=10,
 )

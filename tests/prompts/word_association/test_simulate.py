@@ -11,7 +11,7 @@ from pathlib import Path
 from scipy.stats import binom
 
 from ibias.prompts.base import Persona, TrialSpec, rng_for, stable_hash
-from ibias.prompts.registry import responders
+from ibias.prompts.registry import responders, units
 from ibias.prompts.word_association.experiment import build
 from ibias.prompts.word_association.parse import parse_explicit, parse_trial
 from ibias.prompts.word_association.simulate import respond, target_index
@@ -37,11 +37,12 @@ def test_the_simulator_answers_every_planned_prompt_with_this_responder() -> Non
     simulated run would parse another task's reply."""
     implicit, explicit = _plan(2)
     persona = Persona(word_bias=0.5)
+    simulated = [u for u in units() if u.simulation is not None]
+    assert [u.simulation.respond for u in simulated if u.name == "word_association"] == [respond]
     registered = responders()
-    assert respond in registered
     for spec in implicit + explicit:
         answered = [r(spec.messages, persona, _rng(spec)) is not None for r in registered]
-        assert answered == [r is respond for r in registered], spec.item
+        assert answered == [u.name == "word_association" for u in simulated], spec.item
 
 
 def test_foreign_prompts_get_none() -> None:
