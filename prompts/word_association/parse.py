@@ -620,14 +620,34 @@ def _is_refusal(content: str, vocab: Vocabulary) -> bool:
     return any(p.search(text) for p in vocab.refusals)
 
 
+def _words(item: WordAssociationItem | Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(word, sentiment) of each word shown, in the item's order."""
+    return [
+        (str(w["word"]), str(w["sentiment"])) if isinstance(w, Mapping) else (w.word, w.sentiment)
+        for w in item_value(item, "words")
+    ]
+
+
+def _trial_table(
+    item: WordItem, words: list[tuple[str, str]], first: dict[Form, int], vocab: Vocabulary
+) -> dict[Form, tuple[str, int | str]]:
+    """What each form a reply may use stands for in this trial: a label, a both / neither
+    keyword, or a word shown (by its first showing)."""
+    table = _label_table(item)
+    for form in vocab.both:
+        table.setdefault(form, ("keyword", BOTH))
+    for form in vocab.neither:
+        table.setdefault(form, ("keyword", NEITHER))
+    for word, _ in reversed(words):  # a form shown twice maps to its first showing
+        table[phrase(word)] = ("word", first[phrase(word)])
+    return table
+
+
 def parse_trial(
     item: WordAssociationItem | Mapping[str, Any], content: str | None
 ) -> WordTrialResult:
     """Parse one implicit reply against its item; `content` None means a content filter."""
-    words = [
-        (str(w["word"]), str(w["sentiment"])) if isinstance(w, Mapping) else (w.word, w.sentiment)
-        for w in item_value(item, "words")
-    ]
+    words = _words(item)
     smoothing = float(item_value(item, "bias_smoothing", 0.0) or 0.0)
     # The paper's released Spanish forms repeat a form within a category ("alegría" for joy and
     # cheerfulness, both positive): a trial may show it twice. Answers for that form are read
@@ -641,13 +661,7 @@ def parse_trial(
     empty = content == ""  # no text at all, not withheld: every word EMPTY
     if content is not None:
         vocab = vocabulary()
-        table = _label_table(item)
-        for form in vocab.both:
-            table.setdefault(form, ("keyword", BOTH))
-        for form in vocab.neither:
-            table.setdefault(form, ("keyword", NEITHER))
-        for word, _ in reversed(words):  # a form shown twice maps to its first showing
-            table[phrase(word)] = ("word", first[phrase(word)])
+        table = _trial_table(item, words, first, vocab)
         content = _json_as_lines(_visible(content))
         reading = _read(content, table, vocab, [phrase(w) for w, _ in words])
     refused = content is None or (not reading.strong and _is_refusal(content, vocabulary()))
