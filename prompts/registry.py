@@ -112,7 +112,11 @@ C = TypeVar("C", bound=Capability)
 
 
 def _find(capabilities: tuple[Capability, ...], kind: type[C]) -> C | None:
-    return next((c for c in capabilities if isinstance(c, kind)), None)
+    # A plain loop: asked per parsed reply, where a generator's set-up showed in the profile.
+    for capability in capabilities:
+        if isinstance(capability, kind):
+            return capability
+    return None
 
 
 @dataclass(frozen=True)
@@ -298,9 +302,9 @@ def item_value(item: Item | Mapping[str, Any], name: str, default: Any = None) -
     """Field `name` of an item, typed (what the store hands parsers) or in its JSON form (a
     `TrialSpec.item`, or a test's dict holding only the fields a parser reads), so a parser's
     own helpers serve both without converting."""
-    if isinstance(item, Mapping):
-        return item.get(name, default)
-    return getattr(item, name, default)
+    if isinstance(item, Item):  # a concrete class: a cheaper check than the Mapping ABC
+        return getattr(item, name, default)
+    return item.get(name, default)
 
 
 @cache

@@ -64,10 +64,9 @@ class TagOnlyResult:
 def shown(item: AllocationItem | Mapping[str, Any]) -> list[tuple[str, str]]:
     """(name, identity) of each candidate in the order shown, from the typed item (what the
     store hands the parsers) or its JSON form (`TrialSpec.item`, a test's partial dict)."""
-    return [
-        (str(c["name"]), str(c["identity"])) if isinstance(c, Mapping) else (c.name, c.identity)
-        for c in item_value(item, "candidates")
-    ]
+    if isinstance(item, AllocationItem):
+        return [(c.name, c.identity) for c in item.candidates]
+    return [(str(c["name"]), str(c["identity"])) for c in item["candidates"]]
 
 
 def asked_tag(item: AllocationItem | Mapping[str, Any]) -> str:

@@ -622,10 +622,9 @@ def _is_refusal(content: str, vocab: Vocabulary) -> bool:
 
 def _words(item: WordAssociationItem | Mapping[str, Any]) -> list[tuple[str, str]]:
     """(word, sentiment) of each word shown, in the item's order."""
-    return [
-        (str(w["word"]), str(w["sentiment"])) if isinstance(w, Mapping) else (w.word, w.sentiment)
-        for w in item_value(item, "words")
-    ]
+    if isinstance(item, WordAssociationItem):
+        return [(w.word, w.sentiment) for w in item.words]
+    return [(str(w["word"]), str(w["sentiment"])) for w in item["words"]]
 
 
 def _trial_table(
