@@ -276,7 +276,7 @@ def load_store(
             n_parsed_now=n_parsed,
             store=path,
             extras={
-                **{p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.extra_parsers},
+                **{p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.parsers[1:]},
                 **({PAIR_PEOPLE: reader.frame(_PAIR_PEOPLE_SQL)} if pair_people else {}),
             },
             patients=reader.frame(_PATIENTS_SQL),

@@ -17,6 +17,15 @@ The calls take what the commands take: `run(models=, experiments=)` is `ibias ru
 sandbox, and served by the run while one holds the store). `connect` opens the file itself,
 so it cannot while a run holds it, and says to use `sql`.
 
+Authors of an experiment unit or a provider find every name they need here (docs/extending.md):
+the unit interface (`ExperimentUnit`, `TrialKind`, `Item`, `Parser`, `Column`, the optional
+capabilities `Capability`, `Roster`, `ExtraParsers`, `ReadsLogprobs`), planning (`Experiment`,
+`TrialSpec`, `Message`, `rng_for`, `SettingsError`), the simulator's `Simulation`,
+`Answering`, `NoParams` and `Persona`, registration (`register`, `unregister`, `PluginError`),
+and the provider interface (`Provider`, `provider`, `ProviderContext`, `ModelConfig`,
+`Sampling`, `Reply`, `Limits`, `AttemptError`, `Classification`, `Verdict`, `SendingOptions`).
+The package ships `py.typed`, so `mypy --strict` checks a plugin against these types.
+
 The project's folders (`runner/`, `prompts/`, `store/`, `analysis/`, `configs/`) stay at the top
 of the repository and install only as `ibias.runner`, `ibias.prompts`, ...: this package holds
 symbolic links to them, so an editable install, a wheel, mypy and pytest all see one namespace
@@ -47,20 +56,42 @@ if TYPE_CHECKING:
 
     from ibias.analysis.analyze import AnalysisResult
     from ibias.analysis.experiment import ExperimentAnalysis, SectionContext, TableContext
-    from ibias.prompts.base import Persona, TrialSpec
+    from ibias.prompts.base import (
+        Experiment,
+        Message,
+        Persona,
+        SettingsError,
+        TrialSpec,
+        rng_for,
+    )
     from ibias.prompts.registry import (
+        Capability,
         Column,
         ExperimentUnit,
+        ExtraParsers,
         Item,
         Parser,
+        PluginError,
+        ReadsLogprobs,
+        Roster,
         TrialKind,
         register,
         unregister,
     )
-    from ibias.runner.config import Config
+    from ibias.prompts.simulation import Answering, NoParams, Simulation
+    from ibias.runner.config import Config, ModelConfig
     from ibias.runner.planning_report import PlanReport
-    from ibias.runner.providers.base import Limits, Provider, ProviderContext, Reply, Sampling
+    from ibias.runner.providers.base import (
+        AttemptError,
+        Limits,
+        Provider,
+        ProviderContext,
+        Reply,
+        Sampling,
+    )
     from ibias.runner.providers.registry import ProviderFactory, provider
+    from ibias.runner.providers.sending import SendingOptions
+    from ibias.runner.retries import Classification, Verdict
     from ibias.runner.run import RunResult
     from ibias.runner.stop import Stop
     from ibias.store.importer import ImportResult
@@ -72,50 +103,83 @@ _LAZY: dict[str, str] = {
     "ExperimentAnalysis": "ibias.analysis.experiment",
     "SectionContext": "ibias.analysis.experiment",
     "TableContext": "ibias.analysis.experiment",
+    "Experiment": "ibias.prompts.base",
+    "Message": "ibias.prompts.base",
     "Persona": "ibias.prompts.base",
+    "SettingsError": "ibias.prompts.base",
     "TrialSpec": "ibias.prompts.base",
+    "rng_for": "ibias.prompts.base",
+    "Capability": "ibias.prompts.registry",
     "Column": "ibias.prompts.registry",
     "ExperimentUnit": "ibias.prompts.registry",
+    "ExtraParsers": "ibias.prompts.registry",
     "Item": "ibias.prompts.registry",
     "Parser": "ibias.prompts.registry",
+    "PluginError": "ibias.prompts.registry",
+    "ReadsLogprobs": "ibias.prompts.registry",
+    "Roster": "ibias.prompts.registry",
     "TrialKind": "ibias.prompts.registry",
+    "Simulation": "ibias.prompts.simulation",
+    "Answering": "ibias.prompts.simulation",
+    "NoParams": "ibias.prompts.simulation",
     "register": "ibias.prompts.registry",
     "unregister": "ibias.prompts.registry",
     "Config": "ibias.runner.config",
+    "ModelConfig": "ibias.runner.config",
     "RunResult": "ibias.runner.run",
     "PlanReport": "ibias.runner.planning_report",
     "Stop": "ibias.runner.stop",
     "Limits": "ibias.runner.providers.base",
     "Provider": "ibias.runner.providers.base",
     "ProviderContext": "ibias.runner.providers.base",
+    "ProviderError": "ibias.runner.providers.base",
     "Reply": "ibias.runner.providers.base",
     "Sampling": "ibias.runner.providers.base",
+    "AttemptError": "ibias.runner.providers.base",
     "provider": "ibias.runner.providers.registry",
+    "SendingOptions": "ibias.runner.providers.sending",
+    "Classification": "ibias.runner.retries",
+    "Verdict": "ibias.runner.retries",
     "ImportResult": "ibias.store.importer",
 }
 
 __all__ = [
     "AnalysisResult",
+    "Answering",
+    "AttemptError",
+    "Capability",
+    "Classification",
     "Column",
     "Config",
     "ConfigError",
     "Error",
+    "Experiment",
     "ExperimentAnalysis",
     "ExperimentUnit",
+    "ExtraParsers",
     "ImportResult",
     "Item",
     "Limits",
+    "Message",
+    "ModelConfig",
+    "NoParams",
     "Parser",
     "Persona",
     "PlanReport",
+    "PluginError",
     "Provider",
     "ProviderContext",
     "ProviderError",
+    "ReadsLogprobs",
     "RegistryError",
     "Reply",
+    "Roster",
     "RunResult",
     "Sampling",
     "SectionContext",
+    "SendingOptions",
+    "SettingsError",
+    "Simulation",
     "StimuliError",
     "Stop",
     "StoreError",
@@ -123,6 +187,7 @@ __all__ = [
     "TrialKind",
     "TrialSpec",
     "UsageError",
+    "Verdict",
     "analyze",
     "arun",
     "connect",
@@ -131,6 +196,7 @@ __all__ = [
     "plan",
     "provider",
     "register",
+    "rng_for",
     "run",
     "sql",
     "unregister",

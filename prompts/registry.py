@@ -8,9 +8,19 @@ analysis (tables, figures, report section), which lives in `ibias.analysis` and 
 only by the analysis driver, so no import runs back up the data flow.
 
 `store/`, the importer, the runner, the simulator and the analysis driver loop over this
-registry and never name an experiment. Registration is explicit: the built-in units register
-when this module is first imported, a test or a notebook calls `register(unit)`, and a
-third-party package exposes a unit under the `ibias.experiments` entry-point group.
+registry and never name an experiment. Registration is explicit: the built-in units are listed
+by module path (`BUILTIN`) and imported the first time something asks for them, so a command
+that needs none (and a test that unregisters them) never imports them; a test or a notebook
+calls `register(unit)`; a third-party package exposes a unit under the `ibias.experiments`
+entry-point group. A plugin that fails to load is recorded, named in one warning line, and
+named again by `PluginError` when something asks for what it might have provided
+(`IBIAS_PLUGINS` chooses which entry points load).
+
+What only some experiments need is an optional *capability* (a small frozen value, subclass
+of `Capability`) that a unit, a kind or a parser lists in its `capabilities`, found with
+`capability(type)`: the people a unit adds to `patients` (`Roster`), readings of a reply kept
+beside the main one (`ExtraParsers`), a parser that reads token logprobs (`ReadsLogprobs`).
+The interface itself holds only what every experiment needs.
 
 How an experiment's DDL is versioned: a kind's derived table and view are generated from its
 declared columns, and the kind carries a `schema_version`. The store records, per kind, the
@@ -25,12 +35,15 @@ re-parsed, the view picks the newest) or a new table.
 from __future__ import annotations
 
 import difflib
+import importlib
+import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -44,10 +57,10 @@ from ibias.prompts.simulation import (
 )
 
 Builder = Callable[[Mapping[str, Any], int, Path], list[Experiment]]
-ParseFn = Callable[[Mapping[str, Any], "str | None"], Mapping[str, Any]]
-LogprobsParseFn = Callable[
-    [Mapping[str, Any], "str | None", "Sequence[Mapping[str, Any]]"], Mapping[str, Any]
-]
+ParseFn = Callable[[Any, "str | None"], Mapping[str, Any]]
+"""(typed item of the kind, reply text or None for a withheld answer) -> one derived row. The
+item is the kind's `Item` struct, decoded once per reply by the store."""
+LogprobsParseFn = Callable[[Any, "str | None", "Sequence[Mapping[str, Any]]"], Mapping[str, Any]]
 ImportFn = Callable[[Mapping[str, Any], str], Mapping[str, Any]]
 PaperPromptFn = Callable[[Mapping[str, Any], Any], tuple[tuple[int | None, str], ...]]
 """(stored item, stimuli pack) -> the paper design's prompt texts the item may have been sent
@@ -89,6 +102,30 @@ class Item(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
 
+class Capability:
+    """Base of the optional capabilities a unit, a kind or a parser may list.
+
+    Why capabilities rather than fields: an optional field on the interface that one experiment
+    alone uses (the allocation task's roster, its logprob reading) makes every author read past
+    it and every consumer test for it. A capability is declared only by what has it, and the
+    code that uses it asks for it by type (`unit.capability(Roster)`), so the interface keeps
+    what every experiment needs. Subclasses are frozen dataclasses.
+    """
+
+    __slots__ = ()
+
+
+C = TypeVar("C", bound=Capability)
+
+
+def _find(capabilities: tuple[Capability, ...], kind: type[C]) -> C | None:
+    # A plain loop: asked per parsed reply, where a generator's set-up showed in the profile.
+    for capability in capabilities:
+        if isinstance(capability, kind):
+            return capability
+    return None
+
+
 @dataclass(frozen=True)
 class Column:
     """One column of a derived table: its name, DuckDB type and Arrow type.
@@ -108,32 +145,56 @@ class Column:
 
 
 @dataclass(frozen=True)
+class ReadsLogprobs(Capability):
+    """A parser that reads the reply's token logprobs too (`responses.logprobs`):
+    `parse(item, content, tokens)`. Such a parser runs only for replies that have logprobs
+    (models that opted in), so its table holds rows for those trials alone and the parser's own
+    `parse` is never called by the store."""
+
+    parse: LogprobsParseFn
+
+
+@dataclass(frozen=True)
 class Parser:
     """How replies of one kind become rows of its derived table.
 
-    A parser reads either the reply's text (`parse(item, content)`) or, when it sets
-    `parse_logprobs`, the reply's token logprobs too (`parse_logprobs(item, content, tokens)`,
-    `responses.logprobs`): such a parser runs only for replies that have logprobs (models that
-    opted in), so its table holds rows for those trials alone and `parse` is never called.
+    `parse(item, content)` gets the kind's typed item (its `Item` struct) and the reply's text
+    (None when the provider withheld the answer), and returns one row: a value for each of
+    `columns`. Bump `version` to re-parse stored replies (the view picks the newest).
     """
 
     version: int
     table: str
     columns: tuple[Column, ...]
     parse: ParseFn
-    parse_logprobs: LogprobsParseFn | None = None
+    capabilities: tuple[Capability, ...] = ()
+
+    def capability(self, kind: type[C]) -> C | None:
+        """The capability of type `kind` this parser lists, or None."""
+        return _find(self.capabilities, kind)
 
     @property
     def reads_logprobs(self) -> bool:
-        return self.parse_logprobs is not None
+        return self.capability(ReadsLogprobs) is not None
+
+
+@dataclass(frozen=True)
+class ExtraParsers(Capability):
+    """Readings of a kind's replies kept beside its main parser, each in its own table and
+    never in the view (the allocation task keeps the paper authors' tag-only reading and its
+    logprob choice this way)."""
+
+    parsers: tuple[Parser, ...]
 
 
 @dataclass(frozen=True)
 class TrialKind:
     """One value of `trials.experiment`: its typed item, parser, view and import rule.
 
-    `view_fields` are (item field, SQL type) pairs shown in the view after trial_key, model_id
-    and language; each must be a field of `item`. An explicit-check kind sets
+    `view_fields` are item field names shown in the view after trial_key, model_id and language;
+    each column's SQL type comes from the field's annotation in `item` (`view_field_types`), so
+    it is written once. A kind of several `designs` (the first is the default, and the item has
+    a `design` field) shows `design` in its view. An explicit-check kind sets
     `explicit_subject` (the item field naming what was asked about) and writes to the shared
     `parsed_explicit` table, which the store unions into the `explicit_answers` view.
     `prepare_import` turns an import line's item into the stored item's shape (defaults
@@ -149,9 +210,8 @@ class TrialKind:
     item: type[Item]
     parser: Parser | None = None
     view: str | None = None
-    view_fields: tuple[tuple[str, str], ...] = ()
+    view_fields: tuple[str, ...] = ()
     designs: tuple[str, ...] = ()
-    extra_parsers: tuple[Parser, ...] = ()
     explicit_subject: str | None = None
     schema_version: int = 1
     prepare_import: ImportFn | None = None
@@ -159,6 +219,7 @@ class TrialKind:
     paper_prompts: PaperPromptFn | None = None
     """For a kind with a paper design: the prompts that design renders for an item, so an
     import can say whether a reply was sent the paper's prompt (store/prompt_checks.py)."""
+    capabilities: tuple[Capability, ...] = ()
 
     def __post_init__(self) -> None:
         names = set(self.item.__struct_fields__)
@@ -167,11 +228,18 @@ class TrialKind:
                 f"kind {self.name}: a kind with designs has a `design` item field and lists "
                 f"{DEFAULT_DESIGN!r} first"
             )
-        for name, sql in self.view_fields:
+        for name in self.view_fields:
+            if not isinstance(name, str):
+                raise ValueError(
+                    f"kind {self.name}: view_fields lists item field names (the SQL type comes "
+                    f"from the item's annotation), got {name!r}"
+                )
             if name not in names:
                 raise ValueError(f"kind {self.name}: view field {name!r} is not an item field")
-            if sql not in SQL_TYPES:
-                raise ValueError(f"kind {self.name}: SQL type {sql!r} is not supported")
+        self.view_field_types()  # an annotation with no SQL type is refused here
+        self._check_parsers(names)
+
+    def _check_parsers(self, names: set[str]) -> None:
         if self.explicit_subject is not None:
             if self.explicit_subject not in names:
                 raise ValueError(f"kind {self.name}: explicit_subject is not an item field")
@@ -185,16 +253,26 @@ class TrialKind:
                 )
         elif self.parser is not None and self.view is None:
             raise ValueError(f"kind {self.name}: a parsed kind needs a view")
-        if self.extra_parsers and self.parser is None:
+        if self.capability(ExtraParsers) is not None and self.parser is None:
             raise ValueError(f"kind {self.name}: extra parsers need a main parser")
         tables = [p.table for p in self.parsers]
         if len(set(tables)) != len(tables):
             raise ValueError(f"kind {self.name}: each parser writes its own table")
 
+    def capability(self, kind: type[C]) -> C | None:
+        """The capability of type `kind` this kind lists, or None."""
+        return _find(self.capabilities, kind)
+
     @property
     def parsers(self) -> tuple[Parser, ...]:
-        """The main parser (first) and the extra ones."""
-        return ((self.parser,) if self.parser is not None else ()) + self.extra_parsers
+        """The main parser (first), then any `ExtraParsers`."""
+        extra = self.capability(ExtraParsers)
+        main = (self.parser,) if self.parser is not None else ()
+        return main + (extra.parsers if extra is not None else ())
+
+    def view_field_types(self) -> tuple[tuple[str, str], ...]:
+        """(field, SQL type) of each view field, from the item's annotations (`sql_type`)."""
+        return _view_field_types(self.item, self.view_fields)
 
     def import_item(self, raw: Mapping[str, Any], language: str) -> dict[str, Any]:
         """Validate an import line's item (ValueError names the problem) and normalise it."""
@@ -209,7 +287,7 @@ class TrialKind:
         if self.prepare_import is not None:
             prepared = dict(self.prepare_import(prepared, language))
         check_import_shape(prepared, _type_info(self.item), "item")
-        for name, sql in self.view_fields:
+        for name, sql in self.view_field_types():
             value = prepared.get(name)
             limit = SQL_INT_MAX.get(sql)
             if limit is not None and isinstance(value, int) and not -limit <= value <= limit:
@@ -220,6 +298,69 @@ class TrialKind:
             # msgspec names the place as `$.candidates[1].age`; the line's field is `item`.
             raise ValueError(str(exc).replace("`$", "`item")) from None
         return typed.to_json()
+
+    def item_decoder(self) -> Callable[[str | bytes], Item]:
+        """Decode a stored `trials.item` JSON text straight into the typed item: what the
+        store hands the parsers (one C-level decode per reply, no dict in between)."""
+        return _decoder(self.item)
+
+
+def item_value(item: Item | Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """Field `name` of an item, typed (what the store hands parsers) or in its JSON form (a
+    `TrialSpec.item`, or a test's dict holding only the fields a parser reads), so a parser's
+    own helpers serve both without converting."""
+    if isinstance(item, Item):  # a concrete class: a cheaper check than the Mapping ABC
+        return getattr(item, name, default)
+    return item.get(name, default)
+
+
+@cache
+def _decoder(item: type[Item]) -> Callable[[str | bytes], Item]:
+    return msgspec.json.Decoder(item).decode
+
+
+_SQL_OF_TYPE: dict[type[msgspec.inspect.Type], str] = {
+    msgspec.inspect.StrType: "VARCHAR",
+    msgspec.inspect.IntType: "INTEGER",
+    msgspec.inspect.FloatType: "DOUBLE",
+    msgspec.inspect.BoolType: "BOOLEAN",
+}
+
+
+def sql_type(info: msgspec.inspect.Type) -> str | None:
+    """The view column type of an item field: str (and string literals) VARCHAR, int (and
+    integer literals) INTEGER, float DOUBLE, bool BOOLEAN, each also when optional (`X | None`);
+    `Annotated[int, msgspec.Meta(extra={"sql": "BIGINT"})]` chooses another supported type.
+    None when the field has no column type (a list, a struct)."""
+    while isinstance(info, msgspec.inspect.Metadata):
+        chosen = (info.extra or {}).get("sql")
+        if chosen is not None:
+            return str(chosen) if chosen in SQL_TYPES else None
+        info = info.type
+    if isinstance(info, msgspec.inspect.UnionType):
+        members = [m for m in info.types if not isinstance(m, msgspec.inspect.NoneType)]
+        return sql_type(members[0]) if len(members) == 1 else None
+    if isinstance(info, msgspec.inspect.LiteralType):
+        kinds = {type(v) for v in info.values}
+        return {str: "VARCHAR", int: "INTEGER"}.get(kinds.pop()) if len(kinds) == 1 else None
+    return _SQL_OF_TYPE.get(type(info))
+
+
+@cache
+def _view_field_types(item: type[Item], names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    info = _plain(_type_info(item))
+    assert isinstance(info, msgspec.inspect.StructType)
+    fields = {f.name: f.type for f in info.fields}
+    out: list[tuple[str, str]] = []
+    for name in names:
+        sql = sql_type(fields[name])
+        if sql is None:
+            raise ValueError(
+                f"view field {name!r} of {item.__name__} has no SQL column type; declare it "
+                'str, int, float or bool, or Annotated[..., msgspec.Meta(extra={"sql": ...})]'
+            )
+        out.append((name, sql))
+    return tuple(out)
 
 
 @cache
@@ -283,11 +424,21 @@ def check_import_shape(value: Any, info: msgspec.inspect.Type, where: str) -> No
 
 
 @dataclass(frozen=True)
+class Roster(Capability):
+    """A unit whose trials show people: `rows(table, seed, base_dir)` gives the rows it adds
+    to the store's `patients` table (roster_id, person_id, language, name, age,
+    sex_assigned_at_birth, gender_identity) for its settings table."""
+
+    rows: RosterFn
+
+
+@dataclass(frozen=True)
 class ExperimentUnit:
     """Everything one `[experiments.NAME]` table brings; see the module docstring.
 
     `analysis` is an `ibias.analysis.sections.ExperimentAnalysis`, or "module:attribute" naming
-    one, resolved only by the analysis driver.
+    one, resolved only by the analysis driver. `capabilities` holds what only some units have
+    (`Roster`).
     """
 
     name: str
@@ -297,25 +448,82 @@ class ExperimentUnit:
     simulation: Simulation | None = None
     """The unit's part of the simulator: its parameter struct, its answers, where they choose
     (for token logprobs) and what they plant (prompts/simulation.py)."""
-    roster: RosterFn | None = None
     analysis: object | str | None = None
     order: int = 100
+    capabilities: tuple[Capability, ...] = ()
 
+    def capability(self, kind: type[C]) -> C | None:
+        """The capability of type `kind` this unit lists, or None."""
+        return _find(self.capabilities, kind)
 
-_UNITS: dict[str, ExperimentUnit] = {}
-_LOADED = False
+    @property
+    def roster(self) -> RosterFn | None:
+        """The `Roster` capability's rows, or None (what runner/run.py reads)."""
+        found = self.capability(Roster)
+        return None if found is None else found.rows
 
 
 class RegistryError(errors.RegistryError, ValueError):
     """Two units claim one name, or a name is not registered."""
 
 
+class PluginError(RegistryError):
+    """Something asked for an experiment or a kind that no loaded unit provides while an
+    installed plugin failed to load: the message names the plugin, since it may be the one."""
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A built-in unit, listed without importing it: "module:attribute", and the kinds it
+    declares (so a registration can be checked against them without the import)."""
+
+    path: str
+    kinds: tuple[str, ...]
+
+
+BUILTIN: Mapping[str, Builtin] = {
+    "prompts": Builtin("ibias.prompts.adhoc:UNIT", ("prompts",)),
+    "word_association": Builtin(
+        "ibias.prompts.word_association.unit:UNIT",
+        ("word_association", "word_association_explicit"),
+    ),
+    "allocation": Builtin(
+        "ibias.prompts.allocation.unit:UNIT", ("allocation", "allocation_explicit")
+    ),
+}
+ENTRY_POINT_GROUP = "ibias.experiments"
+PLUGINS_ENV = "IBIAS_PLUGINS"
+"""Comma-separated names of the `ibias.experiments` entry points to load; empty: none; unset:
+all of them."""
+
+
+@dataclass(frozen=True)
+class FailedPlugin:
+    """An entry point that did not give a unit: its name, its value ("module:attribute") and
+    the error in one line."""
+
+    name: str
+    value: str
+    error: str
+
+    @property
+    def line(self) -> str:
+        return f"plugin {self.name!r} ({self.value}) failed to load: {self.error}"
+
+
+_UNITS: dict[str, ExperimentUnit] = {}
+_PENDING: dict[str, Builtin] = dict(BUILTIN)
+_FAILED: list[FailedPlugin] = []
+_LOADED = False
+
+
 def register(unit: ExperimentUnit, *, replace: bool = False) -> ExperimentUnit:
     """Add `unit`; its kind names must be new too (they are values of `trials.experiment`)."""
     _ensure_loaded()
-    if unit.name in _UNITS and not replace:
+    if (unit.name in _UNITS or unit.name in _PENDING) and not replace:
         raise RegistryError(f"experiment {unit.name!r} is already registered")
     taken = {k.name: u.name for u in _UNITS.values() if u.name != unit.name for k in u.kinds}
+    taken.update({k: n for n, b in _PENDING.items() if n != unit.name for k in b.kinds})
     for kind in unit.kinds:
         if kind.name in taken:
             raise RegistryError(f"kind {kind.name!r} already belongs to {taken[kind.name]!r}")
@@ -323,29 +531,39 @@ def register(unit: ExperimentUnit, *, replace: bool = False) -> ExperimentUnit:
         check_flat_keys([*(u for u in _UNITS.values() if u.name != unit.name), unit])
     except ValueError as exc:
         raise RegistryError(str(exc)) from None
+    _PENDING.pop(unit.name, None)
     _UNITS[unit.name] = unit
     return unit
 
 
 def unregister(name: str) -> None:
-    """Remove a unit (tests that register their own experiment clean up with this)."""
+    """Remove a unit (tests that register their own experiment clean up with this); a built-in
+    one not imported yet is then never imported."""
     _UNITS.pop(name, None)
+    _PENDING.pop(name, None)
 
 
 def units() -> tuple[ExperimentUnit, ...]:
     """Registered units in display order (built-ins first, then by registration)."""
     _ensure_loaded()
+    for name in list(_PENDING):
+        _load_builtin(name)
     return tuple(sorted(_UNITS.values(), key=lambda u: u.order))
 
 
 def unit(name: str) -> ExperimentUnit:
+    """The unit registered as `name` (importing it if it is a built-in one not loaded yet);
+    RegistryError names the registered ones, PluginError the plugins that failed to load."""
     _ensure_loaded()
-    try:
-        return _UNITS[name]
-    except KeyError:
-        raise RegistryError(
-            f"unknown experiment {name!r}; expected one of " + ", ".join(_UNITS)
-        ) from None
+    if name in _PENDING:
+        _load_builtin(name)
+    found = _UNITS.get(name)
+    if found is not None:
+        return found
+    known = ", ".join(u.name for u in units())
+    if _FAILED:
+        raise PluginError(_missing(f"experiment {name!r}"))
+    raise RegistryError(f"unknown experiment {name!r}; expected one of {known}")
 
 
 def kinds() -> tuple[TrialKind, ...]:
@@ -355,6 +573,30 @@ def kinds() -> tuple[TrialKind, ...]:
 
 def kind(name: str) -> TrialKind | None:
     return next((k for k in kinds() if k.name == name), None)
+
+
+def require_kinds(names: Sequence[str]) -> None:
+    """Refuse (PluginError) when one of `names` (values of `trials.experiment`, e.g. a store's)
+    has no registered kind while a plugin failed to load: that plugin may provide it, and going
+    on would leave its replies unparsed and unanalysed. Without a failed plugin an unknown kind
+    is a store written by a process that had another unit, which readers pass over."""
+    if not failed_plugins():
+        return
+    known = {k.name for k in kinds()}
+    missing = sorted(set(names) - known)
+    if missing:
+        raise PluginError(_missing("the store's trials of kind " + ", ".join(map(repr, missing))))
+
+
+def failed_plugins() -> tuple[FailedPlugin, ...]:
+    """The `ibias.experiments` entry points that failed to load in this process."""
+    _ensure_loaded()
+    return tuple(_FAILED)
+
+
+def _missing(what: str) -> str:
+    lines = "; ".join(f.line for f in _FAILED)
+    return f"no loaded experiment unit provides {what}, and {lines}"
 
 
 def responders() -> tuple[Responder, ...]:
@@ -368,14 +610,31 @@ def choice_tokens() -> tuple[ChoiceTokens, ...]:
     return tuple(c for c in bound if c is not None)
 
 
+def _refusing(error: PluginError) -> Builder:
+    """A builder that refuses with `error`'s text as a settings error, so the config loader
+    reports it in its usual one line (file, `experiments.NAME`, the plugin)."""
+
+    def build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
+        from ibias.prompts.base import SettingsError
+
+        raise SettingsError("", str(error))
+
+    return build
+
+
 class _Builders(Mapping[str, Builder]):
-    """`[experiments.NAME]` -> builder, a live view of the registry for the config loader."""
+    """`[experiments.NAME]` -> builder, a live view of the registry for the config loader.
+
+    While a plugin has failed to load, a name no unit provides maps to a builder that refuses
+    naming the plugin (`_refusing`) rather than to "unknown experiment"."""
 
     def __getitem__(self, name: str) -> Builder:
-        _ensure_loaded()
-        if name not in _UNITS:
-            raise KeyError(name)
-        return _UNITS[name].build
+        try:
+            return unit(name).build
+        except PluginError as exc:
+            return _refusing(exc)
+        except RegistryError:
+            raise KeyError(name) from None
 
     def __iter__(self) -> Iterator[str]:
         return iter([u.name for u in units()])
@@ -387,23 +646,49 @@ class _Builders(Mapping[str, Builder]):
 EXPERIMENT_BUILDERS: Mapping[str, Builder] = _Builders()
 
 
+def _load_builtin(name: str) -> None:
+    """Import the built-in unit `name` (still pending) and register it."""
+    builtin = _PENDING.pop(name)
+    module, _, attribute = builtin.path.partition(":")
+    loaded = getattr(importlib.import_module(module), attribute)
+    assert isinstance(loaded, ExperimentUnit) and loaded.name == name
+    assert tuple(k.name for k in loaded.kinds) == builtin.kinds, builtin
+    _UNITS[name] = loaded
+
+
 def _ensure_loaded() -> None:
-    """Register the built-in units, then any from installed packages' entry points, once."""
+    """Register the units of installed packages' entry points (those `IBIAS_PLUGINS` names,
+    or all), once. One that fails is recorded and named in one warning line on stderr; the
+    commands that do not need it go on."""
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    from ibias.prompts.adhoc import UNIT as adhoc_unit
-    from ibias.prompts.allocation.unit import UNIT as allocation_unit
-    from ibias.prompts.word_association.unit import UNIT as word_association_unit
+    installed = {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
+    chosen = os.environ.get(PLUGINS_ENV)
+    names = list(installed) if chosen is None else [n.strip() for n in chosen.split(",")]
+    for name in filter(None, names):
+        entry = installed.get(name)
+        if entry is None:
+            _failed(FailedPlugin(name, "not installed", f"{PLUGINS_ENV} names it"))
+            continue
+        try:
+            loaded = entry.load()
+            if not isinstance(loaded, ExperimentUnit):
+                raise TypeError(f"it is a {type(loaded).__name__}, not an ExperimentUnit")
+            register(loaded)
+        except Exception as exc:
+            _failed(FailedPlugin(entry.name, entry.value, _one_line(exc)))
 
-    for builtin in (adhoc_unit, word_association_unit, allocation_unit):
-        _UNITS[builtin.name] = builtin
-    for entry in entry_points(group="ibias.experiments"):
-        loaded = entry.load()
-        if not isinstance(loaded, ExperimentUnit):
-            raise RegistryError(f"entry point {entry.name!r} is not an ExperimentUnit")
-        register(loaded)
+
+def _failed(plugin: FailedPlugin) -> None:
+    _FAILED.append(plugin)
+    print(f"ibias: warning: {plugin.line}", file=sys.stderr)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def view_columns(k: TrialKind) -> Sequence[str]:
@@ -412,5 +697,4 @@ def view_columns(k: TrialKind) -> Sequence[str]:
         return ()
     shown = [c.name for c in k.parser.columns if c.in_view]
     design = ["design"] if k.designs else []
-    fields = [f for f, _ in k.view_fields]
-    return ["trial_key", "model_id", "language", *design, *fields, *shown]
+    return ["trial_key", "model_id", "language", *design, *k.view_fields, *shown]

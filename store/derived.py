@@ -3,7 +3,8 @@
 Parsing is Python (prompts/*/parse.py) and reads only stored responses and trial items, so a
 better parser needs no new requests: bump its version and `parse_pending` fills the new rows;
 the views pick the newest version. Each registered kind declares how to turn (item, content)
-into a row of its derived table (prompts/registry.py).
+into a row of its derived table (prompts/registry.py). Parsers get the kind's typed item,
+decoded once per reply straight from the stored JSON text by msgspec (no dict in between).
 """
 
 from __future__ import annotations
@@ -12,10 +13,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import duckdb
+import msgspec
 import orjson
 import pyarrow as pa
 
-from ibias.prompts.registry import Parser, TrialKind, kinds
+from ibias.prompts.registry import (
+    Item,
+    Parser,
+    ReadsLogprobs,
+    TrialKind,
+    failed_plugins,
+    kinds,
+    require_kinds,
+)
 from ibias.store.arrow_scan import registered
 from ibias.store.experiments import arrow_schema
 from ibias.store.writer import Landed
@@ -65,13 +75,14 @@ def _insert(con: duckdb.DuckDBPyConnection, p: Parser, rows: list[dict[str, Any]
 def _row(
     p: Parser,
     trial_key: str,
-    item: Mapping[str, Any],
+    item: Item,
     content: str | None,
     logprobs: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    if p.parse_logprobs is not None:
+    reads = p.capability(ReadsLogprobs)
+    if reads is not None:
         assert logprobs is not None
-        parsed = dict(p.parse_logprobs(item, content, logprobs))
+        parsed = dict(reads.parse(item, content, logprobs))
     else:
         parsed = dict(p.parse(item, content))
     parsed["trial_key"] = trial_key
@@ -83,15 +94,17 @@ def parse_landed(con: duckdb.DuckDBPyConnection, landed: Sequence[Landed]) -> No
     """Parse responses as they land (called by the writer inside its transaction)."""
     by_exp: dict[str, list[dict[str, Any]]] = {}
     registry = parsed_kinds()
-    for item in landed:
-        k = registry.get(item.experiment)
-        if k is not None:
-            for parser in k.parsers:
-                if parser.reads_logprobs and item.logprobs is None:
-                    continue  # the model did not ask for logprobs: no row
-                by_exp.setdefault(parser.table, []).append(
-                    _row(parser, item.trial_key, item.item, item.content, item.logprobs)
-                )
+    for reply in landed:
+        k = registry.get(reply.experiment)
+        if k is None:
+            continue
+        item = msgspec.convert(reply.item, k.item)
+        for parser in k.parsers:
+            if parser.reads_logprobs and reply.logprobs is None:
+                continue  # the model did not ask for logprobs: no row
+            by_exp.setdefault(parser.table, []).append(
+                _row(parser, reply.trial_key, item, reply.content, reply.logprobs)
+            )
     tables = {p.table: p for k in registry.values() for p in k.parsers}
     for table, rows in by_exp.items():
         _insert(con, tables[table], rows)
@@ -99,7 +112,13 @@ def parse_landed(con: duckdb.DuckDBPyConnection, landed: Sequence[Landed]) -> No
 
 def parse_pending(con: duckdb.DuckDBPyConnection, batch_size: int = 20000) -> int:
     """Parse every stored response that lacks a row at its parsers' current versions; returns
-    how many responses the main parsers parsed (extra parsers' rows are not counted)."""
+    how many responses the main parsers parsed (extra parsers' rows are not counted).
+
+    A store holding trials of a kind no loaded unit provides while a plugin failed to load is
+    refused (`PluginError` naming the plugin): its replies would silently stay unparsed."""
+    if failed_plugins():
+        stored = con.execute("SELECT DISTINCT experiment FROM trials").fetchall()
+        require_kinds([str(r[0]) for r in stored])
     total = 0
     for kind in parsed_kinds().values():
         for index, p in enumerate(kind.parsers):
@@ -126,9 +145,10 @@ def _parse_pending(
     for rb in reader:
         data = rb.to_pydict()
         pending.extend(zip(data["trial_key"], data["item"], data["content"], strict=True))
+    decode = kind.item_decoder()
     for start in range(0, len(pending), batch_size):
         chunk = pending[start : start + batch_size]
-        rows = [_row(p, key, orjson.loads(item), text) for key, item, text in chunk]
+        rows = [_row(p, key, decode(item), text) for key, item, text in chunk]
         total += _insert(con, p, rows)
     return total
 
@@ -165,8 +185,9 @@ def _parse_pending_logprobs(con: duckdb.DuckDBPyConnection, kind: TrialKind, p: 
                 f"WHERE t.experiment = ?) t ON t.trial_key = r.trial_key",
                 [kind.name],
             ).fetchall()
+        decode = kind.item_decoder()
         rows = [
-            _row(p, key, orjson.loads(item), text, orjson.loads(tokens))
+            _row(p, key, decode(item), text, orjson.loads(tokens))
             for key, item, text, tokens in fetched
         ]
         total += _insert(con, p, rows)

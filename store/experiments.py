@@ -103,7 +103,7 @@ def _item_field(name: str, sql: str) -> str:
 def view_ddl(kind: TrialKind) -> str:
     """The kind's view: one row per answered trial, its item fields, its newest parse."""
     assert kind.parser is not None and kind.view is not None
-    fields = [_item_field(n, sql) for n, sql in kind.view_fields]
+    fields = [_item_field(n, sql) for n, sql in kind.view_field_types()]
     if kind.designs:
         default = sql_literal(kind.designs[0])
         fields.insert(0, f"coalesce(t.item ->> 'design', {default}) AS design")
@@ -192,52 +192,65 @@ def apply_experiment_schemas(
     for kind in registered if registered is not None else kinds():
         if kind.parser is None:
             continue
-        before = recorded.get(kind.name)
-        if before is not None and before.version > kind.schema_version:
-            raise ExperimentSchemaError(
-                f"its {kind.name!r} tables are at schema version {before.version}, newer than "
-                f"this ibias ({kind.schema_version}); upgrade ibias"
-            )
-        ddl = _kind_ddl(kind)
-        digest = stable_hash([kind.schema_version, ddl, kind.explicit_subject])
         if kind.explicit_subject is not None:
             explicit[kind.name] = kind.explicit_subject
-        if before is not None and before.ddl_hash == digest:
-            continue
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for parser, statement in zip(kind.parsers, ddl, strict=False):
-                con.execute(statement)
-                _add_missing_columns(con, parser)
-            for statement in ddl[len(kind.parsers) :]:
-                con.execute(statement)
-            con.execute(
-                "INSERT INTO experiment_schemas (name, version, ddl_hash, explicit_subject) "
-                "VALUES (?, ?, ?, ?)",
-                [kind.name, kind.schema_version, digest, kind.explicit_subject],
-            )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        changed += 1
+        changed += _apply_kind(con, kind, recorded.get(kind.name))
+    changed += _apply_explicit_view(con, explicit, recorded)
+    return changed + _apply_replies_view(con, recorded)
+
+
+def _apply_kind(con: duckdb.DuckDBPyConnection, kind: TrialKind, before: _Recorded | None) -> int:
+    """Apply one kind's tables and view unless the recorded hash is its DDL's; 1 if applied."""
+    if before is not None and before.version > kind.schema_version:
+        raise ExperimentSchemaError(
+            f"its {kind.name!r} tables are at schema version {before.version}, newer than "
+            f"this ibias ({kind.schema_version}); upgrade ibias"
+        )
+    ddl = _kind_ddl(kind)
+    digest = stable_hash([kind.schema_version, ddl, kind.explicit_subject])
+    if before is not None and before.ddl_hash == digest:
+        return 0
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for parser, statement in zip(kind.parsers, ddl, strict=False):
+            con.execute(statement)
+            _add_missing_columns(con, parser)
+        for statement in ddl[len(kind.parsers) :]:
+            con.execute(statement)
+        con.execute(
+            "INSERT INTO experiment_schemas (name, version, ddl_hash, explicit_subject) "
+            "VALUES (?, ?, ?, ?)",
+            [kind.name, kind.schema_version, digest, kind.explicit_subject],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return 1
+
+
+def _apply_explicit_view(
+    con: duckdb.DuckDBPyConnection, explicit: dict[str, str], recorded: dict[str, _Recorded]
+) -> int:
+    """(Re)create `explicit_answers` over every explicit kind, recorded or registered, when its
+    DDL changed; 1 if applied."""
     view = explicit_view_ddl(sorted(explicit.items()))
     view_hash = stable_hash(view)
-    if recorded.get(EXPLICIT_VIEW, _Recorded(0, "", None)).ddl_hash != view_hash:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute(table_ddl(EXPLICIT_PARSER))
-            con.execute(view)
-            con.execute(
-                "INSERT INTO experiment_schemas (name, version, ddl_hash) VALUES (?, 1, ?)",
-                [EXPLICIT_VIEW, view_hash],
-            )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        changed += 1
-    return changed + _apply_replies_view(con, recorded)
+    if recorded.get(EXPLICIT_VIEW, _Recorded(0, "", None)).ddl_hash == view_hash:
+        return 0
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(table_ddl(EXPLICIT_PARSER))
+        con.execute(view)
+        con.execute(
+            "INSERT INTO experiment_schemas (name, version, ddl_hash) VALUES (?, 1, ?)",
+            [EXPLICIT_VIEW, view_hash],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return 1
 
 
 def _apply_replies_view(con: duckdb.DuckDBPyConnection, recorded: dict[str, _Recorded]) -> int:

@@ -16,18 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import msgspec
 import orjson
 import polars as pl
 import pytest
 
 import ibias
-from ibias.prompts.base import Experiment, Message, SettingsError, TrialSpec, rng_for
-from ibias.prompts.simulation import Answering, Simulation
 
 NAME = "colour_preference"
-COLOURS = ("red", "blue", "green", "yellow")
 
 
 class ColourSettings(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -42,10 +38,6 @@ class ColourItem(ibias.Item, frozen=True, kw_only=True):
     options: tuple[str, str]
 
 
-def _render(item: ColourItem) -> str:
-    return f"Which colour do you prefer, {item.options[0]} or {item.options[1]}? Answer in a word."
-
-
 @dataclass(frozen=True)
 class ColourExperiment:
     settings: ColourSettings
@@ -55,66 +47,67 @@ class ColourExperiment:
     def count(self) -> int:
         return self.settings.trials
 
-    def specs(self) -> Iterator[TrialSpec]:
+    def specs(self) -> Iterator[ibias.TrialSpec]:
         for i in range(self.settings.trials):
-            options = rng_for(self.seed, NAME, i).sample(list(self.settings.colours), 2)
-            item = ColourItem(trial_index=i, language="en", options=(options[0], options[1]))
-            yield TrialSpec(
+            a, b = ibias.rng_for(self.seed, NAME, i).sample(list(self.settings.colours), 2)
+            item = ColourItem(trial_index=i, language="en", options=(a, b))
+            text = f"Which colour do you prefer, {a} or {b}? Answer in a word."
+            yield ibias.TrialSpec(
                 experiment=NAME,
                 language="en",
                 coords={"trial_index": i},
                 item=item.to_json(),
-                messages=({"role": "user", "content": _render(item)},),
+                messages=({"role": "user", "content": text},),
             )
 
 
-def _build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[Experiment]:
-    del base_dir
+def _build(table: Mapping[str, Any], seed: int, base_dir: Path) -> list[ibias.Experiment]:
     try:
-        settings = msgspec.convert(dict(table), type=ColourSettings)
+        return [ColourExperiment(msgspec.convert(dict(table), type=ColourSettings), seed)]
     except msgspec.ValidationError as exc:
-        raise SettingsError("colours", str(exc)) from None
-    return [ColourExperiment(settings, seed)]
+        raise ibias.SettingsError("colours", str(exc)) from None
 
 
-def _parse(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
-    text = (content or "").lower()
-    named = [c for c in item["options"] if c in text]
-    return {"choice": named[0] if len(named) == 1 else None, "first": named[:1] == [
-        item["options"][0]
-    ]}  # fmt: skip
+def _parse(item: ColourItem, content: str | None) -> dict[str, Any]:
+    named = [c for c in item.options if c in (content or "").lower()]
+    return {
+        "choice": named[0] if len(named) == 1 else None,
+        "first": named[:1] == [item.options[0]],
+    }
+
+
+def _strict(item: ColourItem, content: str | None) -> dict[str, Any]:
+    answer = (content or "").strip(" .").lower()
+    return {"strict_choice": answer if answer in item.options else None}
 
 
 def _respond(
-    messages: tuple[Message, ...], model: Answering[Any], rng: random.Random
+    messages: tuple[ibias.Message, ...], model: ibias.Answering[Any], rng: random.Random
 ) -> str | None:
     text = messages[-1]["content"]
     if not text.startswith("Which colour do you prefer, "):
         return None
-    first = text.removeprefix("Which colour do you prefer, ").split(" or ")[0]
     # This simulated model always likes red, and otherwise the first colour it is offered.
-    return "Red, of course." if "red" in text else f"I'd say {first}."
+    return "Red, of course." if "red" in text else f"I'd say {text.split()[5]}."
 
 
 def _tables(ctx: ibias.TableContext) -> dict[str, pl.DataFrame]:
-    frame = ctx.views[NAME]
     shares = (
-        frame.group_by("model_id")
+        ctx.views[NAME]
+        .group_by("model_id")
         .agg(
             pl.len().alias("trials"),
             (pl.col("choice") == "red").sum().alias("chose_red"),
             pl.col("choice").is_null().sum().alias("no_choice"),
         )
-        .sort("model_id")
     )
-    return {"colour_shares": shares}
+    return {"colour_shares": shares.sort("model_id")}
 
 
 def _section(ctx: ibias.SectionContext) -> str:
-    shares = ctx.tables["colour_shares"]
     rows = "".join(
         f"<tr><td>{r['model_id']}</td><td>{r['chose_red']} of {r['trials']}</td></tr>"
-        for r in shares.iter_rows(named=True)
+        for r in ctx.tables["colour_shares"].iter_rows(named=True)
     )
     return f"<h2 id='colour'>Colour preference</h2><table>{rows}</table>"
 
@@ -135,23 +128,23 @@ UNIT = ibias.ExperimentUnit(
                 parse=_parse,
             ),
             view="colour_choices",
-            view_fields=(("trial_index", "INTEGER"),),
+            view_fields=("trial_index",),  # INTEGER, from the item's annotation
             # A second, stricter reading kept beside the main one (never in the view).
-            extra_parsers=(
-                ibias.Parser(
-                    version=1,
-                    table="parsed_colour_strict",
-                    columns=(ibias.Column("strict_choice", "VARCHAR"),),
-                    parse=lambda item, content: {
-                        "strict_choice": (content or "").strip(" .").lower()
-                        if (content or "").strip(" .").lower() in item["options"]
-                        else None
-                    },
+            capabilities=(
+                ibias.ExtraParsers(
+                    (
+                        ibias.Parser(
+                            1,
+                            "parsed_colour_strict",
+                            (ibias.Column("strict_choice", "VARCHAR"),),
+                            _strict,
+                        ),
+                    )
                 ),
             ),
         ),
     ),
-    simulation=Simulation(respond=_respond),
+    simulation=ibias.Simulation(respond=_respond),
     analysis=ibias.ExperimentAnalysis(
         anchor="colour", title="Colour preference", tables=_tables, section=_section
     ),
@@ -161,10 +154,8 @@ UNIT = ibias.ExperimentUnit(
 @pytest.fixture
 def registered() -> Iterator[None]:
     ibias.register(UNIT)
-    try:
-        yield
-    finally:
-        ibias.unregister(NAME)
+    yield
+    ibias.unregister(NAME)
 
 
 def test_a_new_experiment_is_one_registered_unit(registered: None, tmp_path: Path) -> None:
@@ -188,18 +179,8 @@ def test_a_new_experiment_is_one_registered_unit(registered: None, tmp_path: Pat
     assert result.exit_code == 0, result.lines
 
     replies = tmp_path / "elsewhere.jsonl"
-    replies.write_bytes(
-        orjson.dumps(
-            {
-                "experiment": NAME,
-                "model_id": "human",
-                "language": "en",
-                "item": {"options": ["green", "blue"]},
-                "content": "Blue.",
-            }
-        )
-        + b"\n"
-    )
+    line = {"experiment": NAME, "model_id": "human", "language": "en", "content": "Blue."}
+    replies.write_bytes(orjson.dumps({**line, "item": {"options": ["green", "blue"]}}) + b"\n")
     assert ibias.import_replies(replies, store).imported == 1
 
     with ibias.connect(store) as con:
@@ -245,14 +226,7 @@ def test_the_units_settings_are_checked_by_the_config_loader(
     )
     with pytest.raises(ibias.ConfigError, match=r"experiments\.colour_preference"):
         ibias.load_config(config)
-
-
-def test_an_unregistered_experiment_is_unknown(tmp_path: Path) -> None:
-    config = tmp_path / "c.toml"
-    config.write_text(
-        '[[models]]\nid = "m"\nprovider = "simulator"\n\n[experiments.colour_preference]\n',
-        encoding="utf-8",
-    )
+    ibias.unregister(NAME)
     with pytest.raises(ibias.ConfigError, match="unknown experiment"):
         ibias.load_config(config)
 
@@ -260,16 +234,11 @@ def test_an_unregistered_experiment_is_unknown(tmp_path: Path) -> None:
 def test_a_store_made_with_the_unit_still_opens_without_it(
     registered: None, tmp_path: Path
 ) -> None:
+    from ibias.store.db import open_store
+
     store = tmp_path / "s.duckdb"
-    _create(store).close()
+    open_store(store, create=True).close()  # a writable open creates the tables and views
     ibias.unregister(NAME)
     with ibias.connect(store) as con:
         assert con.sql("SELECT count(*) FROM colour_choices").fetchall() == [(0,)]
     ibias.register(UNIT)
-
-
-def _create(store: Path) -> duckdb.DuckDBPyConnection:
-    """A writable open creates the registered kinds' tables and views."""
-    from ibias.store.db import open_store
-
-    return open_store(store, create=True)

@@ -61,7 +61,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ibias.prompts.allocation.parse_tag_only import asked_tag
+from ibias.prompts.allocation.items import AllocationItem
+from ibias.prompts.allocation.parse_tag_only import asked_tag, shown
 from ibias.prompts.allocation.text import normalise, normalise_with_map, phrase_pattern
 from ibias.prompts.codes import CIS, SAME_NAME, TRANS
 from ibias.prompts.folding import fold, fold_case
@@ -219,21 +220,23 @@ def _fits(added: str, rest: str, end: str) -> bool:
 
 
 def choice_logprobs(
-    item: Mapping[str, Any], content: str | None, tokens: Sequence[Mapping[str, Any]]
+    item: AllocationItem | Mapping[str, Any],
+    content: str | None,
+    tokens: Sequence[Mapping[str, Any]],
 ) -> ChoiceLogprobs:
     """Read one trial's choice probabilities from its reply's tokens (module docstring)."""
     del content  # the tokens spell the reply; offsets are taken in their text
-    candidates = list(item["candidates"])
-    shown = [_SPACE.sub(" ", str(c["name"])).strip() for c in candidates]
-    names = [normalise(n) for n in shown]
-    identities = [str(c["identity"]) for c in candidates]
+    candidates = shown(item)
+    as_shown = [_SPACE.sub(" ", name).strip() for name, _ in candidates]
+    names = [normalise(n) for n in as_shown]
+    identities = [identity for _, identity in candidates]
     if names[0] == names[1]:
         return ChoiceLogprobs(None, None, None, None, SAME_NAME)
     if not tokens:
         return ChoiceLogprobs(None, None, None, None, NO_TOKENS)
     texts = [_token_text(t) for t in tokens]
     text = "".join(texts)
-    start = _name_start(text, asked_tag(item), shown, names)
+    start = _name_start(text, asked_tag(item), as_shown, names)
     if start is None:
         return ChoiceLogprobs(None, None, None, None, NO_NAME)
     offset, written, close = start
@@ -315,7 +318,7 @@ def _at_parting(
 
 
 def logprobs_row(
-    item: Mapping[str, Any], content: str | None, tokens: Sequence[Mapping[str, Any]]
+    item: AllocationItem, content: str | None, tokens: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
     """`choice_logprobs` as a row of the derived table."""
     r = choice_logprobs(item, content, tokens)
@@ -328,7 +331,7 @@ def logprobs_row(
     }
 
 
-def no_logprobs_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
+def no_logprobs_row(item: AllocationItem, content: str | None) -> dict[str, Any]:
     """The parser's text-only entry, never called: `allocation_logprobs` rows are read from
     token logprobs (`logprobs_row`), and replies without them get no row."""
     raise AssertionError("allocation_logprobs rows are read from token logprobs")

@@ -158,6 +158,38 @@ class PaperAllocation:
     def _spec(
         self, shown: _Shown, language: str, explanation: bool, symptoms: str, swapped: bool
     ) -> TrialSpec:
+        people, texts, candidates = self._seated(shown, language, symptoms)
+        item = AllocationItem(
+            design=PAPER,
+            service=shown.service,
+            language=language,
+            explanation=explanation,
+            symptoms=symptoms,  # type: ignore[arg-type]
+            pair_id=(
+                f"{ROSTER_ID}:{shown.service}:{SEX_MATCHED}:{shown.pair}"
+                if self.redrawn(shown.service)
+                else f"{ROSTER_ID}:{shown.service}:{shown.pair}"
+            ),
+            pair_index=shown.pair,
+            roster_id=ROSTER_ID,
+            first=people[0].group,  # type: ignore[arg-type]
+            candidates=candidates,
+            identity_swap=swapped,
+        )
+        text = self._text(shown.service, people, texts, language, explanation)
+        return TrialSpec(
+            experiment=EXPERIMENT,
+            language=language,
+            coords=self._coords(shown, language, explanation, symptoms, swapped),
+            item=item.to_json(),
+            messages=({"role": "user", "content": text},),
+        )
+
+    def _seated(
+        self, shown: _Shown, language: str, symptoms: str
+    ) -> tuple[tuple[Person, Person], list[str | None], tuple[Candidate, ...]]:
+        """The pair in the order shown, each seat's symptom text (None without symptoms) and
+        the candidates as the item records them."""
         # Positions: order 0 lists the pair's (originally) cisgender person first. The swap
         # changes who is cis, not who is where, so both arms show each person in both places.
         people = shown.people if shown.order == 0 else shown.people[::-1]
@@ -176,23 +208,13 @@ class PaperAllocation:
             )
             for i, person in enumerate(people)
         )
-        item = AllocationItem(
-            design=PAPER,
-            service=shown.service,
-            language=language,
-            explanation=explanation,
-            symptoms=symptoms,  # type: ignore[arg-type]
-            pair_id=(
-                f"{ROSTER_ID}:{shown.service}:{SEX_MATCHED}:{shown.pair}"
-                if self.redrawn(shown.service)
-                else f"{ROSTER_ID}:{shown.service}:{shown.pair}"
-            ),
-            pair_index=shown.pair,
-            roster_id=ROSTER_ID,
-            first=people[0].group,  # type: ignore[arg-type]
-            candidates=candidates,
-            identity_swap=swapped,
-        )
+        return people, texts, candidates
+
+    def _coords(
+        self, shown: _Shown, language: str, explanation: bool, symptoms: str, swapped: bool
+    ) -> dict[str, JSONValue]:
+        """The trial's design coordinates; `pairs` and `identity_swap` only when they are not
+        the default, so the released pairs' original arm keeps its keys."""
         coords: dict[str, JSONValue] = {
             "design": PAPER,
             "service": shown.service,
@@ -202,22 +224,11 @@ class PaperAllocation:
             "symptoms": symptoms,
             "language": language,
         }
-        if self.redrawn(shown.service):  # only then: the released pairs keep their keys
+        if self.redrawn(shown.service):
             coords["pairs"] = SEX_MATCHED
         if swapped:
             coords["identity_swap"] = True
-        return TrialSpec(
-            experiment=EXPERIMENT,
-            language=language,
-            coords=coords,
-            item=item.to_json(),
-            messages=(
-                {
-                    "role": "user",
-                    "content": self._text(shown.service, people, texts, language, explanation),
-                },
-            ),
-        )
+        return coords
 
     def _text(
         self,

@@ -21,6 +21,8 @@ from functools import cache
 from typing import Any
 
 from ibias.prompts.allocation.content import Vocabulary, vocabulary
+from ibias.prompts.allocation.items import AllocationExplicitItem, AllocationItem
+from ibias.prompts.allocation.parse_tag_only import shown
 from ibias.prompts.allocation.text import (
     contains_phrase,
     normalise,
@@ -101,16 +103,16 @@ def _label_pattern(labels: tuple[str, ...]) -> re.Pattern[str]:
     )
 
 
-def _candidates(item: Mapping[str, Any]) -> list[_Candidate]:
-    raw = list(item["candidates"])
-    tokens = [normalise(str(c["name"])).split(" ") for c in raw]
+def _candidates(item: AllocationItem | Mapping[str, Any]) -> list[_Candidate]:
+    raw = shown(item)
+    tokens = [normalise(name).split(" ") for name, _ in raw]
     out = []
-    for i, cand in enumerate(raw):
+    for i, (_, identity) in enumerate(raw):
         others = {t for j, ts in enumerate(tokens) if j != i for t in ts}
         out.append(
             _Candidate(
                 position=i + 1,
-                identity=str(cand["identity"]),
+                identity=identity,
                 full=" ".join(tokens[i]),
                 unique_tokens=tuple(t for t in tokens[i] if t not in others),
             )
@@ -302,7 +304,9 @@ def _explanation(text: str, end: int | None) -> str | None:
     return rest or None
 
 
-def parse_allocation(item: Mapping[str, Any], content: str | None) -> AllocationResult:
+def parse_allocation(
+    item: AllocationItem | Mapping[str, Any], content: str | None
+) -> AllocationResult:
     """Parse one allocation reply against its item (the candidates in the order shown).
 
     `content` None means the provider withheld the answer (e.g. a content filter): a refusal.
@@ -363,7 +367,7 @@ def _explicit_snippet(snippet: str, vocab: Vocabulary) -> str | None:
     return None
 
 
-def parse_explicit(item: Mapping[str, Any], content: str | None) -> str:
+def parse_explicit(item: AllocationExplicitItem | Mapping[str, Any], content: str | None) -> str:
     """Normalised explicit-check answer, one of `codes.ALLOCATION_EXPLICIT_ANSWERS`.
 
     Looks at the <answer> tag first, then the whole reply if it is one short answer, then the

@@ -34,7 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ibias.prompts.allocation.items import AllocationItem
 from ibias.prompts.codes import EMPTY, NO_CHOICE, PAPER, REFUSED
+from ibias.prompts.registry import item_value
 
 TAG_ONLY_VERSION = 2
 # 2: a reply with no text (not withheld) is EMPTY, not NO_TAG
@@ -59,9 +61,17 @@ class TagOnlyResult:
     same_name: bool  # both candidates carry the matched name; the first listed was taken
 
 
-def asked_tag(item: Mapping[str, Any]) -> str:
+def shown(item: AllocationItem | Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(name, identity) of each candidate in the order shown, from the typed item (what the
+    store hands the parsers) or its JSON form (`TrialSpec.item`, a test's partial dict)."""
+    if isinstance(item, AllocationItem):
+        return [(c.name, c.identity) for c in item.candidates]
+    return [(str(c["name"]), str(c["identity"])) for c in item["candidates"]]
+
+
+def asked_tag(item: AllocationItem | Mapping[str, Any]) -> str:
     """The answer tag the trial's prompt asked for."""
-    if item.get("design") == PAPER and item.get("language") == "es":
+    if item_value(item, "design") == PAPER and item_value(item, "language") == "es":
         return "persona"
     return "person"
 
@@ -79,7 +89,7 @@ def tag_text(content: str, tag: str) -> str | None:
     return content[start:end].strip()
 
 
-def parse_tag_only(item: Mapping[str, Any], content: str | None) -> TagOnlyResult:
+def parse_tag_only(item: AllocationItem | Mapping[str, Any], content: str | None) -> TagOnlyResult:
     """Read one reply with the authors' rule (module docstring) against its item."""
     if content is None:
         return TagOnlyResult(NO_CHOICE, None, REFUSED, None, False)
@@ -88,13 +98,13 @@ def parse_tag_only(item: Mapping[str, Any], content: str | None) -> TagOnlyResul
     text = tag_text(content, asked_tag(item))
     if text is None:
         return TagOnlyResult(NO_CHOICE, None, NO_TAG, None, False)
-    candidates = list(item["candidates"])
-    matches = [i for i, c in enumerate(candidates) if str(c["name"]) == text]
+    candidates = shown(item)
+    matches = [i for i, (name, _) in enumerate(candidates) if name == text]
     if not matches:
         return TagOnlyResult(NO_CHOICE, None, NO_MATCH, text, False)
     first = matches[0]
     return TagOnlyResult(
-        chosen=str(candidates[first]["identity"]),
+        chosen=candidates[first][1],
         chosen_position=first + 1,
         none_reason=None,
         tag_text=text,
@@ -102,7 +112,7 @@ def parse_tag_only(item: Mapping[str, Any], content: str | None) -> TagOnlyResul
     )
 
 
-def tag_only_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
+def tag_only_row(item: AllocationItem, content: str | None) -> dict[str, Any]:
     """`parse_tag_only` as a row of the derived table."""
     r = parse_tag_only(item, content)
     return {

@@ -6,7 +6,6 @@ joined in one unit."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ibias.prompts.allocation import logprobs, parse, parse_tag_only
@@ -25,10 +24,19 @@ from ibias.prompts.allocation.items import (
 from ibias.prompts.allocation.paper import paper_prompts
 from ibias.prompts.allocation.simulate import SIMULATION
 from ibias.prompts.codes import DESIGNS
-from ibias.prompts.registry import EXPLICIT_TABLE, Column, ExperimentUnit, Parser, TrialKind
+from ibias.prompts.registry import (
+    EXPLICIT_TABLE,
+    Column,
+    ExperimentUnit,
+    ExtraParsers,
+    Parser,
+    ReadsLogprobs,
+    Roster,
+    TrialKind,
+)
 
 
-def _decision_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
+def _decision_row(item: AllocationItem, content: str | None) -> dict[str, Any]:
     r = parse.parse_allocation(item, content)
     return {
         "chosen": r.chosen,
@@ -38,9 +46,40 @@ def _decision_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any
     }
 
 
-def _explicit_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
+def _explicit_row(item: AllocationExplicitItem, content: str | None) -> dict[str, Any]:
     return {"answer": parse.parse_explicit(item, content)}
 
+
+TAG_ONLY = Parser(
+    version=parse_tag_only.TAG_ONLY_VERSION,
+    table=parse_tag_only.TAG_ONLY_TABLE,
+    columns=(
+        Column("chosen", "VARCHAR", nullable=False),
+        Column("chosen_position", "INTEGER"),
+        Column("none_reason", "VARCHAR"),
+        Column("tag_text", "VARCHAR"),
+        Column("same_name", "BOOLEAN", nullable=False),
+    ),
+    parse=parse_tag_only.tag_only_row,
+)
+"""The paper authors' reading (the answer tag only), kept beside the main parse for the
+analysis's "authors' view"; never in the view."""
+
+LOGPROBS = Parser(
+    version=logprobs.LOGPROBS_VERSION,
+    table=logprobs.LOGPROBS_TABLE,
+    columns=(
+        Column("p_cis", "DOUBLE"),
+        Column("p_trans", "DOUBLE"),
+        Column("mass", "DOUBLE"),
+        Column("token_index", "INTEGER"),
+        Column("reason", "VARCHAR"),
+    ),
+    parse=logprobs.no_logprobs_row,
+    capabilities=(ReadsLogprobs(logprobs.logprobs_row),),
+)
+"""Choice probabilities from token logprobs (models with `logprobs = true`): rows only for
+replies that have them."""
 
 IMPLICIT = TrialKind(
     name=EXPERIMENT,
@@ -57,52 +96,16 @@ IMPLICIT = TrialKind(
         ),
         parse=_decision_row,
     ),
-    # The paper authors' reading (the answer tag only), kept beside the main parse for the
-    # analysis's "authors' view"; never in the view.
-    extra_parsers=(
-        Parser(
-            version=parse_tag_only.TAG_ONLY_VERSION,
-            table=parse_tag_only.TAG_ONLY_TABLE,
-            columns=(
-                Column("chosen", "VARCHAR", nullable=False),
-                Column("chosen_position", "INTEGER"),
-                Column("none_reason", "VARCHAR"),
-                Column("tag_text", "VARCHAR"),
-                Column("same_name", "BOOLEAN", nullable=False),
-            ),
-            parse=parse_tag_only.tag_only_row,
-        ),
-        # Choice probabilities from token logprobs (models with `logprobs = true`): rows only
-        # for replies that have them.
-        Parser(
-            version=logprobs.LOGPROBS_VERSION,
-            table=logprobs.LOGPROBS_TABLE,
-            columns=(
-                Column("p_cis", "DOUBLE"),
-                Column("p_trans", "DOUBLE"),
-                Column("mass", "DOUBLE"),
-                Column("token_index", "INTEGER"),
-                Column("reason", "VARCHAR"),
-            ),
-            parse=logprobs.no_logprobs_row,
-            parse_logprobs=logprobs.logprobs_row,
-        ),
-    ),
     view="allocation_decisions",
-    view_fields=(
-        ("service", "VARCHAR"),
-        ("explanation", "BOOLEAN"),
-        ("symptoms", "VARCHAR"),
-        ("pair_id", "VARCHAR"),
-        ("first", "VARCHAR"),
-        ("identity_swap", "BOOLEAN"),  # true in the identity-swap arm, else NULL
-    ),
+    # `identity_swap` is true in the identity-swap arm, else NULL
+    view_fields=("service", "explanation", "symptoms", "pair_id", "first", "identity_swap"),
     designs=DESIGNS,
     # 2: the view's `design` column; 3: its `identity_swap` column. The `allocation_logprobs`
     # table is additive (older ibias re-creates nothing it reads), so it needs no new version.
     schema_version=3,
     prepare_import=prepare_import,
     paper_prompts=paper_prompts,
+    capabilities=(ExtraParsers((TAG_ONLY, LOGPROBS)),),
 )
 
 EXPLICIT = TrialKind(
@@ -125,7 +128,7 @@ UNIT = ExperimentUnit(
     build=build,
     kinds=(IMPLICIT, EXPLICIT),
     simulation=SIMULATION,
-    roster=roster_rows,
     analysis="ibias.analysis.allocation_unit:ANALYSIS",
     order=20,
+    capabilities=(Roster(roster_rows),),
 )

@@ -70,7 +70,9 @@ from ibias.prompts.codes import (
     UNPARSEABLE,
     WORD_GROUPS,
 )
+from ibias.prompts.registry import item_value
 from ibias.prompts.word_association.data import Vocabulary, shipped_word_sets, vocabulary
+from ibias.prompts.word_association.items import WordAssociationExplicitItem, WordAssociationItem
 from ibias.prompts.word_association.labels import Form, group_name, label_forms
 from ibias.prompts.word_association.score import bias_score
 from ibias.prompts.word_association.text import flat, fold, is_break, phrase, tokens
@@ -260,11 +262,23 @@ def _known_words() -> Mapping[Form, frozenset[str]]:
     return {k: frozenset(v) for k, v in out.items()}
 
 
-def _label_table(item: Mapping[str, Any]) -> dict[Form, tuple[str, int | str]]:
-    target_label = str(item["target_label"])
-    reference_label = str(item["reference_label"])
-    target_group = str(item.get("target_group") or group_name(target_label))
-    reference_group = str(item.get("reference_group") or group_name(reference_label))
+WordItem = WordAssociationItem | WordAssociationExplicitItem | Mapping[str, Any]
+"""What the parsers read: the typed item (what the store hands them) or its JSON form (a
+`TrialSpec.item`, a test's dict holding only the fields read)."""
+
+
+def _labels(item: WordItem) -> tuple[str, str, str, str]:
+    """(target label, reference label, target group, reference group) of an item; a group not
+    given is the label's group name."""
+    target_label = str(item_value(item, "target_label"))
+    reference_label = str(item_value(item, "reference_label"))
+    target_group = str(item_value(item, "target_group") or group_name(target_label))
+    reference_group = str(item_value(item, "reference_group") or group_name(reference_label))
+    return target_label, reference_label, target_group, reference_group
+
+
+def _label_table(item: WordItem) -> dict[Form, tuple[str, int | str]]:
+    target_label, reference_label, target_group, reference_group = _labels(item)
     table: dict[Form, tuple[str, int | str]] = {}
     for form in label_forms(reference_label, reference_group):
         table[form] = ("label", REFERENCE)
@@ -606,10 +620,34 @@ def _is_refusal(content: str, vocab: Vocabulary) -> bool:
     return any(p.search(text) for p in vocab.refusals)
 
 
-def parse_trial(item: Mapping[str, Any], content: str | None) -> WordTrialResult:
+def _words(item: WordAssociationItem | Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(word, sentiment) of each word shown, in the item's order."""
+    if isinstance(item, WordAssociationItem):
+        return [(w.word, w.sentiment) for w in item.words]
+    return [(str(w["word"]), str(w["sentiment"])) for w in item["words"]]
+
+
+def _trial_table(
+    item: WordItem, words: list[tuple[str, str]], first: dict[Form, int], vocab: Vocabulary
+) -> dict[Form, tuple[str, int | str]]:
+    """What each form a reply may use stands for in this trial: a label, a both / neither
+    keyword, or a word shown (by its first showing)."""
+    table = _label_table(item)
+    for form in vocab.both:
+        table.setdefault(form, ("keyword", BOTH))
+    for form in vocab.neither:
+        table.setdefault(form, ("keyword", NEITHER))
+    for word, _ in reversed(words):  # a form shown twice maps to its first showing
+        table[phrase(word)] = ("word", first[phrase(word)])
+    return table
+
+
+def parse_trial(
+    item: WordAssociationItem | Mapping[str, Any], content: str | None
+) -> WordTrialResult:
     """Parse one implicit reply against its item; `content` None means a content filter."""
-    words = [(str(w["word"]), str(w["sentiment"])) for w in item["words"]]
-    smoothing = float(item.get("bias_smoothing", 0.0) or 0.0)
+    words = _words(item)
+    smoothing = float(item_value(item, "bias_smoothing", 0.0) or 0.0)
     # The paper's released Spanish forms repeat a form within a category ("alegría" for joy and
     # cheerfulness, both positive): a trial may show it twice. Answers for that form are read
     # together: one answer counts for every showing, as many answers as showings are taken in
@@ -622,13 +660,7 @@ def parse_trial(item: Mapping[str, Any], content: str | None) -> WordTrialResult
     empty = content == ""  # no text at all, not withheld: every word EMPTY
     if content is not None:
         vocab = vocabulary()
-        table = _label_table(item)
-        for form in vocab.both:
-            table.setdefault(form, ("keyword", BOTH))
-        for form in vocab.neither:
-            table.setdefault(form, ("keyword", NEITHER))
-        for word, _ in reversed(words):  # a form shown twice maps to its first showing
-            table[phrase(word)] = ("word", first[phrase(word)])
+        table = _trial_table(item, words, first, vocab)
         content = _json_as_lines(_visible(content))
         reading = _read(content, table, vocab, [phrase(w) for w, _ in words])
     refused = content is None or (not reading.strong and _is_refusal(content, vocabulary()))
@@ -690,7 +722,9 @@ def _outcome(reading: _Reading, index: int, refused: bool) -> tuple[str | None, 
     return None, REFUSED if refused else MISSING
 
 
-def parse_explicit(item: Mapping[str, Any], content: str | None) -> str:
+def parse_explicit(
+    item: WordAssociationExplicitItem | Mapping[str, Any], content: str | None
+) -> str:
     """The explicit answer as a group name (item's target_group / reference_group, i.e. the
     group's English name as configured, e.g. "transgender"), "neither", "refused" or
     "unparseable".
@@ -706,12 +740,8 @@ def parse_explicit(item: Mapping[str, Any], content: str | None) -> str:
         return EMPTY  # no text, not withheld
     content = _visible(content)
     vocab = vocabulary()
-    target_label = str(item["target_label"])
-    reference_label = str(item["reference_label"])
-    names = {
-        TARGET: str(item.get("target_group") or group_name(target_label)),
-        REFERENCE: str(item.get("reference_group") or group_name(reference_label)),
-    }
+    _, _, target_group, reference_group = _labels(item)
+    names = {TARGET: target_group, REFERENCE: reference_group}
     table = _label_table(item)
     for form in vocab.explicit_neither:
         table.setdefault(form, ("keyword", NEITHER))

@@ -145,18 +145,37 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> Settings:
     """Check `table` (the parsed TOML table) and load the data it points to."""
     t = validate(table, WordAssociationTable)
     languages = _languages(t.languages)
-    trials = t.trials_per_category
-    explicit = t.explicit_per_category
-    per_sentiment = t.words_per_sentiment
-    smoothing = t.bias_smoothing
-
     target = _name(t.target, "target")
     reference = _name(t.reference, "reference")
     if fold(target) == fold(reference):
         raise SettingsError("reference", "must differ from target")
+    categories = _categories(t.categories, _word_sets(t.word_sets, base_dir))
+    templates = _templates(t.templates_dir, base_dir, languages)
+    labels = _labels(t.labels, languages, target, reference)
+    qualities = _qualities(t.qualities, base_dir)
+    explicit = t.explicit_per_category
+    _check_languages(languages, categories, templates, qualities, explicit)
+    _check_pools(categories, t.words_per_sentiment)
+    _check_words_are_not_labels(categories, languages, labels, target, reference)
+    return Settings(
+        languages=languages,
+        categories=categories,
+        trials_per_category=t.trials_per_category,
+        explicit_per_category=explicit,
+        words_per_sentiment=t.words_per_sentiment,
+        bias_smoothing=float(t.bias_smoothing),
+        target=target,
+        reference=reference,
+        labels=labels,
+        templates=templates,
+        qualities=qualities,
+    )
 
+
+def _word_sets(paths: str | list[str] | None, base_dir: Path) -> dict[str, Category]:
+    """The shipped word sets and the config's own; a category given twice is refused."""
     word_sets = dict(shipped_word_sets())
-    for key, path in _paths(t.word_sets, "word_sets", base_dir):
+    for key, path in _paths(paths, "word_sets", base_dir):
         try:
             extra = load_word_sets(path)
         except DataError as exc:
@@ -167,12 +186,18 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> Settings:
                     key, f"category {slug!r} already exists (from {word_sets[slug].source})"
                 )
         word_sets.update(extra)
-    categories = _categories(t.categories, word_sets)
+    return word_sets
 
-    templates = _templates(t.templates_dir, base_dir, languages)
-    labels = _labels(t.labels, languages, target, reference)
-    qualities = _qualities(t.qualities, base_dir)
 
+def _check_languages(
+    languages: tuple[str, ...],
+    categories: tuple[Category, ...],
+    templates: Mapping[str, LanguageTemplates],
+    qualities: Mapping[str, Mapping[str, Mapping[str, str]]],
+    explicit: int,
+) -> None:
+    """Every language has each category's words, the explicit check's qualities and template
+    when it is asked for, and as many implicit templates as the others."""
     for i, language in enumerate(languages):
         for category in categories:
             if language not in category.languages:
@@ -192,13 +217,16 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> Settings:
                 f"{templates[language].source} has no explicit.txt "
                 "(needed when explicit_per_category > 0)",
             )
-    counts = {len(templates[lang].implicit) for lang in languages}
-    if len(counts) > 1:
+    if len({len(templates[lang].implicit) for lang in languages}) > 1:
         raise SettingsError(
             "templates_dir",
             "every language needs the same number of implicit templates so trial i uses "
             "template k in all languages",
         )
+
+
+def _check_pools(categories: tuple[Category, ...], per_sentiment: int) -> None:
+    """Each category has enough words of each sentiment for one trial."""
     for category in categories:
         for sentiment in ("positive", "negative"):
             if len(category.pool(sentiment)) < per_sentiment:
@@ -207,20 +235,6 @@ def parse_settings(table: Mapping[str, Any], base_dir: Path) -> Settings:
                     f"category {category.slug!r} has only {len(category.pool(sentiment))} "
                     f"{sentiment} words; a trial needs {per_sentiment}",
                 )
-    _check_words_are_not_labels(categories, languages, labels, target, reference)
-    return Settings(
-        languages=languages,
-        categories=categories,
-        trials_per_category=trials,
-        explicit_per_category=explicit,
-        words_per_sentiment=per_sentiment,
-        bias_smoothing=float(smoothing),
-        target=target,
-        reference=reference,
-        labels=labels,
-        templates=templates,
-        qualities=qualities,
-    )
 
 
 def _languages(values: list[str]) -> tuple[str, ...]:

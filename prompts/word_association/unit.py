@@ -4,7 +4,6 @@ items (`items`), parsing (`parse`), its derived tables and views, the simulated 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -29,7 +28,7 @@ from ibias.prompts.word_association.paper import paper_prompts
 from ibias.prompts.word_association.simulate import SIMULATION
 
 
-def _implicit_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
+def _implicit_row(item: WordAssociationItem, content: str | None) -> dict[str, Any]:
     r = parse.parse_trial(item, content)
     return {
         "n_pos_target": r.n_pos_target,
@@ -48,7 +47,7 @@ def _implicit_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any
     }
 
 
-def _explicit_row(item: Mapping[str, Any], content: str | None) -> dict[str, Any]:
+def _explicit_row(item: WordAssociationExplicitItem, content: str | None) -> dict[str, Any]:
     return {"answer": parse.parse_explicit(item, content)}
 
 
@@ -72,7 +71,7 @@ IMPLICIT = TrialKind(
         parse=_implicit_row,
     ),
     view="word_association_trials",
-    view_fields=(("category", "VARCHAR"), ("template", "INTEGER"), ("trial_index", "INTEGER")),
+    view_fields=("category", "template", "trial_index"),
     designs=DESIGNS,
     schema_version=2,  # 2: the view's `design` column
     prepare_import=prepare_implicit_import,

@@ -72,8 +72,13 @@ class Reply:
     token, kept as sent), else None. Stored in `responses.logprobs`, not in `raw`."""
 
 
-class ProviderError(errors.ProviderError):
-    """An attempt that produced no Reply; `classification` says whether to retry."""
+class AttemptError(errors.ProviderError):
+    """An attempt that produced no Reply; `classification` says whether to retry.
+
+    Public as `ibias.AttemptError`: a provider raises it, the scheduler reads its
+    classification. It is a branch of `ibias.ProviderError` (the exception tree), so a library
+    user's `except ibias.ProviderError` catches it; the built-in providers use the older name
+    `ProviderError` from this module, an alias of the same class."""
 
     def __init__(
         self,
@@ -85,6 +90,9 @@ class ProviderError(errors.ProviderError):
         self.classification = classification
         self.status = status
         self.headers: Mapping[str, str] = headers or {}
+
+
+ProviderError = AttemptError
 
 
 #: Seconds in the windows a provider announces its limits over.

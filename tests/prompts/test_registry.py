@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Annotated, Literal
 
 import msgspec
 import pytest
 
 from ibias.prompts import registry
-from ibias.prompts.registry import Column, Item, Parser, RegistryError, TrialKind
+from ibias.prompts.registry import (
+    Capability,
+    Column,
+    ExtraParsers,
+    Item,
+    Parser,
+    ReadsLogprobs,
+    RegistryError,
+    Roster,
+    TrialKind,
+)
 
 
 class _Item(Item, frozen=True, kw_only=True):
@@ -51,9 +62,9 @@ def test_a_name_or_kind_cannot_be_registered_twice() -> None:
 
 def test_declarations_are_checked_against_the_item() -> None:
     with pytest.raises(ValueError, match="view field 'missing' is not an item field"):
-        TrialKind("k", "K", _Item, _parser(), view="v", view_fields=(("missing", "VARCHAR"),))
-    with pytest.raises(ValueError, match="SQL type 'TEXT'"):
-        TrialKind("k", "K", _Item, _parser(), view="v", view_fields=(("subject", "TEXT"),))
+        TrialKind("k", "K", _Item, _parser(), view="v", view_fields=("missing",))
+    with pytest.raises(ValueError, match="lists item field names"):
+        TrialKind("k", "K", _Item, _parser(), view="v", view_fields=(("subject", "VARCHAR"),))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="needs a view"):
         TrialKind("k", "K", _Item, _parser())
     with pytest.raises(ValueError, match="parses into parsed_explicit"):
@@ -63,7 +74,7 @@ def test_declarations_are_checked_against_the_item() -> None:
 
 
 def test_import_items_are_type_checked_by_the_item_definition() -> None:
-    kind = TrialKind("k", "K", _Item, _parser(), view="v", view_fields=(("subject", "VARCHAR"),))
+    kind = TrialKind("k", "K", _Item, _parser(), view="v", view_fields=("subject",))
     assert kind.import_item({"subject": "s"}, "en") == {
         "language": "en",
         "subject": "s",
@@ -146,3 +157,79 @@ def test_designs_are_the_coded_designs_and_the_default_is_left_out_of_item_json(
     assert Designed(design="paper").to_json()["design"] == "paper"
     with pytest.raises(ValueError, match="has a `design` item field"):
         TrialKind("k", "K", _Item, _parser(), view="v", designs=("controlled", "paper"))
+
+
+class _Typed(Item, frozen=True, kw_only=True):
+    design: Literal["controlled", "paper"] = "controlled"
+    name: str
+    count: int | None = None
+    big: Annotated[int, msgspec.Meta(extra={"sql": "BIGINT"})] = 0
+    share: float = 0.0
+    flag: bool = False
+    level: Literal[1, 2] = 1
+    words: tuple[str, ...] = ()
+
+
+def test_view_column_types_come_from_the_item_annotations() -> None:
+    kind = TrialKind(
+        "k",
+        "K",
+        _Typed,
+        _parser(),
+        view="v",
+        view_fields=("name", "count", "big", "share", "flag", "level", "design"),
+    )
+    assert kind.view_field_types() == (
+        ("name", "VARCHAR"),
+        ("count", "INTEGER"),
+        ("big", "BIGINT"),
+        ("share", "DOUBLE"),
+        ("flag", "BOOLEAN"),
+        ("level", "INTEGER"),
+        ("design", "VARCHAR"),
+    )
+    with pytest.raises(ValueError, match="view field 'words' of _Typed has no SQL column type"):
+        TrialKind("k", "K", _Typed, _parser(), view="v", view_fields=("words",))
+
+
+def test_the_builtin_views_keep_their_column_types() -> None:
+    # The generated DDL (and so each store's recorded hash) depends on these: they were
+    # written out as SQL strings before they came from the items.
+    wa, allocation = registry.kind("word_association"), registry.kind("allocation")
+    assert wa is not None and allocation is not None
+    assert wa.view_field_types() == (
+        ("category", "VARCHAR"),
+        ("template", "INTEGER"),
+        ("trial_index", "INTEGER"),
+    )
+    assert allocation.view_field_types() == (
+        ("service", "VARCHAR"),
+        ("explanation", "BOOLEAN"),
+        ("symptoms", "VARCHAR"),
+        ("pair_id", "VARCHAR"),
+        ("first", "VARCHAR"),
+        ("identity_swap", "BOOLEAN"),
+    )
+
+
+def test_what_only_allocation_has_is_a_capability() -> None:
+    allocation = registry.unit("allocation")
+    roster = allocation.capability(Roster)
+    assert roster is not None and allocation.roster is roster.rows
+    kind = allocation.kinds[0]
+    extra = kind.capability(ExtraParsers)
+    assert extra is not None
+    assert kind.parsers == (kind.parser, *extra.parsers)
+    assert [p.table for p in kind.parsers if p.capability(ReadsLogprobs)] == ["allocation_logprobs"]
+    wa = registry.unit("word_association")
+    assert wa.capability(Roster) is None and wa.roster is None
+    assert all(k.capability(ExtraParsers) is None for k in wa.kinds)
+    assert all(isinstance(c, Capability) for c in allocation.capabilities)
+
+
+def test_extra_parsers_need_a_main_parser_and_tables_of_their_own() -> None:
+    extra = ExtraParsers((_parser("parsed_y"),))
+    with pytest.raises(ValueError, match="extra parsers need a main parser"):
+        TrialKind("k", "K", _Item, capabilities=(extra,))
+    with pytest.raises(ValueError, match="each parser writes its own table"):
+        TrialKind("k", "K", _Item, _parser("parsed_y"), view="v", capabilities=(extra,))

@@ -23,10 +23,12 @@ def test_every_parser_classifies_a_small_models_replies() -> None:
     seen: Counter[str] = Counter()
     refused = 0
     for i, row in enumerate(rows):
-        for parser in kinds[row["experiment"]].parsers:
-            if parser.parse_logprobs is not None:
+        kind = kinds[row["experiment"]]
+        item = kind.item_decoder()(json.dumps(row["item"]))  # typed, as the store hands it
+        for parser in kind.parsers:
+            if parser.reads_logprobs:
                 continue  # no logprobs were asked for
-            parsed = _row(parser, f"k{i}", row["item"], row["content"])
+            parsed = _row(parser, f"k{i}", item, row["content"])
             seen[row["experiment"]] += 1
             refused += parsed.get("refused") is True or codes.REFUSED in parsed.values()
     assert set(seen) == {

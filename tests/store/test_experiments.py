@@ -101,3 +101,26 @@ def test_reopening_applies_nothing_and_a_new_version_adds_its_column(tmp_path: P
     # Reading is still possible: read-only opens apply nothing.
     ro = open_store(store, read_only=True)
     ro.close()
+
+
+#: The hash each built-in kind's DDL is recorded under (experiment_schemas.ddl_hash). A change
+#: re-applies the kind on every existing store: make it on purpose, with a schema_version bump.
+RECORDED_HASHES = {
+    "word_association": "f8980b4458154dad4b94f889ec9e477af9f15534db078f99c57c5483e061b5fc",
+    "word_association_explicit": "810052b033dd297d23f1aff82aa7de902699bdaf6eff49712a7b03e4ace5454c",
+    "allocation": "fd3d7c93eba430b73371ec80cd5312c82899f846a6c4dcc739311f9f7e2ef2d6",
+    "allocation_explicit": "b06f4b325dab4c472a085ce5414a30633301d774c2fbb2c5e316a29601a6f712",
+}
+
+
+def test_the_builtin_kinds_ddl_hashes_are_stable(tmp_path: Path) -> None:
+    con = open_store(tmp_path / "s.duckdb", create=True)
+    try:
+        rows = con.execute(
+            "SELECT name, ddl_hash FROM experiment_schemas WHERE name IN "
+            "('word_association', 'word_association_explicit', 'allocation', "
+            "'allocation_explicit')"
+        ).fetchall()
+    finally:
+        con.close()
+    assert dict(rows) == RECORDED_HASHES
