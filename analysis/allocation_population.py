@@ -23,8 +23,8 @@ import numpy as np
 import polars as pl
 
 from ibias.analysis import allocation, identity_swap, labels, population
+from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.cells import CELL, cell_codes, holm_within, number_cells
-from ibias.analysis.load import PAIR_PEOPLE
 from ibias.analysis.report import Column, col, count, esc, interval, num, pvalue, table
 from ibias.prompts.codes import CIS, NO_CHOICE, TRANS
 
