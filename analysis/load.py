@@ -139,23 +139,9 @@ def load_store(
     (`ExperimentAnalysis.load`) then reads its own frames into `extras`; `pair_people` False
     tells them the population intervals are skipped (so their inputs need not be read).
     """
-    n_parsed = 0
     if not path.exists():  # before the lock: a mistyped --store leaves no STORE.lock behind
         raise StoreError(f"no store at {path} (run `ibias run CONFIG` first, or pass --store)")
-    lock = StoreLock(path)
-    try:
-        lock.acquire()
-    except StoreBusyError:
-        pass  # a run holds the store: it has parsed what it wrote; it serves the reads below
-    else:
-        try:  # no run: parse what is pending, then read like any reader
-            con = open_store(path)
-            try:
-                n_parsed = parse_pending(con)
-            finally:
-                con.close()
-        finally:
-            lock.release()
+    n_parsed = _parse_if_free(path)
 
     def relabel(sql: str) -> str:
         return _by_reported(sql) if by_reported_model else sql
@@ -202,6 +188,24 @@ def _units_frames(
         if part is not None and part.load is not None:
             out.update(part.load(reader, ctx))
     return out
+
+
+def _parse_if_free(path: Path) -> int:
+    """Parse what is pending under the store's lock, on a writable connection closed before
+    reading; 0 while a run holds the store (it has parsed what it wrote, and serves reads)."""
+    lock = StoreLock(path)
+    try:
+        lock.acquire()
+    except StoreBusyError:
+        return 0
+    try:
+        con = open_store(path)
+        try:
+            return parse_pending(con)
+        finally:
+            con.close()
+    finally:
+        lock.release()
 
 
 def _check_parsed(reader: StoreReader) -> None:
