@@ -175,11 +175,14 @@ class ExperimentAnalysis:
     with model_id, refused and unparseable (booleans) for the models table; `anchor` and `title`
     place the section in the report's navigation.
 
-    Optional capabilities, for an experiment that needs them (the driver, loader and report
-    call them only when set, and only when the experiment has trials in the store):
-    `load` reads further frames from the open store (its own SQL, e.g. the allocation pairs'
-    people); `overall` adds tables and sections once per store; `paper` says how the store's
-    trials differ from the paper (called once with the views of every design, not per design).
+    What every experiment gives: `anchor`, `title`, `tables` and `section`. The rest are
+    optional capabilities, for an experiment that needs them (the driver, loader and report
+    call them only when set, and only when the experiment has trials in the store): `figures`;
+    `outcomes`; `streams` (fixed bootstrap stream ids of published tables); `lead`; `load`
+    reads further frames from the open store (its own SQL, e.g. the allocation pairs' people);
+    `overall` adds tables and sections once per store (e.g. the allocation roster); `paper`
+    says how the store's trials differ from the paper (called once with the views of every
+    design, not per design).
     """
 
     anchor: str
