@@ -136,17 +136,6 @@ def compute_blocks(
     return blocks
 
 
-@dataclass(frozen=True)
-class Extras:
-    """What the store holds beyond each design's blocks: the present experiments' store-level
-    parts (`ExperimentAnalysis.overall`: tables and sections) and the cross-experiment analyses
-    whose kinds have trials (`analysis/cross.py`)."""
-
-    tables: dict[str, pl.DataFrame]
-    front: tuple[Section, ...]
-    crossing: tuple[cross.CrossAnalysis, ...]
-
-
 def store_parts(data: StoreData) -> tuple[dict[str, pl.DataFrame], tuple[Section, ...]]:
     """The present experiments' store-level tables and sections, in registry order."""
     tables: dict[str, pl.DataFrame] = {}
