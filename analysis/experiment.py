@@ -35,7 +35,8 @@ class TableContext:
     resample (each table draws from its own seeded stream, see `rng`).
 
     `extras` holds every kind's extra parses by table name (`StoreData.extras`), for all
-    designs: join them to the design's view on trial_key to keep the design's trials."""
+    designs: join them to the design's view on trial_key to keep the design's trials; and the
+    frames the present experiments' loaders read (`ExperimentAnalysis.load`), by their names."""
 
     views: Mapping[str, pl.DataFrame]
     explicit: pl.DataFrame
