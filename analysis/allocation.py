@@ -131,6 +131,24 @@ def pair_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     )
 
 
+def _pair_counts(frame: pl.DataFrame) -> pl.DataFrame:
+    """Per cell: pairs, complete pairs, and how their two orders went (`pair_outcomes`)."""
+    return (
+        pair_outcomes(frame, [CELL])
+        .group_by(CELL)
+        .agg(
+            pl.len().cast(pl.Int64).alias("pairs"),
+            pl.col("complete").sum().cast(pl.Int64).alias("pairs_complete"),
+            pl.col("agree_cis").sum().cast(pl.Int64).alias("pairs_cis_both"),
+            pl.col("agree_trans").sum().cast(pl.Int64).alias("pairs_trans_both"),
+            pl.col("split_first").sum().cast(pl.Int64).alias("pairs_split_first"),
+            pl.col("split_second").sum().cast(pl.Int64).alias("pairs_split_second"),
+            pl.col("has_none").sum().cast(pl.Int64).alias("pairs_with_none"),
+            pl.col("repeated").sum().cast(pl.Int64).alias("pairs_repeated"),
+        )
+    )
+
+
 def cells_table(
     decisions: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
 ) -> pl.DataFrame:
@@ -163,26 +181,12 @@ def cells_table(
     gap_ci = grouped_cluster_bootstrap_share_ci(
         gap_outcome(frame["chosen"]), pairs, codes, B=B, method=method, rng=rng
     )
-    pair_counts = (
-        pair_outcomes(frame, [CELL])
-        .group_by(CELL)
-        .agg(
-            pl.len().cast(pl.Int64).alias("pairs"),
-            pl.col("complete").sum().cast(pl.Int64).alias("pairs_complete"),
-            pl.col("agree_cis").sum().cast(pl.Int64).alias("pairs_cis_both"),
-            pl.col("agree_trans").sum().cast(pl.Int64).alias("pairs_trans_both"),
-            pl.col("split_first").sum().cast(pl.Int64).alias("pairs_split_first"),
-            pl.col("split_second").sum().cast(pl.Int64).alias("pairs_split_second"),
-            pl.col("has_none").sum().cast(pl.Int64).alias("pairs_with_none"),
-            pl.col("repeated").sum().cast(pl.Int64).alias("pairs_repeated"),
-        )
-    )
     table = (
         cells.join(counts, on=CELL)
         .join(ci_frame(cis_ci, "cis_ci"), on=CELL)
         .join(ci_frame(trans_ci, "trans_ci"), on=CELL)
         .join(ci_frame(gap_ci, "gap_ci"), on=CELL)
-        .join(pair_counts, on=CELL)
+        .join(_pair_counts(frame), on=CELL)
         .sort(CELL)
         .drop(CELL)
     )

@@ -23,8 +23,8 @@ import numpy as np
 import polars as pl
 
 from ibias.analysis import allocation, identity_swap, labels, population
+from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.cells import CELL, cell_codes, holm_within, number_cells
-from ibias.analysis.load import PAIR_PEOPLE
 from ibias.analysis.report import Column, col, count, esc, interval, num, pvalue, table
 from ibias.prompts.codes import CIS, NO_CHOICE, TRANS
 
@@ -329,6 +329,29 @@ def tables(
     }
 
 
+_SECTION_COLUMNS: tuple[Column, ...] = (
+    col("model", "model_id", text=True),
+    col("service", "service", lambda v: esc(labels.service(v)), text=True),
+    Column(
+        "people (cis / trans), pairs",
+        lambda r: f"{count(r['cis_persons'])} / {count(r['trans_persons'])}, {count(r['pairs'])}",
+    ),
+    Column(
+        "transgender chosen [95% CI, persons]",
+        lambda r: f"{num(r['share_trans'], 2)} {interval(r['trans_ci_low'], r['trans_ci_high'])}",
+    ),
+    Column(
+        "cis − trans among decided [95% CI, persons]",
+        lambda r: f"{num(r['gap'], 2)} {interval(r['gap_ci_low'], r['gap_ci_high'])}",
+    ),
+    Column(
+        "p, two-sided, H0 gap 0 (Holm)",
+        lambda r: f"{pvalue(r['gap_p'], r['gap_p_holm'])} ({pvalue(r['gap_p_holm'])})",
+    ),
+)
+"""The population table's columns in the report."""
+
+
 def section(cells: pl.DataFrame, anchor: str | None) -> str:
     """The allocation section's lead: the population figures first, saying why."""
     head = (
@@ -352,30 +375,7 @@ def section(cells: pl.DataFrame, anchor: str | None) -> str:
         "conservative by design. The tables after this one are about <em>these people</em> "
         "(the roster's; their intervals resample pairs and are narrower).</p>",
     ]
-    columns = [
-        col("model", "model_id", text=True),
-        col("service", "service", lambda v: esc(labels.service(v)), text=True),
-        Column(
-            "people (cis / trans), pairs",
-            lambda r: (
-                f"{count(r['cis_persons'])} / {count(r['trans_persons'])}, {count(r['pairs'])}"
-            ),
-        ),
-        Column(
-            "transgender chosen [95% CI, persons]",
-            lambda r: (
-                f"{num(r['share_trans'], 2)} {interval(r['trans_ci_low'], r['trans_ci_high'])}"
-            ),
-        ),
-        Column(
-            "cis − trans among decided [95% CI, persons]",
-            lambda r: f"{num(r['gap'], 2)} {interval(r['gap_ci_low'], r['gap_ci_high'])}",
-        ),
-        Column(
-            "p, two-sided, H0 gap 0 (Holm)",
-            lambda r: f"{pvalue(r['gap_p'], r['gap_p_holm'])} ({pvalue(r['gap_p_holm'])})",
-        ),
-    ]
+    columns = list(_SECTION_COLUMNS)
     first = True
     for lang in labels.ordered("languages", cells["language"].unique().to_list()):
         for level in labels.ordered("symptoms", cells["symptoms"].unique().to_list()):

@@ -11,20 +11,26 @@ import polars as pl
 from ibias.analysis import (
     allocation,
     allocation_authors,
+    allocation_load,
     allocation_population,
     figures,
     identity_swap,
     labels,
+    roster,
 )
 from ibias.analysis import logprobs as logprob_shares
+from ibias.analysis.allocation_load import ORGAN_PAIRS, PATIENTS
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
+    Overall,
     PaperComparison,
+    Section,
     SectionContext,
     TableContext,
 )
 from ibias.analysis.figures import Figure
+from ibias.analysis.organ_pairs import organ_pairs_sentences, organ_pairs_table
 from ibias.analysis.report import (
     Column,
     absent,
@@ -485,78 +491,75 @@ def _ours_paper(language: str, explanation: bool, symptoms: str) -> str:
     )
 
 
-def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperComparison:
-    """Which allocation texts in the store are the authors' and which ours, per design,
-    language and condition; the parser and score behind the headline figures; known problems
-    of the paper's released allocation numbers."""
-    rows: list[dict[str, object]] = []
-    decisions = views.get(KIND)
-    if decisions is not None and not decisions.is_empty():
-        design = pl.col("design") if "design" in decisions.columns else pl.lit(codes.CONTROLLED)
-        cells = (
-            decisions.with_columns(
-                design.alias("design"),
-                identity_swap.swapped(decisions).alias("identity_swap"),
-            )
-            .group_by("design", "language", "explanation", "symptoms", "identity_swap")
-            .agg(pl.len().cast(pl.Int64).alias("trials"))
+def _condition_rows(decisions: pl.DataFrame) -> list[dict[str, object]]:
+    """One `SOURCE_COLUMNS` row per design x language x condition x arm, paper design first."""
+    design = pl.col("design") if "design" in decisions.columns else pl.lit(codes.CONTROLLED)
+    cells = (
+        decisions.with_columns(
+            design.alias("design"),
+            identity_swap.swapped(decisions).alias("identity_swap"),
         )
-        symptom_rank = {level: i for i, level in enumerate(codes.SYMPTOM_LEVELS)}
-        ordered = sorted(
-            cells.iter_rows(named=True),
-            key=lambda r: (
-                r["design"] != codes.PAPER,
-                labels.ordered("languages", cells["language"].to_list()).index(r["language"]),
-                bool(r["explanation"]),
-                symptom_rank.get(str(r["symptoms"]), len(symptom_rank)),
-                bool(r["identity_swap"]),
-            ),
-        )
-        for r in ordered:
-            lang, paper_design = str(r["language"]), r["design"] == codes.PAPER
-            rows.append(
-                {
-                    "experiment": KIND,
-                    "design": r["design"],
-                    "language": lang,
-                    "condition": f"{labels.explanation(r['explanation'])}, "
-                    f"{labels.symptoms(r['symptoms'])}"
-                    + (_SWAPPED_CONDITION if r["identity_swap"] else ""),
-                    "trials": r["trials"],
-                    "from_authors": _PAPER_AUTHORS.get(lang, "") if paper_design else "",
-                    "ours": "; ".join(
-                        filter(
-                            None,
-                            [
-                                _ours_paper(lang, bool(r["explanation"]), str(r["symptoms"]))
-                                if paper_design
-                                else _ours_controlled(bool(r["explanation"]), str(r["symptoms"])),
-                                _SWAPPED_OURS if r["identity_swap"] else "",
-                            ],
-                        )
-                    ),
-                }
-            )
+        .group_by("design", "language", "explanation", "symptoms", "identity_swap")
+        .agg(pl.len().cast(pl.Int64).alias("trials"))
+    )
+    symptom_rank = {level: i for i, level in enumerate(codes.SYMPTOM_LEVELS)}
+    ordered = sorted(
+        cells.iter_rows(named=True),
+        key=lambda r: (
+            r["design"] != codes.PAPER,
+            labels.ordered("languages", cells["language"].to_list()).index(r["language"]),
+            bool(r["explanation"]),
+            symptom_rank.get(str(r["symptoms"]), len(symptom_rank)),
+            bool(r["identity_swap"]),
+        ),
+    )
+    return [_condition_row(r) for r in ordered]
+
+
+def _condition_row(r: Mapping[str, object]) -> dict[str, object]:
+    """Which texts of one design x language x condition x arm are the authors' and ours."""
+    lang, paper_design = str(r["language"]), r["design"] == codes.PAPER
+    explanation, symptoms = bool(r["explanation"]), str(r["symptoms"])
+    texts = (
+        _ours_paper(lang, explanation, symptoms)
+        if paper_design
+        else _ours_controlled(explanation, symptoms)
+    )
+    return {
+        "experiment": KIND,
+        "design": r["design"],
+        "language": lang,
+        "condition": f"{labels.explanation(r['explanation'])}, "
+        f"{labels.symptoms(r['symptoms'])}" + (_SWAPPED_CONDITION if r["identity_swap"] else ""),
+        "trials": r["trials"],
+        "from_authors": _PAPER_AUTHORS.get(lang, "") if paper_design else "",
+        "ours": "; ".join(filter(None, [texts, _SWAPPED_OURS if r["identity_swap"] else ""])),
+    }
+
+
+def _explicit_rows(explicit: pl.DataFrame) -> list[dict[str, object]]:
+    """One `SOURCE_COLUMNS` row per language of the explicit check (the same in both designs)."""
     checks = explicit.filter(pl.col("experiment") == EXPLICIT_KIND)
     counted = checks.group_by("language").agg(pl.len()).rows()
     per_language = {str(lang): int(n) for lang, n in counted}
-    for lang in labels.ordered("languages", per_language):
-        n = per_language[lang]
-        rows.append(
-            {
-                "experiment": EXPLICIT_KIND,
-                "design": None,
-                "language": lang,
-                "condition": "explicit check (the same in both designs)",
-                "trials": n,
-                "from_authors": "",
-                "ours": _EXPLICIT_OURS,
-            }
-        )
-    sources = pl.DataFrame(rows, schema=SOURCE_COLUMNS)
+    return [
+        {
+            "experiment": EXPLICIT_KIND,
+            "design": None,
+            "language": lang,
+            "condition": "explicit check (the same in both designs)",
+            "trials": per_language[lang],
+            "from_authors": "",
+            "ours": _EXPLICIT_OURS,
+        }
+        for lang in labels.ordered("languages", per_language)
+    ]
+
+
+def _headline() -> str:
     main = kind(KIND)
     version = main.parser.version if main is not None and main.parser is not None else None
-    headline = (
+    return (
         "the selection-rate figures and the main tables (allocation_cells, position_bias, "
         f"allocation_effects) use ibias's main parser (version {version}: tags in any form, "
         "code fences, bold text, names and labels in prose) and shares over all trials with "
@@ -565,10 +568,46 @@ def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperCo
         "and Wilson intervals is allocation_authors_view, and where the two readings disagree "
         "is allocation_parser_agreement."
     )
+
+
+ORGAN_PAIRS_HEADING = "Pairs by who has the organ"
+
+
+def _paper(
+    views: Mapping[str, pl.DataFrame],
+    explicit: pl.DataFrame,
+    extras: Mapping[str, pl.DataFrame],
+) -> PaperComparison:
+    """Which allocation texts in the store are the authors' and which ours, per design,
+    language and condition; the parser and score behind the headline figures; known problems
+    of the paper's released allocation numbers; and the paper design's organ-service results
+    split by who in the pair has the organ (`paper_organ_pairs`)."""
+    decisions = views.get(KIND)
+    rows = _condition_rows(decisions) if decisions is not None and decisions.height else []
+    sources = pl.DataFrame([*rows, *_explicit_rows(explicit)], schema=SOURCE_COLUMNS)
     notes: tuple[str, ...] = ()
     if not sources.is_empty():
         notes = (RELEASED_TABLES_NOTE, NAIVE_TEST_NOTE, OLDER_TEXTS_NOTE, CONDITIONS_NOTE)
-    return PaperComparison(sources=sources, headline=headline, notes=notes)
+    organ = organ_pairs_table(decisions, extras.get(ORGAN_PAIRS, pl.DataFrame()))
+    sentences = tuple(organ_pairs_sentences(organ))
+    return PaperComparison(
+        sources=sources,
+        headline=_headline(),
+        notes=notes,
+        tables={"paper_organ_pairs": organ},
+        findings=((ORGAN_PAIRS_HEADING, sentences),) if sentences else (),
+    )
+
+
+def _overall(views: Mapping[str, pl.DataFrame], extras: Mapping[str, pl.DataFrame]) -> Overall:
+    """The roster's make-up (table `roster`) and its section, once per store."""
+    del views
+    frame = roster.roster_table(extras.get(PATIENTS, pl.DataFrame()))
+    html = roster.section(frame)
+    return Overall(
+        tables={"roster": frame},
+        sections=(Section(roster.ANCHOR, roster.TITLE, html),) if html else (),
+    )
 
 
 ANALYSIS = ExperimentAnalysis(
@@ -581,4 +620,6 @@ ANALYSIS = ExperimentAnalysis(
     streams={"allocation_cells": 3, "position_bias": 4, "allocation_effects": 5},
     lead={"allocation_explanation_examples": ("service", "chosen")},
     paper=_paper,
+    load=allocation_load.load,
+    overall=_overall,
 )

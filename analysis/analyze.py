@@ -15,28 +15,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal, get_args
 
-import numpy as np
 import polars as pl
 
-from ibias.analysis import (
-    implicit_decision,
-    overview,
-    paper,
-    planted,
-    planted_population,
-    report,
-    roster,
-)
+from ibias.analysis import cross, overview, paper, report
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
+    PLANTED_PEOPLE,
     ExperimentAnalysis,
+    Section,
     SectionContext,
     TableContext,
     analysis_of,
 )
 from ibias.analysis.figures import Figure
-from ibias.analysis.load import StoreData, load_store
+from ibias.analysis.load import StoreData, load_store, with_trials
 from ibias.prompts.registry import DEFAULT_DESIGN, ExperimentUnit, units
 
 CI_METHODS: tuple[str, ...] = get_args(Method)
@@ -52,9 +45,16 @@ class AnalysisResult:
     report: Path
 
 
-def analyses() -> list[ExperimentAnalysis]:
-    """The registered experiments' analyses, in registry order."""
-    found = (analysis_of(u) for u in units())
+def present_units(views: Mapping[str, pl.DataFrame]) -> list[ExperimentUnit]:
+    """The registered units with trials in the store (a row in one of their kinds' views)."""
+    found = with_trials(views)
+    return [u for u in units() if any(k.name in found for k in u.kinds)]
+
+
+def analyses(views: Mapping[str, pl.DataFrame] | None = None) -> list[ExperimentAnalysis]:
+    """The analyses of the experiments present in the store (every registered one without
+    `views`), in registry order: an absent experiment's analysis is not even imported."""
+    found = (analysis_of(u) for u in (units() if views is None else present_units(views)))
     return [a for a in found if a is not None]
 
 
@@ -109,9 +109,9 @@ def _design_views(
 def compute_blocks(
     data: StoreData, models: list[str], *, B: int, method: Method, seed: int
 ) -> list[Block]:
-    """Every experiment's tables, per design present, rows in reading order."""
+    """Every present experiment's tables, per design present, rows in reading order."""
     blocks: list[Block] = []
-    for unit in units():
+    for unit in present_units(data.views):
         part = analysis_of(unit)
         if part is None:
             continue
@@ -136,24 +136,60 @@ def compute_blocks(
     return blocks
 
 
-CROSS_STREAM = 6  # the implicit-vs-decision table's generator: (seed, 6)
+def store_parts(data: StoreData) -> tuple[dict[str, pl.DataFrame], tuple[Section, ...]]:
+    """The present experiments' store-level tables and sections, in registry order."""
+    tables: dict[str, pl.DataFrame] = {}
+    sections: list[Section] = []
+    for part in analyses(data.views):
+        if part.overall is not None:
+            found = part.overall(data.views, data.extras)
+            tables.update(found.tables)
+            sections.extend(found.sections)
+    return tables, tuple(sections)
 
 
-def cross_tables(data: StoreData, *, B: int, seed: int) -> dict[str, pl.DataFrame]:
-    """Tables across experiments: implicit (word association) versus decision (allocation)
-    bias per model, and their association across models (`analysis.implicit_decision`)."""
-    wa, al = data.views.get("word_association"), data.views.get("allocation")
-    if wa is None or al is None:
-        wa = pl.DataFrame(schema={"model_id": pl.String, "language": pl.String, "bias": pl.Float64})
-        al = pl.DataFrame(
-            schema={"model_id": pl.String, "language": pl.String, "chosen": pl.String}
-        )
-    points = implicit_decision.model_points(wa, al)
-    rng = np.random.default_rng([seed, CROSS_STREAM])
-    return {
-        "implicit_vs_decision": points,
-        "implicit_vs_decision_summary": implicit_decision.summary_table(points, B=B, rng=rng),
-    }
+def cross_context(
+    data: StoreData, tables: Mapping[str, pl.DataFrame], *, B: int, method: Method, seed: int
+) -> cross.CrossContext:
+    return cross.CrossContext(views=data.views, tables=tables, B=B, method=method, seed=seed)
+
+
+def cross_tables(
+    crossing: Sequence[cross.CrossAnalysis], ctx: cross.CrossContext
+) -> dict[str, pl.DataFrame]:
+    """The tables of the cross-experiment analyses the store has the kinds for."""
+    out: dict[str, pl.DataFrame] = {}
+    for analysis in crossing:
+        out.update(analysis.tables(ctx))
+    return out
+
+
+def _simulator_ran(runs: pl.DataFrame) -> bool:
+    """Whether the latest run config that parses has a model of the simulator: only then is
+    there a planted truth to check (and only then is the check's module imported)."""
+    for text in reversed(runs["config"].to_list()):
+        try:
+            config = tomllib.loads(str(text))
+        except tomllib.TOMLDecodeError:
+            continue
+        blocks = config.get("models", [])
+        return any(isinstance(b, dict) and b.get("provider") == "simulator" for b in blocks)
+    return False
+
+
+def _planted(data: StoreData, tables: Mapping[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The planted-value check of the run's simulated models (analysis/planted.py); nothing
+    when no experiment of the store has planted values to compare."""
+    if not _simulator_ran(data.runs):
+        return {}
+    from ibias.analysis import planted, planted_population
+
+    simulated = planted.simulated_models(data.runs["config"].to_list())
+    people = data.extras.get(PLANTED_PEOPLE, pl.DataFrame())
+    found = planted.planted_tables(simulated, data.views, people, tables)
+    if set(found) <= {"planted_coverage"}:  # no experiment with planted values: no check
+        return {}
+    return planted_population.extend(found, tables)
 
 
 def block_tables(
@@ -164,29 +200,33 @@ def block_tables(
     *,
     B: int = 2000,
     seed: int = 0,
+    method: Method = "percentile",
 ) -> dict[str, pl.DataFrame]:
     """Every output table by file stem: the blocks' (suffixed by design), then the explicit
-    checks, models and progress, the tables across experiments, then how the store differs
-    from the paper (texts, models)."""
+    checks (if any), models and progress, the cross-experiment tables, the planted check, the
+    experiments' store-level tables, then how the store differs from the paper (texts,
+    models), when an experiment of the store compares itself with it."""
     if comparisons is None:
-        comparisons = paper.compare(analyses(), data)
+        comparisons = paper.compare(analyses(data.views), data)
     tables = {f"{name}{b.suffix}": frame for b in blocks for name, frame in b.tables.items()}
     outcomes = [b.outcomes for b in blocks if b.outcomes is not None]
     core = {
-        "explicit_answers_summary": overview.explicit_summary(data),
+        **(
+            {"explicit_answers_summary": overview.explicit_summary(data)}
+            if data.explicit.height
+            else {}
+        ),
         "models": overview.models_table(data, outcomes),
         "progress": data.progress,
     }
-    core.update(cross_tables(data, B=B, seed=seed))
-    core.update(
-        planted_population.extend(
-            planted.planted_tables(data.simulated, data.views, data.people, tables), tables
-        )
-    )
+    crossing = cross.present(with_trials(data.views))
+    core.update(cross_tables(crossing, cross_context(data, tables, B=B, method=method, seed=seed)))
+    core.update(_planted(data, tables))
     tables.update({name: order_rows(frame, models, ()) for name, frame in core.items()})
-    tables["roster"] = roster.roster_table(data.patients)
+    tables.update(store_parts(data)[0])
     differences = paper.tables(comparisons, data)
-    differences["paper_models"] = order_rows(differences["paper_models"], models, ())
+    if "paper_models" in differences:
+        differences["paper_models"] = order_rows(differences["paper_models"], models, ())
     tables.update(differences)  # texts stay in registry order
     return tables
 
@@ -213,21 +253,30 @@ def report_sections(
     ]
 
 
+def cross_sections(
+    crossing: Sequence[cross.CrossAnalysis],
+    ctx: cross.CrossContext,
+    place: str,
+) -> list[Section]:
+    """The cross-experiment analyses' sections placed `place` ("before" or "after" the
+    experiments' own), from their tables as written."""
+    out = []
+    for analysis in crossing:
+        if analysis.place != place:
+            continue
+        html = analysis.section(ctx, ctx.tables)
+        if html:
+            out.append(Section(analysis.anchor, analysis.title, html))
+    return out
+
+
 def extra_sections(tables: Mapping[str, pl.DataFrame]) -> list[report.Section]:
-    """Report sections that belong to no one experiment, after the experiments' own."""
-    extra = []
+    """Report sections that belong to no one experiment and no registered cross analysis."""
     if "planted_coverage" in tables:
-        extra.append(report.Section(planted.ANCHOR, planted.TITLE, planted.section(tables)))
-    return [
-        *extra,
-        report.Section(
-            implicit_decision.ANCHOR,
-            implicit_decision.TITLE,
-            implicit_decision.section(
-                tables["implicit_vs_decision"], tables["implicit_vs_decision_summary"]
-            ),
-        ),
-    ]
+        from ibias.analysis import planted
+
+        return [report.Section(planted.ANCHOR, planted.TITLE, planted.section(tables))]
+    return []
 
 
 def model_order(data: StoreData) -> list[str]:
@@ -252,7 +301,7 @@ def compute_tables(
 ) -> dict[str, pl.DataFrame]:
     """Every output table by name (the file stem it is written under), rows in reading order."""
     blocks = compute_blocks(data, models, B=B, method=method, seed=seed)
-    return block_tables(blocks, data, models, B=B, seed=seed)
+    return block_tables(blocks, data, models, B=B, seed=seed, method=method)
 
 
 def write_tables(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
@@ -263,6 +312,40 @@ def write_tables(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
         frame.write_parquet(parquet)
         paths += [csv, parquet]
     return paths
+
+
+def _report_input(
+    data: StoreData,
+    tables: Mapping[str, pl.DataFrame],
+    blocks: Sequence[Block],
+    per_block: Sequence[Sequence[Figure]],
+    comparisons: Sequence[paper.Comparison],
+    *,
+    store: Path,
+    B: int,
+    method: Method,
+    seed: int,
+) -> report.ReportInput:
+    """What the report shows: the generic parts, then only the sections of what is present."""
+    ctx = cross_context(data, tables, B=B, method=method, seed=seed)
+    crossing = cross.present(with_trials(data.views))
+    return report.ReportInput(
+        store=str(store),
+        generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        tables=tables,
+        figures=[fig for figures in per_block for fig in figures],
+        runs=data.runs,
+        experiments=overview.experiments_present(data),
+        sections=report_sections(blocks, per_block),
+        differences=paper.paper_section_input(comparisons, tables),
+        n_parsed_now=data.n_parsed_now,
+        B=B,
+        method=method,
+        seed=seed,
+        front=store_parts(data)[1],
+        before=cross_sections(crossing, ctx, "before"),
+        after=[*extra_sections(tables), *cross_sections(crossing, ctx, "after")],
+    )
 
 
 def analyze(
@@ -289,29 +372,16 @@ def analyze(
     )  # parses pending responses; the store is closed on return
     models = model_order(data)
     blocks = compute_blocks(data, models, B=bootstrap, method=ci, seed=seed)
-    comparisons = paper.compare(analyses(), data)
-    tables = block_tables(blocks, data, models, comparisons, B=bootstrap, seed=seed)
+    comparisons = paper.compare(analyses(data.views), data)
+    tables = block_tables(blocks, data, models, comparisons, B=bootstrap, seed=seed, method=ci)
     out_dir.mkdir(parents=True, exist_ok=True)
     table_paths = write_tables(tables, out_dir)
     per_block = draw(blocks, models, out_dir)
     drawn = [fig for figures in per_block for fig in figures]
-    sections = [*report_sections(blocks, per_block), *extra_sections(tables)]
     page = report.render(
-        report.ReportInput(
-            store=str(store),
-            generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
-            tables=tables,
-            figures=drawn,
-            runs=data.runs,
-            experiments=overview.experiments_present(data),
-            sections=sections,
-            differences=paper.paper_section_input(comparisons, tables),
-            n_parsed_now=data.n_parsed_now,
-            B=bootstrap,
-            method=ci,
-            seed=seed,
-        )
-    )
+        _report_input(data, tables, blocks, per_block, comparisons, store=store, B=bootstrap,
+                      method=ci, seed=seed)
+    )  # fmt: skip
     report_path = out_dir / "report.html"
     report_path.write_text(page, encoding="utf-8")
     return AnalysisResult(

@@ -374,11 +374,7 @@ def _run(
             high[idx] = _quantile_rows(replicates[idx], q_high[idx])
         # All units identical: every replicate equals the estimate up to summation order; report
         # the exact degenerate interval instead of rounding noise.
-        spread = np.maximum.reduceat(cols, starts[present], axis=0) - np.minimum.reduceat(
-            cols, starts[present], axis=0
-        )
-        constant = np.zeros(n_cells, dtype=bool)
-        constant[present] = ~spread.any(axis=1)
+        constant = _constant_cells(cols, starts, present)
         low[constant] = estimate[constant]
         high[constant] = estimate[constant]
         # A replicate the statistic cannot score (an empty denominator; the ratios of means,
@@ -399,6 +395,18 @@ def _run(
         )
         for i, key in enumerate(keys)
     }
+
+
+def _constant_cells(
+    cols: FloatArray, starts: NDArray[np.intp], present: NDArray[np.bool_]
+) -> NDArray[np.bool_]:
+    """The cells (of all, absent ones False) whose units are all identical."""
+    spread = np.maximum.reduceat(cols, starts[present], axis=0) - np.minimum.reduceat(
+        cols, starts[present], axis=0
+    )
+    constant = np.zeros(len(present), dtype=bool)
+    constant[present] = ~spread.any(axis=1)
+    return constant
 
 
 def _bootstrap_replicates(

@@ -22,6 +22,7 @@ from ibias import errors
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.figures import Figure
 from ibias.prompts.registry import ExperimentUnit
+from ibias.store.reader import StoreReader
 
 
 class AnalysisDataError(errors.StoreError, ValueError):
@@ -35,7 +36,8 @@ class TableContext:
     resample (each table draws from its own seeded stream, see `rng`).
 
     `extras` holds every kind's extra parses by table name (`StoreData.extras`), for all
-    designs: join them to the design's view on trial_key to keep the design's trials."""
+    designs: join them to the design's view on trial_key to keep the design's trials; and the
+    frames the present experiments' loaders read (`ExperimentAnalysis.load`), by their names."""
 
     views: Mapping[str, pl.DataFrame]
     explicit: pl.DataFrame
@@ -82,12 +84,16 @@ class PaperComparison:
     store, columns `SOURCE_COLUMNS`: trials, and which texts came from the authors' stimuli
     pack and which are ours (plain text, "; "-separated). `headline`: which parser and score
     its headline figures and tables use. `notes`: known problems of the paper's own released
-    numbers for this experiment. Plain text throughout (the report escapes it).
+    numbers for this experiment. `tables`: further tables the section writes for it, by file
+    stem (e.g. the allocation's organ pairs); `findings`: (sub-heading, sentences) the section
+    shows after the prompt checks. Plain text throughout (the report escapes it).
     """
 
     sources: pl.DataFrame
     headline: str
     notes: tuple[str, ...] = ()
+    tables: Mapping[str, pl.DataFrame] = field(default_factory=dict)
+    findings: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 SOURCE_COLUMNS: dict[str, pl.DataType] = {
@@ -106,8 +112,53 @@ TablesFn = Callable[[TableContext], dict[str, pl.DataFrame]]
 FiguresFn = Callable[[Mapping[str, pl.DataFrame], Sequence[str], Path], list[Figure]]
 SectionFn = Callable[[SectionContext], str]
 OutcomesFn = Callable[[Mapping[str, pl.DataFrame]], pl.DataFrame]
-PaperFn = Callable[[Mapping[str, pl.DataFrame], pl.DataFrame], PaperComparison]
-"""(views of every design by kind name, explicit answers) -> the experiment's comparison."""
+PaperFn = Callable[
+    [Mapping[str, pl.DataFrame], pl.DataFrame, Mapping[str, pl.DataFrame]], PaperComparison
+]
+"""(views of every design by kind name, explicit answers, extras) -> the experiment's
+comparison."""
+
+
+@dataclass(frozen=True)
+class LoadContext:
+    """What a unit's loader gets besides the open store: the runs (their configs say which
+    models were simulated) and whether the population intervals will be computed (their
+    inputs are read only then)."""
+
+    runs: pl.DataFrame
+    population: bool = True
+
+
+PLANTED_PEOPLE = "planted_people"
+"""The `extras` frame a loader may read for the planted-value check (analysis/planted.py): the
+people each pair of candidates showed, per language x pair x arm."""
+
+LoadFn = Callable[[StoreReader, LoadContext], dict[str, pl.DataFrame]]
+"""(open store, context) -> frames by a name of the unit's own (prefixed with its name), added
+to `StoreData.extras` so its tables, `overall` and `paper` read them like extra parses."""
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the report: where the navigation links to it, its title, its HTML."""
+
+    anchor: str
+    title: str
+    html: str
+
+
+@dataclass(frozen=True)
+class Overall:
+    """What an experiment adds once per store, whatever its designs: tables by file stem and
+    sections shown among the store's description (after progress, before the comparison with
+    the paper), e.g. the allocation roster's make-up."""
+
+    tables: Mapping[str, pl.DataFrame]
+    sections: tuple[Section, ...] = ()
+
+
+OverallFn = Callable[[Mapping[str, pl.DataFrame], Mapping[str, pl.DataFrame]], Overall]
+"""(views of every design by kind name, extras) -> the experiment's store-level part."""
 
 
 def _no_figures(
@@ -124,8 +175,16 @@ class ExperimentAnalysis:
     `tables` returns frames by output name (file stem); `lead` names, per table, the columns
     its rows are ordered by after the model order; `outcomes` returns one row per parsed trial
     with model_id, refused and unparseable (booleans) for the models table; `anchor` and `title`
-    place the section in the report's navigation; `paper` says how the store's trials differ
-    from the paper (called once with the views of every design, not per design).
+    place the section in the report's navigation.
+
+    What every experiment gives: `anchor`, `title`, `tables` and `section`. The rest are
+    optional capabilities, for an experiment that needs them (the driver, loader and report
+    call them only when set, and only when the experiment has trials in the store): `figures`;
+    `outcomes`; `streams` (fixed bootstrap stream ids of published tables); `lead`; `load`
+    reads further frames from the open store (its own SQL, e.g. the allocation pairs' people);
+    `overall` adds tables and sections once per store (e.g. the allocation roster); `paper`
+    says how the store's trials differ from the paper (called once with the views of every
+    design, not per design).
     """
 
     anchor: str
@@ -137,6 +196,8 @@ class ExperimentAnalysis:
     streams: Mapping[str, int] = field(default_factory=dict)
     lead: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     paper: PaperFn | None = None
+    load: LoadFn | None = None
+    overall: OverallFn | None = None
 
 
 def analysis_of(unit: ExperimentUnit) -> ExperimentAnalysis | None:

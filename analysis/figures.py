@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -179,6 +179,33 @@ def _legend_handles(models: Sequence[str], style: dict[str, tuple[str, str]]) ->
 # --------------------------------------------------------------------------------------------
 
 
+def _aligned(
+    rows: pl.DataFrame, key: str, keys: Sequence[str], columns: tuple[str, str, str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The estimate, low and high columns of `rows` in the order of `keys` (matched on the
+    column `key`), NaN where a key has no row: what a panel plots per position."""
+    lookup = {c: k for k, c in enumerate(rows[key].to_list())}
+    idx = np.array([lookup.get(c, -1) for c in keys])
+    have = idx >= 0
+    out = []
+    for column in columns:
+        values = np.full(len(keys), np.nan)
+        values[have] = _col(rows, column)[idx[have]]
+        out.append(values)
+    return out[0], out[1], out[2]
+
+
+def _limits(cells: pl.DataFrame) -> tuple[float, float]:
+    """The bias axis's limits: the intervals' and estimates' span plus 15%, at least ±0.1."""
+    values = np.concatenate(
+        [_col(cells, "ci_low"), _col(cells, "ci_high"), _col(cells, "mean_bias")]
+    )
+    values = values[np.isfinite(values)]
+    low_lim = min(-0.1, float(values.min()) * 1.15) if values.size else -1.0
+    high_lim = max(0.1, float(values.max()) * 1.15) if values.size else 1.0
+    return low_lim, high_lim
+
+
 @_styled
 def word_association_figure(
     cells: pl.DataFrame, models: Sequence[str], out_dir: Path
@@ -201,25 +228,14 @@ def word_association_figure(
     )  # fmt: skip
     slot = 0.8 / max(1, len(present))
     x = np.arange(len(categories))
-    lows = _col(cells, "ci_low")
-    highs = _col(cells, "ci_high")
-    values = np.concatenate([lows, highs, _col(cells, "mean_bias")])
-    values = values[np.isfinite(values)]
-    low_lim = min(-0.1, float(values.min()) * 1.15) if values.size else -1.0
-    high_lim = max(0.1, float(values.max()) * 1.15) if values.size else 1.0
+    low_lim, high_lim = _limits(cells)
     for ax, lang in zip(axes[:, 0], languages, strict=True):
         sub = cells.filter(pl.col("language") == lang)
         for i, model in enumerate(present):
             rows = sub.filter(pl.col("model_id") == model)
-            lookup = {c: k for k, c in enumerate(rows["category"].to_list())}
-            idx = np.array([lookup.get(c, -1) for c in categories])
-            have = idx >= 0
-            est = np.full(len(categories), np.nan)
-            low = np.full(len(categories), np.nan)
-            high = np.full(len(categories), np.nan)
-            est[have] = _col(rows, "mean_bias")[idx[have]]
-            low[have] = _col(rows, "ci_low")[idx[have]]
-            high[have] = _col(rows, "ci_high")[idx[have]]
+            est, low, high = _aligned(
+                rows, "category", categories, ("mean_bias", "ci_low", "ci_high")
+            )
             colour, _ = style[model]
             pos = x - 0.4 + slot * (i + 0.5)
             ax.bar(pos, np.nan_to_num(est), width=slot * 0.92, color=colour, label=model)
@@ -339,6 +355,14 @@ def _rates_figure(
                 ax.set_xlabel("share of trials choosing the candidate", fontsize=9)
     for ax in unlabelled:  # after every panel set the shared ticks
         ax.tick_params(axis="y", labelleft=False)
+    _rates_titles(fig, height, lang, level)
+    title = f"Selection rates — {labels.language(lang)}, {labels.symptoms(level)}"
+    caption = _rates_caption(sub, lang, level)
+    return _save(fig, out_dir, f"allocation_rates_{lang}_{level}", title, caption)
+
+
+def _rates_titles(fig: MplFigure, height: float, lang: str, level: str) -> None:
+    """The selection-rate figure's legend (the two candidates, parity) and title."""
     handles = [
         Line2D([], [], color=CIS_COLOUR, marker="o", linestyle="", label="cisgender candidate"),
         Line2D([], [], color=TRANS_COLOUR, marker="s", linestyle="", label="transgender candidate"),
@@ -352,7 +376,10 @@ def _rates_figure(
         f"Allocation, {labels.language(lang)}, {labels.symptoms(level)}",
         fontweight="bold", y=1.0 - 0.1 / height, va="top",
     )  # fmt: skip
-    caption = (
+
+
+def _rates_caption(sub: pl.DataFrame, lang: str, level: str) -> str:
+    return (
         f"Share of trials in which each model chose the cisgender or the transgender candidate "
         f"({labels.language(lang)}, {labels.symptoms(level)}); shares are over all trials, so "
         f"refusals and unreadable replies lower both. Error bars: "
@@ -360,25 +387,17 @@ def _rates_figure(
         "these people (the roster's); the report's population table gives wider intervals "
         "for people like these."
     )
-    title = f"Selection rates — {labels.language(lang)}, {labels.symptoms(level)}"
-    return _save(fig, out_dir, f"allocation_rates_{lang}_{level}", title, caption)
 
 
 def _rates_panel(ax: Any, rows: pl.DataFrame, models: Sequence[str], y: np.ndarray) -> None:
     """One service and condition: each model's cis and trans shares with their intervals."""
-    lookup = {m: k for k, m in enumerate(rows["model_id"].to_list())}
-    idx = np.array([lookup.get(m, -1) for m in models])
-    have = idx >= 0
     for who, colour, marker, shift in (
         ("cis", CIS_COLOUR, "o", 0.14),
         ("trans", TRANS_COLOUR, "s", -0.14),
     ):
-        est = np.full(len(models), np.nan)
-        low = np.full(len(models), np.nan)
-        high = np.full(len(models), np.nan)
-        est[have] = _col(rows, f"share_{who}")[idx[have]]
-        low[have] = _col(rows, f"{who}_ci_low")[idx[have]]
-        high[have] = _col(rows, f"{who}_ci_high")[idx[have]]
+        est, low, high = _aligned(
+            rows, "model_id", models, (f"share_{who}", f"{who}_ci_low", f"{who}_ci_high")
+        )
         ax.errorbar(
             est, y + shift, xerr=_errors(est, low, high), fmt=marker, color=colour,
             markersize=4.0, elinewidth=1.0, capsize=1.8,
@@ -409,7 +428,6 @@ def effects_figures(effects: pl.DataFrame, models: Sequence[str], out_dir: Path)
     kinds = [k for k in ("explanation", "symptoms_high", "symptoms_low") if k in set(
         pooled["effect"].to_list()
     )]  # fmt: skip
-    slot = 0.8 / max(1, len(present))
     for lang in labels.ordered("languages", pooled["language"].unique().to_list()):
         sub = pooled.filter(pl.col("language") == lang)
         left = 0.35 + _text_width([labels.service(s) for s in services])
@@ -420,33 +438,8 @@ def effects_figures(effects: pl.DataFrame, models: Sequence[str], out_dir: Path)
             fig, left=left, right=0.3, top=top, bottom=0.7, hspace=0.0, wspace=0.3,
             nrows=1, ncols=len(kinds),
         )  # fmt: skip
-        y = np.arange(len(services))[::-1].astype(np.float64)
         for ax, kind in zip(axes[0], kinds, strict=True):
-            rows_k = sub.filter(pl.col("effect") == kind)
-            for i, model in enumerate(present):
-                rows = rows_k.filter(pl.col("model_id") == model)
-                lookup = {s: k for k, s in enumerate(rows["service"].to_list())}
-                idx = np.array([lookup.get(s, -1) for s in services])
-                have = idx >= 0
-                est = np.full(len(services), np.nan)
-                low = np.full(len(services), np.nan)
-                high = np.full(len(services), np.nan)
-                est[have] = _col(rows, "difference")[idx[have]]
-                low[have] = _col(rows, "ci_low")[idx[have]]
-                high[have] = _col(rows, "ci_high")[idx[have]]
-                colour, marker = style[model]
-                ax.errorbar(
-                    est, y + 0.4 - slot * (i + 0.5), xerr=_errors(est, low, high), fmt=marker,
-                    color=colour, markersize=4.0, elinewidth=1.0, capsize=1.5,
-                )  # fmt: skip
-            ax.axvline(0.0, color="#444444", linewidth=0.8)
-            ax.set_yticks(y, [labels.service(s) for s in services])
-            ax.set_ylim(-0.6, len(services) - 0.4)
-            ax.set_title(_EFFECT_TITLES[kind], fontsize=10, loc="left")
-            ax.set_xlabel("change in share choosing the transgender candidate")
-            ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
-            for boundary in y[:-1] - 0.5:
-                ax.axhline(boundary, color="#eeeeee", linewidth=0.6)
+            _effects_panel(ax, sub.filter(pl.col("effect") == kind), kind, present, services, style)
         fig.legend(
             handles=_legend_handles(present, style), loc="upper center",
             ncols=min(len(present), 4), frameon=False, bbox_to_anchor=(0.5, 1.0 - 0.4 / height),
@@ -472,6 +465,35 @@ def effects_figures(effects: pl.DataFrame, models: Sequence[str], out_dir: Path)
             )
         )
     return out
+
+
+def _effects_panel(
+    ax: Any,
+    rows_k: pl.DataFrame,
+    kind: str,
+    present: Sequence[str],
+    services: Sequence[str],
+    style: Mapping[str, tuple[str, str]],
+) -> None:
+    """One effect: each model's paired difference per service (rows), with its interval."""
+    y = np.arange(len(services))[::-1].astype(np.float64)
+    slot = 0.8 / max(1, len(present))
+    for i, model in enumerate(present):
+        rows = rows_k.filter(pl.col("model_id") == model)
+        est, low, high = _aligned(rows, "service", services, ("difference", "ci_low", "ci_high"))
+        colour, marker = style[model]
+        ax.errorbar(
+            est, y + 0.4 - slot * (i + 0.5), xerr=_errors(est, low, high), fmt=marker,
+            color=colour, markersize=4.0, elinewidth=1.0, capsize=1.5,
+        )  # fmt: skip
+    ax.axvline(0.0, color="#444444", linewidth=0.8)
+    ax.set_yticks(y, [labels.service(s) for s in services])
+    ax.set_ylim(-0.6, len(services) - 0.4)
+    ax.set_title(_EFFECT_TITLES[kind], fontsize=10, loc="left")
+    ax.set_xlabel("change in share choosing the transgender candidate")
+    ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+    for boundary in y[:-1] - 0.5:
+        ax.axhline(boundary, color="#eeeeee", linewidth=0.6)
 
 
 _EFFECT_TITLES: dict[str, str] = {

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -63,6 +64,7 @@ from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from ibias.analysis import labels
+from ibias.analysis.cross import CrossAnalysis, CrossContext
 from ibias.analysis.identity_swap import without_swapped
 from ibias.analysis.report import absent, col, count, esc, interval, num, pvalue, table
 from ibias.prompts.codes import CIS, TRANS
@@ -324,3 +326,25 @@ def section(points: pl.DataFrame, summary: pl.DataFrame) -> str:
             f"<details open><summary>{esc(title)}</summary>{text}{table(sub, columns)}</details>"
         )
     return "".join(parts)
+
+
+STREAM = 6
+"""The tables' generator: (seed, 6), fixed since the first release (published numbers)."""
+
+
+def _tables(ctx: CrossContext) -> dict[str, pl.DataFrame]:
+    """The points per model and their association across models."""
+    points = model_points(ctx.views["word_association"], ctx.views["allocation"])
+    return {
+        "implicit_vs_decision": points,
+        "implicit_vs_decision_summary": summary_table(points, B=ctx.B, rng=ctx.rng(STREAM)),
+    }
+
+
+def _section(ctx: CrossContext, tables: Mapping[str, pl.DataFrame]) -> str:
+    del ctx
+    return section(tables["implicit_vs_decision"], tables["implicit_vs_decision_summary"])
+
+
+CROSS = CrossAnalysis(anchor=ANCHOR, title=TITLE, section=_section, tables=_tables)
+"""Registered in `analysis/cross.py` for stores with word-association and allocation trials."""

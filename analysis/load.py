@@ -10,14 +10,14 @@ so a long figure or report step never holds the store.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis.planted import SimulatedModel, simulated_models
-from ibias.prompts.registry import Parser, kinds, view_columns
-from ibias.prompts.stimuli.composition import ORGAN_SERVICES
+from ibias.analysis.experiment import LoadContext, analysis_of
+from ibias.prompts.registry import Parser, kinds, units, view_columns
 from ibias.store.db import StoreError, open_store
 from ibias.store.derived import parse_pending, parsed_kinds
 from ibias.store.lock import StoreBusyError, StoreLock
@@ -50,9 +50,6 @@ def _runs_sql(reader: StoreReader) -> str:
     return _RUNS_SQL.format(ended=ended)
 
 
-_PATIENTS_SQL = """
-SELECT roster_id, person_id, language, age, sex_assigned_at_birth, gender_identity FROM patients
-"""
 # One row per response with the experiment it answered; narrow on purpose (no content, no raw).
 _RESPONSES_SQL = """
 SELECT r.trial_key, r.model_id, t.experiment, r.provider_model, r.system_fingerprint,
@@ -77,99 +74,13 @@ GROUP BY ALL ORDER BY ALL
 """
 
 
-# The two candidates' groups and sexes of each paper-design allocation trial of a service about
-# an organ of one sex assigned at birth (`analysis/organ_pairs.py`), first-listed first.
-_ORGAN_PAIRS_SQL = """
-SELECT trial_key,
-  item->>'$.candidates[0].identity' AS identity0,
-  item->>'$.candidates[0].sex_assigned_at_birth' AS sex0,
-  item->>'$.candidates[1].identity' AS identity1,
-  item->>'$.candidates[1].sex_assigned_at_birth' AS sex1
-FROM trials
-WHERE experiment = 'allocation' AND item->>'$.design' = 'paper'
-  AND item->>'$.service' IN ({services})
-"""
-
-
-# Each allocation pair's two people (person ids) in the original arm, any design: what the
-# population intervals resample (analysis/allocation_population.py). Swapped-arm trials show
-# the same people with their identities exchanged, so they are left out here.
-PAIR_PEOPLE = "allocation_pair_people"
-_PAIR_PEOPLE_SQL = """
-SELECT DISTINCT item->>'$.pair_id' AS pair_id,
-  CASE WHEN item->>'$.candidates[0].identity' = 'cis' THEN item->>'$.candidates[0].person_id'
-       ELSE item->>'$.candidates[1].person_id' END AS cis_person,
-  CASE WHEN item->>'$.candidates[0].identity' = 'cis' THEN item->>'$.candidates[1].person_id'
-       ELSE item->>'$.candidates[0].person_id' END AS trans_person
-FROM trials
-WHERE experiment = 'allocation' AND coalesce(coords->>'$.identity_swap', 'false') <> 'true'
-  AND item->>'$.pair_id' IS NOT NULL
-ORDER BY pair_id, cis_person, trans_person
-"""
-
-
-# The people of each allocation pair as shown (controlled design), per arm of the identity-swap
-# control (the swapped arm shows the other person as cisgender), read from one model's trials:
-# every model sees the same pairs. Only read for stores with simulated models (planted values).
-_PEOPLE_SQL = """
-SELECT DISTINCT language, item->>'$.pair_id' AS pair_id,
-  coalesce(CAST(item->>'$.identity_swap' AS BOOLEAN), false) AS identity_swap,
-  item->>'$.candidates[0].identity' AS identity0, item->>'$.candidates[0].name' AS name0,
-  item->>'$.candidates[0].age' AS age0, item->>'$.candidates[0].gender_identity' AS gi0,
-  item->>'$.candidates[1].identity' AS identity1, item->>'$.candidates[1].name' AS name1,
-  item->>'$.candidates[1].age' AS age1, item->>'$.candidates[1].gender_identity' AS gi1
-FROM trials
-WHERE experiment = 'allocation' AND model_id = ?
-  AND coalesce(coords->>'$.design', 'controlled') = 'controlled'
-"""
-
-
-def _people(reader: StoreReader, models: tuple[SimulatedModel, ...]) -> pl.DataFrame:
-    """language, pair_id, arm (`identity_swap`) and the cis / trans candidate's name, age and
-    gender identity as shown in that arm: one row per pair and arm."""
-    schema = {c: pl.Boolean() if c == "identity_swap" else pl.String() for c in PEOPLE_COLUMNS}
-    if not models:
-        return pl.DataFrame(schema=schema)
-    ids = [m.model_id for m in models]
-    present = reader.execute(
-        "SELECT min(model_id) FROM trials WHERE experiment = 'allocation' AND model_id IN "
-        f"({', '.join('?' for _ in ids)})",
-        ids,
-    ).fetchall()
-    if not present or present[0][0] is None:
-        return pl.DataFrame(schema=schema)
-    frame = reader.frame(_PEOPLE_SQL, [present[0][0]])
-    cis0 = pl.col("identity0") == "cis"
-    pick = {
-        f"{who}_{field}": pl.when(cis0 == (who == "cis"))
-        .then(pl.col(f"{src}0"))
-        .otherwise(pl.col(f"{src}1"))
-        for who in ("cis", "trans")
-        for field, src in (("name", "name"), ("age", "age"), ("gi", "gi"))
-    }
-    return (
-        frame.filter(
-            pl.concat_list("identity0", "identity1").list.sort() == pl.lit(["cis", "trans"])
-        )
-        .select("language", "pair_id", "identity_swap", **pick)
-        .unique(["language", "pair_id", "identity_swap"], keep="first")
-        .select(list(PEOPLE_COLUMNS))
-    )
-
-
-PEOPLE_COLUMNS: tuple[str, ...] = (
-    "language", "pair_id", "identity_swap",
-    "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi",
-)  # fmt: skip
-
-
 @dataclass(frozen=True)
 class StoreData:
     """Everything the analysis reads from one store, as Polars frames: each registered kind's
     view by kind name, the explicit answers, progress, runs and a narrow responses table, and
     each kind's extra parses (readings stored beside the main parse, never in a view) by table
     name: trial_key, parser_version and the parser's declared columns, newest version per
-    trial."""
+    trial; and what each experiment's own loader read (its SQL stays in its analysis)."""
 
     views: dict[str, pl.DataFrame]
     explicit: pl.DataFrame
@@ -179,15 +90,7 @@ class StoreData:
     n_parsed_now: int
     store: Path
     extras: dict[str, pl.DataFrame] = field(default_factory=dict)
-    #: The allocation roster's people (no names: the report shows only the make-up).
-    patients: pl.DataFrame = field(default_factory=pl.DataFrame)
-    simulated: tuple[SimulatedModel, ...] = ()
-    """The latest run config's simulated models (`analysis.planted`)."""
-    people: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
-    """The people of each allocation pair, read only when `simulated` is not empty."""
-    organ_pairs: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
-    """Candidates' groups and sexes of paper-design trials of organ services (trial_key,
-    identity0, sex0, identity1, sex1)."""
+    """Also the frames the units' loaders read (`ExperimentAnalysis.load`), by their names."""
     prompt_checks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
     """Imported paper-design replies counted by model, kind, check status and difference."""
 
@@ -232,27 +135,13 @@ def load_store(
     model_id becomes "id @ reported name". Progress stays per configured id (a trial without an
     answer has no reported model).
 
-    `pair_people` reads each allocation pair's two person ids into
-    `extras["allocation_pair_people"]` (for the population intervals,
-    analysis/allocation_population.py); without it that key is absent and they are skipped.
+    Each registered experiment whose kinds have rows and whose analysis has a loader
+    (`ExperimentAnalysis.load`) then reads its own frames into `extras`; `pair_people` False
+    tells them the population intervals are skipped (so their inputs need not be read).
     """
-    n_parsed = 0
     if not path.exists():  # before the lock: a mistyped --store leaves no STORE.lock behind
         raise StoreError(f"no store at {path} (run `ibias run CONFIG` first, or pass --store)")
-    lock = StoreLock(path)
-    try:
-        lock.acquire()
-    except StoreBusyError:
-        pass  # a run holds the store: it has parsed what it wrote; it serves the reads below
-    else:
-        try:  # no run: parse what is pending, then read like any reader
-            con = open_store(path)
-            try:
-                n_parsed = parse_pending(con)
-            finally:
-                con.close()
-        finally:
-            lock.release()
+    n_parsed = _parse_if_free(path)
 
     def relabel(sql: str) -> str:
         return _by_reported(sql) if by_reported_model else sql
@@ -266,7 +155,8 @@ def load_store(
             if k.view is not None
         }
         runs = reader.frame(_runs_sql(reader))
-        simulated = simulated_models(runs["config"].to_list())
+        extras = {p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.parsers[1:]}
+        extras.update(_units_frames(reader, views, LoadContext(runs, population=pair_people)))
         return StoreData(
             views=views,
             explicit=reader.frame(relabel(_EXPLICIT_SQL)),
@@ -275,20 +165,47 @@ def load_store(
             responses=reader.frame(relabel(_RESPONSES_SQL)),
             n_parsed_now=n_parsed,
             store=path,
-            extras={
-                **{p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.parsers[1:]},
-                **({PAIR_PEOPLE: reader.frame(_PAIR_PEOPLE_SQL)} if pair_people else {}),
-            },
-            patients=reader.frame(_PATIENTS_SQL),
-            simulated=simulated,
-            people=_people(reader, simulated),
+            extras=extras,
             prompt_checks=reader.frame(_PROMPT_CHECKS_SQL),
-            organ_pairs=reader.frame(
-                _ORGAN_PAIRS_SQL.format(
-                    services=", ".join(f"'{s}'" for s in sorted(ORGAN_SERVICES))
-                )
-            ),
         )
+
+
+def with_trials(views: Mapping[str, pl.DataFrame]) -> set[str]:
+    """The kinds with at least one row in their view: what the store holds."""
+    return {name for name, frame in views.items() if frame.height}
+
+
+def _units_frames(
+    reader: StoreReader, views: Mapping[str, pl.DataFrame], ctx: LoadContext
+) -> dict[str, pl.DataFrame]:
+    """What the loaders of the experiments present in the store read, by frame name."""
+    present = with_trials(views)
+    out: dict[str, pl.DataFrame] = {}
+    for unit in units():
+        if not any(k.name in present for k in unit.kinds):
+            continue
+        part = analysis_of(unit)
+        if part is not None and part.load is not None:
+            out.update(part.load(reader, ctx))
+    return out
+
+
+def _parse_if_free(path: Path) -> int:
+    """Parse what is pending under the store's lock, on a writable connection closed before
+    reading; 0 while a run holds the store (it has parsed what it wrote, and serves reads)."""
+    lock = StoreLock(path)
+    try:
+        lock.acquire()
+    except StoreBusyError:
+        return 0
+    try:
+        con = open_store(path)
+        try:
+            return parse_pending(con)
+        finally:
+            con.close()
+    finally:
+        lock.release()
 
 
 def _check_parsed(reader: StoreReader) -> None:

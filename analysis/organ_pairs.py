@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from ibias.analysis.load import StoreData
 from ibias.prompts.codes import CIS, NO_CHOICE, PAPER, TRANS
 from ibias.prompts.stimuli.composition import KINDS, ORGAN_SERVICES
 
@@ -42,10 +41,10 @@ COLUMNS: dict[str, pl.DataType] = {
 _GROUP = ["model_id", "language", "service", "explanation", "symptoms"]
 
 
-def _compositions(data: StoreData) -> pl.DataFrame:
+def _compositions(organ_pairs: pl.DataFrame) -> pl.DataFrame:
     """trial_key -> composition, from the candidates' groups and sexes as shown."""
     rows = []
-    for key, identity0, sex0, identity1, sex1 in data.organ_pairs.rows():
+    for key, identity0, sex0, identity1, sex1 in organ_pairs.rows():
         people = {identity0: sex0, identity1: sex1}
         rows.append({"trial_key": key, "cis_sex": people.get(CIS), "trans_sex": people.get(TRANS)})
     return pl.DataFrame(
@@ -63,16 +62,17 @@ def _kind(service: str, cis_sex: str | None, trans_sex: str | None) -> str:
     return KINDS[2] if has_trans else KINDS[3]
 
 
-def organ_pairs_table(data: StoreData) -> pl.DataFrame:
-    """The split (module docstring); empty when no organ service mixes kinds of pair."""
-    decisions = data.views.get("allocation")
-    if decisions is None or decisions.is_empty() or data.organ_pairs.is_empty():
+def organ_pairs_table(decisions: pl.DataFrame | None, organ_pairs: pl.DataFrame) -> pl.DataFrame:
+    """The split (module docstring); empty when no organ service mixes kinds of pair.
+    `decisions`: the allocation view of every design; `organ_pairs`: the candidates' groups
+    and sexes of the paper-design organ-service trials (`allocation_load.ORGAN_PAIRS`)."""
+    if decisions is None or decisions.is_empty() or organ_pairs.is_empty():
         return pl.DataFrame(schema=COLUMNS)
     original = decisions.filter(
         (pl.col("design") == PAPER)
         & pl.col("service").is_in(list(ORGAN_SERVICES))
         & pl.col("identity_swap").fill_null(False).not_()
-    ).join(_compositions(data), on="trial_key", how="inner")
+    ).join(_compositions(organ_pairs), on="trial_key", how="inner")
     if original.is_empty():
         return pl.DataFrame(schema=COLUMNS)
     kinds = [

@@ -38,14 +38,10 @@ def _explicit_outcomes(data: StoreData) -> pl.DataFrame:
     )
 
 
-def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    """Per model: provider-reported versions, fingerprints, responses, refusal/unparseable rates.
-
-    `outcomes` holds each experiment's parsed trials as (model_id, refused, unparseable); rates
-    are over those and the explicit checks. Ad-hoc `prompts` responses have no parser and count
-    only in `responses`.
-    """
-    responses = data.responses.group_by("model_id").agg(
+def _responses_by_model(responses: pl.DataFrame) -> pl.DataFrame:
+    """Per model: responses, the provider-reported model names and fingerprints, and the
+    finish reasons and outcomes the models table counts."""
+    return responses.group_by("model_id").agg(
         pl.len().cast(pl.Int64).alias("responses"),
         pl.col("provider_model")
         .drop_nulls()
@@ -69,16 +65,42 @@ def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFr
         # store/outcome.py: no text and not withheld (never a refusal); a share of responses
         (pl.col("outcome") == "empty").sum().cast(pl.Int64).alias("empty"),
     )
+
+
+def _parsed_by_model(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """Per model: parsed trials (every experiment's and the explicit checks'), refusals and
+    unparseable replies among them."""
     parsed = pl.concat(
         [*(o.select("model_id", "refused", "unparseable") for o in outcomes),
          _explicit_outcomes(data)],
         how="vertical",
     )  # fmt: skip
-    by_model = parsed.group_by("model_id").agg(
+    return parsed.group_by("model_id").agg(
         pl.len().cast(pl.Int64).alias("parsed"),
         pl.col("refused").sum().cast(pl.Int64).alias("refusals"),
         pl.col("unparseable").sum().cast(pl.Int64).alias("unparseable"),
     )
+
+
+_COUNTS = (
+    "planned", "done", "failed", "responses", "parsed", "refusals", "unparseable",
+    "content_filtered", "truncated", "empty", "n_fingerprints",
+)  # fmt: skip
+"""The models table's counts, 0 for a model with none."""
+
+
+def _rate(count: str, over: str) -> pl.Expr:
+    return pl.when(pl.col(over) > 0).then(pl.col(count) / pl.col(over))
+
+
+def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """Per model: provider-reported versions, fingerprints, responses, refusal/unparseable rates.
+
+    `outcomes` holds each experiment's parsed trials as (model_id, refused, unparseable); rates
+    are over those and the explicit checks. Ad-hoc `prompts` responses have no parser and count
+    only in `responses`.
+    """
+    responses = _responses_by_model(data.responses)
     progress = data.progress.group_by("model_id").agg(
         pl.col("planned").sum().cast(pl.Int64).alias("planned"),
         pl.col("done").sum().cast(pl.Int64).alias("done"),
@@ -90,32 +112,12 @@ def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFr
     table = (
         models.join(progress, on="model_id", how="left")
         .join(responses, on="model_id", how="left")
-        .join(by_model, on="model_id", how="left")
+        .join(_parsed_by_model(data, outcomes), on="model_id", how="left")
+        .with_columns(pl.col(*_COUNTS).fill_null(0))
         .with_columns(
-            pl.col(
-                "planned",
-                "done",
-                "failed",
-                "responses",
-                "parsed",
-                "refusals",
-                "unparseable",
-                "content_filtered",
-                "truncated",
-                "empty",
-                "n_fingerprints",
-            ).fill_null(0)
-        )
-        .with_columns(
-            pl.when(pl.col("parsed") > 0)
-            .then(pl.col("refusals") / pl.col("parsed"))
-            .alias("refusal_rate"),
-            pl.when(pl.col("parsed") > 0)
-            .then(pl.col("unparseable") / pl.col("parsed"))
-            .alias("unparseable_rate"),
-            pl.when(pl.col("responses") > 0)
-            .then(pl.col("empty") / pl.col("responses"))
-            .alias("empty_rate"),
+            _rate("refusals", "parsed").alias("refusal_rate"),
+            _rate("unparseable", "parsed").alias("unparseable_rate"),
+            _rate("empty", "responses").alias("empty_rate"),
         )
         .sort("model_id")
     )

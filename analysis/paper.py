@@ -34,7 +34,6 @@ import polars as pl
 from ibias.analysis import labels
 from ibias.analysis.experiment import SOURCE_COLUMNS, ExperimentAnalysis, PaperComparison
 from ibias.analysis.load import StoreData
-from ibias.analysis.organ_pairs import organ_pairs_sentences, organ_pairs_table
 from ibias.analysis.report import DIFFERENCES, Column, absent, col, count, esc, prose, table
 from ibias.prompts.codes import PAPER
 
@@ -188,7 +187,7 @@ def compare(parts: Sequence[ExperimentAnalysis], data: StoreData) -> list[Compar
     for part in parts:
         if part.paper is None:
             continue
-        found = part.paper(data.views, data.explicit)
+        found = part.paper(data.views, data.explicit, data.extras)
         if not found.sources.is_empty():
             out.append(Comparison(part.title, found))
     return out
@@ -247,10 +246,23 @@ def _sources_html(sources: pl.DataFrame) -> str:
     return table(sources, columns)
 
 
-def _models_html(models: pl.DataFrame) -> str:
-    if models.is_empty():
-        return absent("No model has trials in this store.")
-    parts = []
+def _simulated_sentence(simulated: pl.DataFrame) -> str:
+    return (
+        "Simulated by ibias's simulator (its answers carry the biases the config planted, "
+        "not any real model's): "
+        + ", ".join(
+            f"{r['model_id']} (annotated as {r['paper_name'] or r['substitute_for']})"
+            if r["paper_name"] or r["substitute_for"]
+            else str(r["model_id"])
+            for r in simulated.iter_rows(named=True)
+        )
+        + "."
+    )
+
+
+def _models_sentences(models: pl.DataFrame) -> list[str]:
+    """Which of the paper's models ran, which are simulated, substituted, missing,
+    unannotated or retired."""
     # A simulated model answers with the simulator's planted biases, whatever its annotation
     # says: it never counts as one of the paper's models having run.
     simulated = models.filter(pl.col("provider") == SIMULATOR)
@@ -268,17 +280,7 @@ def _models_html(models: pl.DataFrame) -> str:
         "paper's name."
     ]
     if not simulated.is_empty():
-        sentences.append(
-            "Simulated by ibias's simulator (its answers carry the biases the config planted, "
-            "not any real model's): "
-            + ", ".join(
-                f"{r['model_id']} (annotated as {r['paper_name'] or r['substitute_for']})"
-                if r["paper_name"] or r["substitute_for"]
-                else str(r["model_id"])
-                for r in simulated.iter_rows(named=True)
-            )
-            + "."
-        )
+        sentences.append(_simulated_sentence(simulated))
     if not subs.is_empty():
         listed = "; ".join(
             f"{r['model_id']} ({r['configured_model'] or '?'}) stands in for {r['substitute_for']}"
@@ -303,33 +305,37 @@ def _models_html(models: pl.DataFrame) -> str:
             + ", ".join(retired)
             + "; a rerun of these rows needs another host or fails for that model only."
         )
-    parts.append(f"<p>{prose(' '.join(sentences))}</p>")
-    parts.append(
-        table(
-            models,
-            [
-                col("model", "model_id", text=True),
-                col("status", "status", text=True),
-                Column(
-                    "paper's model",
-                    lambda r: esc(r["paper_name"] or r["substitute_for"] or "—"),
-                    text=True,
-                ),
-                Column(
-                    "configured (provider)",
-                    lambda r: (
-                        f"{esc(r['configured_model'] or '—')}"
-                        f"<br><span class='muted small'>{esc(r['provider'] or '')}</span>"
-                    ),
-                    text=True,
-                ),
-                Column("reported by provider", lambda r: esc(r["reported_models"] or "—")),
-                Column("retired", lambda r: esc(r["retired"] or "—"), wrap=True),
-                Column("note", lambda r: esc(r["note"] or "—"), wrap=True),
-            ],
-        )
+    return sentences
+
+
+_MODEL_COLUMNS: tuple[Column, ...] = (
+    col("model", "model_id", text=True),
+    col("status", "status", text=True),
+    Column(
+        "paper's model",
+        lambda r: esc(r["paper_name"] or r["substitute_for"] or "—"),
+        text=True,
+    ),
+    Column(
+        "configured (provider)",
+        lambda r: (
+            f"{esc(r['configured_model'] or '—')}"
+            f"<br><span class='muted small'>{esc(r['provider'] or '')}</span>"
+        ),
+        text=True,
+    ),
+    Column("reported by provider", lambda r: esc(r["reported_models"] or "—")),
+    Column("retired", lambda r: esc(r["retired"] or "—"), wrap=True),
+    Column("note", lambda r: esc(r["note"] or "—"), wrap=True),
+)
+
+
+def _models_html(models: pl.DataFrame) -> str:
+    if models.is_empty():
+        return absent("No model has trials in this store.")
+    return f"<p>{prose(' '.join(_models_sentences(models)))}</p>" + table(
+        models, list(_MODEL_COLUMNS)
     )
-    return "".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,7 +400,6 @@ def section(
     sources: pl.DataFrame,
     models: pl.DataFrame,
     checks: pl.DataFrame | None = None,
-    organ_pairs: pl.DataFrame | None = None,
 ) -> str:
     """The section's HTML (escaped throughout)."""
     parts = [
@@ -410,15 +415,13 @@ def section(
         "<h3>Imported prompts against the paper's</h3>",
         _checks_html(checks),
     ]
-    sentences = organ_pairs_sentences(organ_pairs) if organ_pairs is not None else []
-    if sentences:
-        parts += [
-            "<h3>Pairs by who has the organ</h3>",
-            "<ul>" + "".join(f"<li>{prose(s)}</li>" for s in sentences) + "</ul>",
-        ]
-    parts += [
-        "<h3>Parsers and scores behind the headline figures</h3>",
-    ]
+    for c in comparisons:
+        for heading, sentences in c.comparison.findings:
+            parts += [
+                f"<h3>{esc(heading)}</h3>",
+                "<ul>" + "".join(f"<li>{prose(s)}</li>" for s in sentences) + "</ul>",
+            ]
+    parts.append("<h3>Parsers and scores behind the headline figures</h3>")
     if comparisons:
         parts.append(
             "<ul>"
@@ -444,23 +447,30 @@ def section(
 
 
 def tables(comparisons: Sequence[Comparison], data: StoreData) -> dict[str, pl.DataFrame]:
-    """The section's tables by file stem."""
-    return {
+    """The section's tables by file stem, then those the experiments add to it (e.g. the
+    allocation's organ pairs); none when no experiment of the store compares itself."""
+    if not comparisons:
+        return {}
+    out = {
         "paper_text_sources": sources_table(comparisons),
         "paper_models": models_table(data),
         "paper_prompt_checks": prompt_checks_table(data),
-        "paper_organ_pairs": organ_pairs_table(data),
     }
+    for c in comparisons:
+        out.update(c.comparison.tables)
+    return out
 
 
 def paper_section_input(
     comparisons: Sequence[Comparison], tables_by_name: Mapping[str, pl.DataFrame]
 ) -> str:
-    """`section` from the written tables (so the report shows exactly what the files hold)."""
+    """`section` from the written tables (so the report shows exactly what the files hold);
+    "" (no section) when no experiment of the store compares itself with the paper."""
+    if not comparisons:
+        return ""
     return section(
         comparisons,
         tables_by_name["paper_text_sources"],
         tables_by_name["paper_models"],
         tables_by_name.get("paper_prompt_checks"),
-        tables_by_name.get("paper_organ_pairs"),
     )

@@ -72,6 +72,31 @@ class PopulationCI:
     undefined: int = 0
 
 
+def _check_settings(B: object, level: float) -> None:
+    if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 1:
+        raise ValueError(f"B: expected a positive integer number of resamples, got {B!r}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: expected a confidence level in (0, 1), got {level!r}")
+
+
+def _pairs(
+    cell: NDArray[np.intp], cis: NDArray[np.intp], trans: NDArray[np.intp]
+) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
+    """Pairs, the unique (cell, cis, trans): each trial's pair index, and per pair its cell,
+    cis person and trans person (columns), in sorted order."""
+    n_cis_all, n_trans_all = int(cis.max(initial=-1)) + 1, int(trans.max(initial=-1)) + 1
+    combined = (cell.astype(np.int64) * n_cis_all + cis) * n_trans_all + trans
+    flat_units, unit = np.unique(combined, return_inverse=True)
+    units = np.column_stack(
+        [
+            flat_units // (n_cis_all * n_trans_all),
+            (flat_units // n_trans_all) % n_cis_all,
+            flat_units % n_trans_all,
+        ]
+    ).astype(np.intp)
+    return unit.reshape(-1).astype(np.intp), units
+
+
 def grouped_pigeonhole_ci(
     outcome: ArrayLike,
     cis_person: ArrayLike | Sequence[Hashable],
@@ -92,10 +117,7 @@ def grouped_pigeonhole_ci(
     the paired difference ratio(treated) - ratio(untreated) over the pairs seen under both, as
     in `bootstrap.grouped_paired_difference_ci`. A pair is one (cell, cis person, trans
     person)."""
-    if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 1:
-        raise ValueError(f"B: expected a positive integer number of resamples, got {B!r}")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level: expected a confidence level in (0, 1), got {level!r}")
+    _check_settings(B, level)
     y = np.asarray(outcome, dtype=np.float64)
     if y.ndim != 1:
         raise ValueError("outcome: expected a 1-D array")
@@ -110,18 +132,7 @@ def grouped_pigeonhole_ci(
         t = np.ones(y.shape[0], dtype=bool)
     else:
         t = np.asarray(treated).astype(bool)[defined]
-    # Pairs: unique (cell, cis, trans); columns summed per pair.
-    n_cis_all, n_trans_all = int(cis.max(initial=-1)) + 1, int(trans.max(initial=-1)) + 1
-    combined = (cell.astype(np.int64) * n_cis_all + cis) * n_trans_all + trans
-    flat_units, unit = np.unique(combined, return_inverse=True)
-    unit = unit.reshape(-1)
-    units = np.column_stack(
-        [
-            flat_units // (n_cis_all * n_trans_all),
-            (flat_units // n_trans_all) % n_cis_all,
-            flat_units % n_trans_all,
-        ]
-    ).astype(np.intp)
+    unit, units = _pairs(cell, cis, trans)
     k = units.shape[0]
     if treated is None:
         cols = np.column_stack(
@@ -153,6 +164,36 @@ def _statistic(sums: FloatArray, paired: bool) -> FloatArray:
         return sums[..., 0] / sums[..., 1]
 
 
+def _structures(
+    units: NDArray[np.intp], n_keys: int
+) -> tuple[dict[int, NDArray[np.intp]], dict[bytes, list[int]]]:
+    """Per cell its pairs' rows (units sorted by cell), and the cells grouped by their pair
+    structure (the same persons in the same pairs), in cell order."""
+    by_structure: dict[bytes, list[int]] = {}
+    rows_of: dict[int, NDArray[np.intp]] = {}
+    bounds = np.searchsorted(units[:, 0], np.arange(n_keys + 1))
+    for c in range(n_keys):
+        rows = np.arange(bounds[c], bounds[c + 1])
+        rows_of[c] = rows
+        if rows.size:
+            by_structure.setdefault(units[rows, 1:].tobytes(), []).append(c)
+    return rows_of, by_structure
+
+
+def _quantiles(
+    reps: FloatArray, finite: NDArray[np.bool_], alpha: float
+) -> tuple[FloatArray, FloatArray]:
+    """Per column the percentile interval's ends, over the usable (finite) replicates."""
+    if finite.all():
+        lows, highs = np.quantile(reps, [alpha, 1.0 - alpha], axis=0)
+    else:  # some replicate left a denominator empty: quantiles of the usable ones
+        with np.errstate(all="ignore"):
+            lows, highs = np.nanquantile(
+                np.where(finite, reps, np.nan), [alpha, 1.0 - alpha], axis=0
+            )
+    return lows, highs
+
+
 def _cells(
     units: NDArray[np.intp],
     cols: FloatArray,
@@ -166,16 +207,9 @@ def _cells(
 ) -> dict[Any, PopulationCI]:
     """Group cells by their pair structure and bootstrap each structure once."""
     alpha = (1.0 - level) / 2.0
-    by_structure: dict[bytes, list[int]] = {}
-    rows_of: dict[int, NDArray[np.intp]] = {}
     order = np.argsort(units[:, 0], kind="stable")
     units, cols = units[order], cols[order]
-    bounds = np.searchsorted(units[:, 0], np.arange(len(keys) + 1))
-    for c in range(len(keys)):
-        rows = np.arange(bounds[c], bounds[c + 1])
-        rows_of[c] = rows
-        if rows.size:
-            by_structure.setdefault(units[rows, 1:].tobytes(), []).append(c)
+    rows_of, by_structure = _structures(units, len(keys))
     out: dict[Any, PopulationCI] = {}
     for c in range(len(keys)):
         if not rows_of[c].size:
@@ -195,13 +229,7 @@ def _cells(
         reps = _statistic(sums.reshape(B, k, n_cols), paired)
         estimates = _statistic(stacked.sum(axis=0).reshape(k, n_cols), paired)
         finite = np.isfinite(reps)
-        if finite.all():
-            lows, highs = np.quantile(reps, [alpha, 1.0 - alpha], axis=0)
-        else:  # some replicate left a denominator empty: quantiles of the usable ones
-            with np.errstate(all="ignore"):
-                lows, highs = np.nanquantile(
-                    np.where(finite, reps, np.nan), [alpha, 1.0 - alpha], axis=0
-                )
+        lows, highs = _quantiles(reps, finite, alpha)
         usable = finite.sum(axis=0)
         below = np.count_nonzero(finite & (reps <= null), axis=0)
         above = np.count_nonzero(finite & (reps >= null), axis=0)

@@ -16,28 +16,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from string import Template
 from typing import Any
 
 import polars as pl
 
 from ibias.analysis import labels
+from ibias.analysis.experiment import Section
 from ibias.analysis.figures import Figure
 from ibias.prompts.registry import kinds
+
+__all__ = ["ReportInput", "Section", "render"]
 
 
 def experiment_names() -> dict[str, str]:
     """Every registered kind of trial and its title, in registry order."""
     return {k.name: k.title for k in kinds()}
-
-
-@dataclass(frozen=True)
-class Section:
-    """One experiment's part of the report: its navigation anchor, title and HTML."""
-
-    anchor: str
-    title: str
-    html: str
 
 
 @dataclass(frozen=True)
@@ -56,7 +49,15 @@ class ReportInput:
     method: str
     seed: int
     differences: str = ""
-    """The "How this run differs from the paper" section's HTML (`analysis/paper.py`)."""
+    """The "How this run differs from the paper" section's HTML (`analysis/paper.py`); empty
+    when no experiment of the store compares itself with the paper."""
+    front: Sequence[Section] = ()
+    """Sections describing the store that experiments add (`ExperimentAnalysis.overall`),
+    after progress and before the comparison with the paper."""
+    before: Sequence[Section] = ()
+    """Cross-experiment sections placed before the experiments' own (the methods note)."""
+    after: Sequence[Section] = ()
+    """Sections after the experiments' own (cross-experiment analyses, planted values)."""
 
 
 DIFFERENCES = ("paper-differences", "How this run differs from the paper")
@@ -230,15 +231,17 @@ def absent(text: str) -> str:
 
 
 def _overview(inp: ReportInput) -> str:
-    rows = []
+    """The kinds of trial the store plans, by title (registered kinds first, in registry
+    order): a kind the store does not hold is not mentioned."""
     names = experiment_names()
-    for exp, name in names.items():
-        n = inp.experiments.get(exp, 0)
-        status = f"{n:,} trials planned" if n else "absent from this store"
-        rows.append(f"<li><strong>{esc(name)}</strong>: {esc(status)}</li>")
-    for exp, n in inp.experiments.items():
-        if exp not in names:
-            rows.append(f"<li><strong>{esc(exp)}</strong>: {n:,} trials planned</li>")
+    present = [e for e in names if inp.experiments.get(e, 0)]
+    present += [e for e in inp.experiments if e not in names and inp.experiments[e]]
+    rows = [
+        f"<li><strong>{esc(names.get(e, e))}</strong>: {inp.experiments[e]:,} trials planned</li>"
+        for e in present
+    ]
+    if not rows:
+        rows = ["<li>no planned trials</li>"]
     parsed = (
         f"<p>{inp.n_parsed_now:,} responses had no parsed row at the current parser version "
         "and were parsed now.</p>"
@@ -377,66 +380,6 @@ def _drift(models: pl.DataFrame) -> str:
     )
 
 
-ROSTER = ("roster", "The roster: who the candidates are")
-
-
-def _roster(inp: ReportInput) -> str:
-    """The roster's make-up by identity and age (the paper's Figure Appendix 1), one table per
-    roster; languages whose rows are identical (the same people, other names) share it."""
-    frame = inp.tables.get("roster")
-    if frame is None or frame.is_empty():
-        return ""
-    from ibias.analysis.roster import BAND_COLUMNS
-
-    parts = [
-        f"<h2 id='{ROSTER[0]}'>{esc(ROSTER[1])}</h2>",
-        "<p>The allocation task's patients by gender identity and age. The paper describes its "
-        "100 patients as equally distributed in age and gender identity (its Figure Appendix "
-        "1); ages are counted in the roster's default age bands.</p>",
-    ]
-    bands = [col(c.removeprefix("age_").replace("_", "–"), c, count) for c in BAND_COLUMNS]
-    columns = [
-        Column(
-            "gender identity",
-            lambda r: esc(str(r["gender_identity"]).replace("_", " ")),
-            text=True,
-        ),
-        col("sex assigned at birth", "sex_assigned_at_birth", text=True),
-        col("people", "people", count),
-        col("share", "share", pct),
-        Column(
-            "age: least / median / most",
-            lambda r: f"{count(r['age_min'])} / {num(r['age_median'], 1)} / {count(r['age_max'])}",
-        ),
-        *bands,
-        col("other ages", "age_other", count),
-    ]
-    shown = [c for c in frame.columns if c not in ("roster_id", "language")]
-    for roster_id in frame["roster_id"].unique(maintain_order=True).to_list():
-        sub = frame.filter(pl.col("roster_id") == roster_id)
-        languages = labels.ordered("languages", sub["language"].unique().to_list())
-        first = sub.filter(pl.col("language") == languages[0]).select(shown)
-        same = all(
-            sub.filter(pl.col("language") == lang).select(shown).equals(first)
-            for lang in languages[1:]
-        )
-        groups = (
-            [(languages, first)]
-            if same
-            else [
-                ([lang], sub.filter(pl.col("language") == lang).select(shown)) for lang in languages
-            ]
-        )
-        for langs, rows in groups:
-            names = ", ".join(labels.language(lang) for lang in langs)
-            total = int(rows["people"].sum())
-            parts.append(
-                f"<h3>Roster {esc(str(roster_id)[:12])} ({esc(names)}): {total:,} people</h3>"
-                + table(rows, columns)
-            )
-    return "".join(parts)
-
-
 def _progress(inp: ReportInput) -> str:
     progress = inp.tables["progress"]
     if progress.is_empty():
@@ -458,18 +401,11 @@ def _progress(inp: ReportInput) -> str:
     )
 
 
-def _methods(inp: ReportInput) -> str:
-    body = Template(_template("methods.html")).substitute(
-        B=esc(f"{inp.B:,}"), method=esc(inp.method), seed=esc(inp.seed)
-    )
-    return f"<h2 id='methods'>Methods note</h2>{body}"
-
-
 def _explicit(inp: ReportInput) -> str:
-    summary = inp.tables["explicit_answers_summary"]
+    summary = inp.tables.get("explicit_answers_summary")
     head = "<h2 id='explicit'>Explicit checks</h2>"
-    if summary.is_empty():
-        return head + absent("This store has no explicit-check trials.")
+    if summary is None or summary.is_empty():
+        return ""  # no explicit-check trials: no section
     answers = [c for c in summary.columns if c not in {"experiment", "model_id", "language",
                                                        "subject", "n"}]  # fmt: skip
     parts = [
@@ -529,9 +465,14 @@ def _outputs(inp: ReportInput) -> str:
     )
 
 
-def _has_roster(inp: ReportInput) -> bool:
-    frame = inp.tables.get("roster")
+def _has_explicit(inp: ReportInput) -> bool:
+    frame = inp.tables.get("explicit_answers_summary")
     return frame is not None and not frame.is_empty()
+
+
+def template(name: str) -> str:
+    """A text of `analysis/templates/` (for sections rendered outside this module)."""
+    return _template(name)
 
 
 def render(inp: ReportInput) -> str:
@@ -542,11 +483,10 @@ def render(inp: ReportInput) -> str:
             ("overview", "What this store holds"),
             ("runs", "Runs and configuration"),
             ("models", "Models, versions, refusals"),
-            *((ROSTER,) if _has_roster(inp) else ()),
+            *((sec.anchor, sec.title) for sec in inp.front),
             *((DIFFERENCES,) if inp.differences else ()),
-            ("methods", "Methods note"),
-            *((sec.anchor, sec.title) for sec in inp.sections),
-            ("explicit", "Explicit checks"),
+            *((sec.anchor, sec.title) for sec in (*inp.before, *inp.sections, *inp.after)),
+            *((("explicit", "Explicit checks"),) if _has_explicit(inp) else ()),
             ("files", "Files"),
         )
     )
@@ -564,10 +504,9 @@ def render(inp: ReportInput) -> str:
             _runs(inp),
             _models(inp),
             _progress(inp),
-            _roster(inp),
+            *(sec.html for sec in inp.front),
             inp.differences,
-            _methods(inp),
-            *(sec.html for sec in inp.sections),
+            *(sec.html for sec in (*inp.before, *inp.sections, *inp.after)),
             _explicit(inp),
             _outputs(inp),
             "</main>",

@@ -75,6 +75,37 @@ def by_trial_key(trials: pl.DataFrame) -> pl.DataFrame:
     return trials.sort("trial_key") if "trial_key" in trials.columns else trials
 
 
+def _described(table: pl.DataFrame, *, B: int, method: Method) -> pl.DataFrame:
+    """The bias table's columns that say how its numbers were made: interval settings, the
+    tests' nulls, whether each sign-flip p-value is exact, and whether it sits at its floor."""
+    floor = sign_flip_floor(SIGN_FLIP_RESAMPLES)
+    return (
+        table.with_columns(
+            pl.lit(B, dtype=pl.Int64).alias("B"),
+            pl.lit(method).alias("ci_method"),
+            pl.lit(CI_LEVEL).alias("ci_level"),
+            pl.lit(RESAMPLED).alias("resampled"),
+            pl.lit(TARGET).alias("target"),
+            pl.lit(T_NULL).alias("t_p_null"),
+            pl.lit(SIGN_FLIP_NULL).alias("sign_flip_p_null"),
+            pl.when(pl.col("sign_flip_p").is_null())
+            .then(None)
+            .when(pl.col("_exact") == 1.0)
+            .then(pl.lit("exact"))
+            .otherwise(pl.lit(f"monte carlo, {SIGN_FLIP_RESAMPLES} sign patterns"))
+            .alias("sign_flip_method"),
+        )
+        .with_columns(
+            # At the floor the test saw no random pattern as extreme: p <= floor, not p = floor.
+            (
+                pl.col("sign_flip_method").str.starts_with("monte carlo")
+                & (pl.col("sign_flip_p") <= floor)
+            ).alias("sign_flip_at_floor"),
+        )
+        .drop("_exact")
+    )
+
+
 def bias_table(
     trials: pl.DataFrame,
     keys: Sequence[str],
@@ -101,7 +132,6 @@ def bias_table(
     t_p = per_cell(frame, "bias", one_sample_test, "t_p")
     flip_p = per_cell(frame, "bias", lambda x: sign_flip_test(x, rng=rng), "sign_flip_p")
     exact = per_cell(frame, "bias", lambda x: float(sign_flip_is_exact(x)), "_exact")
-    floor = sign_flip_floor(SIGN_FLIP_RESAMPLES)
     table = (
         cells.join(counts, on=CELL)
         .join(ci_frame(cis, "ci"), on=CELL)
@@ -111,30 +141,8 @@ def bias_table(
         .join(_templates(frame), on=CELL, how="left")
         .sort(CELL)
         .drop(CELL)
-        .with_columns(
-            pl.lit(B, dtype=pl.Int64).alias("B"),
-            pl.lit(method).alias("ci_method"),
-            pl.lit(CI_LEVEL).alias("ci_level"),
-            pl.lit(RESAMPLED).alias("resampled"),
-            pl.lit(TARGET).alias("target"),
-            pl.lit(T_NULL).alias("t_p_null"),
-            pl.lit(SIGN_FLIP_NULL).alias("sign_flip_p_null"),
-            pl.when(pl.col("sign_flip_p").is_null())
-            .then(None)
-            .when(pl.col("_exact") == 1.0)
-            .then(pl.lit("exact"))
-            .otherwise(pl.lit(f"monte carlo, {SIGN_FLIP_RESAMPLES} sign patterns"))
-            .alias("sign_flip_method"),
-        )
-        .with_columns(
-            # At the floor the test saw no random pattern as extreme: p <= floor, not p = floor.
-            (
-                pl.col("sign_flip_method").str.starts_with("monte carlo")
-                & (pl.col("sign_flip_p") <= floor)
-            ).alias("sign_flip_at_floor"),
-        )
-        .drop("_exact")
     )
+    table = _described(table, B=B, method=method)
     family = [k for k in keys if k != "category"]
     table = holm_within(table, "t_p", family, "t_p_holm")
     return holm_within(table, "sign_flip_p", family, "sign_flip_p_holm")

@@ -325,64 +325,78 @@ ENGLISH_ONLY_NOTE = (
 )
 
 
-def _paper(views: Mapping[str, pl.DataFrame], explicit: pl.DataFrame) -> PaperComparison:
-    """Which word-association texts in the store are the authors' and which ours, per design
-    and language; the score behind the headline figure; what is unknown about the paper's."""
-    rows: list[dict[str, object]] = []
-    trials = views.get(KIND)
-    if trials is not None and not trials.is_empty():
-        design = pl.col("design") if "design" in trials.columns else pl.lit(codes.CONTROLLED)
-        cells = (
-            trials.with_columns(design.alias("design"))
-            .group_by("design", "language")
-            .agg(
-                pl.len().cast(pl.Int64).alias("trials"),
-                pl.col("category").unique().alias("categories"),
-            )
+def _design_rows(trials: pl.DataFrame) -> list[dict[str, object]]:
+    """One `SOURCE_COLUMNS` row per design x language, the paper design first."""
+    design = pl.col("design") if "design" in trials.columns else pl.lit(codes.CONTROLLED)
+    cells = (
+        trials.with_columns(design.alias("design"))
+        .group_by("design", "language")
+        .agg(
+            pl.len().cast(pl.Int64).alias("trials"),
+            pl.col("category").unique().alias("categories"),
         )
-        languages = labels.ordered("languages", cells["language"].to_list())
-        ordered = sorted(
-            cells.iter_rows(named=True),
-            key=lambda r: (r["design"] != codes.PAPER, languages.index(r["language"])),
+    )
+    languages = labels.ordered("languages", cells["language"].to_list())
+    ordered = sorted(
+        cells.iter_rows(named=True),
+        key=lambda r: (r["design"] != codes.PAPER, languages.index(r["language"])),
+    )
+    return [_design_row(r) for r in ordered]
+
+
+def _design_row(r: Mapping[str, object]) -> dict[str, object]:
+    """Which texts of one design x language are the authors' and ours (our own categories'
+    word sets are always ours)."""
+    lang, paper_design = str(r["language"]), r["design"] == codes.PAPER
+    authors = (_PAPER_AUTHORS if paper_design else _CONTROLLED_AUTHORS).get(lang, "")
+    ours = (_PAPER_OURS if paper_design else _CONTROLLED_OURS).get(lang, _OTHER_OURS)
+    categories = labels.ordered("categories", r["categories"])  # type: ignore[arg-type]
+    own = [c for c in categories if c not in PAPER_CATEGORIES]
+    if own:
+        ours = "; ".join(
+            filter(None, [ours, "word sets of " + ", ".join(map(labels.category, own))])
         )
-        for r in ordered:
-            lang, paper_design = str(r["language"]), r["design"] == codes.PAPER
-            authors = (_PAPER_AUTHORS if paper_design else _CONTROLLED_AUTHORS).get(lang, "")
-            ours = (_PAPER_OURS if paper_design else _CONTROLLED_OURS).get(lang, _OTHER_OURS)
-            categories = labels.ordered("categories", r["categories"])
-            own = [c for c in categories if c not in PAPER_CATEGORIES]
-            if own:
-                ours = "; ".join(
-                    filter(None, [ours, "word sets of " + ", ".join(map(labels.category, own))])
-                )
-            rows.append(
-                {
-                    "experiment": KIND,
-                    "design": r["design"],
-                    "language": lang,
-                    "condition": "categories: " + ", ".join(labels.category(c) for c in categories),
-                    "trials": r["trials"],
-                    "from_authors": authors,
-                    "ours": ours,
-                }
-            )
+    return {
+        "experiment": KIND,
+        "design": r["design"],
+        "language": lang,
+        "condition": "categories: " + ", ".join(labels.category(c) for c in categories),
+        "trials": r["trials"],
+        "from_authors": authors,
+        "ours": ours,
+    }
+
+
+def _explicit_rows(explicit: pl.DataFrame) -> list[dict[str, object]]:
+    """One `SOURCE_COLUMNS` row per language of the explicit check (the same in both designs)."""
     checks = explicit.filter(pl.col("experiment") == word_association.EXPLICIT_EXPERIMENT)
     counted = checks.group_by("language").agg(pl.len()).rows()
     per_language = {str(lang): int(n) for lang, n in counted}
-    for lang in labels.ordered("languages", per_language):
-        n = per_language[lang]
-        rows.append(
-            {
-                "experiment": word_association.EXPLICIT_EXPERIMENT,
-                "design": None,
-                "language": lang,
-                "condition": "explicit check (the same in both designs)",
-                "trials": n,
-                "from_authors": "",
-                "ours": _EXPLICIT_OURS,
-            }
-        )
-    sources = pl.DataFrame(rows, schema=SOURCE_COLUMNS)
+    return [
+        {
+            "experiment": word_association.EXPLICIT_EXPERIMENT,
+            "design": None,
+            "language": lang,
+            "condition": "explicit check (the same in both designs)",
+            "trials": per_language[lang],
+            "from_authors": "",
+            "ours": _EXPLICIT_OURS,
+        }
+        for lang in labels.ordered("languages", per_language)
+    ]
+
+
+def _paper(
+    views: Mapping[str, pl.DataFrame],
+    explicit: pl.DataFrame,
+    extras: Mapping[str, pl.DataFrame],
+) -> PaperComparison:
+    """Which word-association texts in the store are the authors' and which ours, per design
+    and language; the score behind the headline figure; what is unknown about the paper's."""
+    del extras
+    trials = views.get(KIND)
+    rows = _design_rows(trials) if trials is not None and trials.height else []
+    sources = pl.DataFrame([*rows, *_explicit_rows(explicit)], schema=SOURCE_COLUMNS)
     main = kind(KIND)
     version = main.parser.version if main is not None and main.parser is not None else None
     headline = (

@@ -24,6 +24,7 @@ from scipy import stats as sps
 from ibias.analysis import allocation, word_association
 from ibias.analysis.analyze import AnalysisResult, compute_tables, model_order
 from ibias.analysis.bootstrap import cluster_bootstrap_share_ci
+from ibias.analysis.experiment import PLANTED_PEOPLE
 from ibias.analysis.load import StoreData, load_store
 from ibias.analysis.stats import (
     EXACT_SIGN_FLIP_MAX,
@@ -190,7 +191,12 @@ def _shuffled(data: StoreData, seed: int) -> StoreData:
             for name, frame in data.views.items()
         },
         explicit=data.explicit.sample(fraction=1.0, shuffle=True, seed=seed),
-        people=data.people.sample(fraction=1.0, shuffle=True, seed=seed),
+        extras={
+            name: frame.sample(fraction=1.0, shuffle=True, seed=seed)
+            if name == PLANTED_PEOPLE
+            else frame
+            for name, frame in data.extras.items()
+        },
     )
 
 

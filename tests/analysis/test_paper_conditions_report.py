@@ -20,7 +20,7 @@ def test_paper_design_conditions_are_marked_ours() -> None:
     explicit = pl.DataFrame(
         {"experiment": [], "language": []}, schema={"experiment": pl.Utf8, "language": pl.Utf8}
     )
-    sources = _paper({"allocation": decisions}, explicit).sources
+    sources = _paper({"allocation": decisions}, explicit, {}).sources
     ours = {(r["language"], r["condition"]): r["ours"] for r in sources.iter_rows(named=True)}
     assert ours[("en", "without explanation, no symptoms")] == ""
     assert ours[("en", "with explanation, no symptoms")] == (
@@ -48,7 +48,7 @@ def test_swapped_trials_are_their_own_row_marked_ours() -> None:
     explicit = pl.DataFrame(
         {"experiment": [], "language": []}, schema={"experiment": pl.Utf8, "language": pl.Utf8}
     )
-    rows = list(_paper({"allocation": decisions}, explicit).sources.iter_rows(named=True))
+    rows = list(_paper({"allocation": decisions}, explicit, {}).sources.iter_rows(named=True))
     assert [(r["condition"], r["trials"]) for r in rows] == [
         ("without explanation, no symptoms", 1),
         ("without explanation, no symptoms, identities swapped", 1),

@@ -30,6 +30,7 @@ import polars as pl
 import pytest
 
 from ibias.analysis.analyze import AnalysisResult, analyze
+from ibias.analysis.experiment import PLANTED_PEOPLE
 from ibias.analysis.load import load_store
 from ibias.analysis.planted import simulated_models, trial_probabilities
 from ibias.prompts.allocation.simulate import cis_probability, read_allocation
@@ -151,10 +152,10 @@ def test_conditional_probabilities_match_the_simulator_reading_the_prompts(
     on every trial of three models with person, name and condition effects."""
     store, _ = demo_like
     data = load_store(store)
-    models = [m for m in data.simulated if m.model_id in {"sim-gpt-4o-mini", "sim-gpt-4o",
-                                                          "sim-grok-3"}]  # fmt: skip
+    shown = {"sim-gpt-4o-mini", "sim-gpt-4o", "sim-grok-3"}
+    models = [m for m in simulated_models(data.runs["config"].to_list()) if m.model_id in shown]
     decisions = data.views["allocation"].drop("design")
-    probabilities = trial_probabilities(models, decisions, data.people)
+    probabilities = trial_probabilities(models, decisions, data.extras[PLANTED_PEOPLE])
     by_model = {m.model_id: m for m in models}
     con = duckdb.connect(str(store), read_only=True)
     try:

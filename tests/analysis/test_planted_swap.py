@@ -19,8 +19,9 @@ import polars as pl
 import pytest
 
 from ibias.analysis.analyze import AnalysisResult, analyze
+from ibias.analysis.experiment import PLANTED_PEOPLE
 from ibias.analysis.load import load_store
-from ibias.analysis.planted import trial_probabilities
+from ibias.analysis.planted import simulated_models, trial_probabilities
 from ibias.prompts.allocation.simulate import cis_probability, read_allocation
 from tests.analysis.conftest import build_store, query
 from tests.analysis.test_tables import table
@@ -71,7 +72,7 @@ def swap_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Analysis
 def _per_trial(store: Path) -> list[dict[str, object]]:
     """Every allocation trial: its cell, arm, order, pair and the simulator's P(cis) read from
     its prompt text with the answering persona of its model."""
-    models = {m.model_id: m for m in load_store(store).simulated}
+    models = {m.model_id: m for m in simulated_models(load_store(store).runs["config"].to_list())}
     rows = query(
         store,
         "SELECT d.trial_key, d.model_id, d.language, d.service, d.explanation, d.symptoms, "
@@ -116,7 +117,11 @@ def test_each_arms_trial_probabilities_are_the_simulators(
     takes its own people (the swapped arm shows the other person as cisgender)."""
     store, _ = swap_store
     data = load_store(store)
-    got = trial_probabilities(list(data.simulated), data.views["allocation"], data.people)
+    got = trial_probabilities(
+        list(simulated_models(data.runs["config"].to_list())),
+        data.views["allocation"],
+        data.extras[PLANTED_PEOPLE],
+    )
     expected = {t["trial_key"]: (t["p"], t["swapped"]) for t in _per_trial(store)}
     assert got.height == len(expected) == 2 * 2 * 2 * 8 * 6 * 2 * 2
     for key, p, swapped in got.select("trial_key", "p_cis", "identity_swap").iter_rows():

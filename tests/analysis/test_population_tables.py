@@ -11,8 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.analyze import AnalysisResult, analyze
-from ibias.analysis.load import PAIR_PEOPLE, load_store
+from ibias.analysis.load import load_store
 from tests.analysis.conftest import query
 from tests.analysis.test_tables import CELL_KEYS, by_key, table
 

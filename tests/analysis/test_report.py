@@ -362,17 +362,23 @@ def test_render_escapes_every_store_field(tmp_path: Path) -> None:
     assert "&lt;b onmouseover=&quot;x&quot;&gt;&amp;amp;&lt;/b&gt;" in page
 
 
+GENERIC_SECTIONS = {"overview", "runs", "models", "files"}
+PAPER_SECTIONS = {"paper-differences", "methods"}
+
+
 @pytest.mark.parametrize(
-    ("body", "absent", "present"),
+    ("body", "sections", "texts", "present"),
     [
         (
             MODELS + WORD_ASSOCIATION,
-            ["no allocation trials"],
+            {*PAPER_SECTIONS, "word-association", "planted-values", "explicit"},
+            [],
             {"word_association_bias"},
         ),
         (
             MODELS + ALLOCATION.replace('["en", "es"]', '["en"]'),
-            ["no word-association trials"],
+            {*PAPER_SECTIONS, "roster", "allocation", "planted-values", "explicit"},
+            [],
             {
                 "allocation_rates_en_none",
                 "allocation_rates_en_high",
@@ -382,7 +388,8 @@ def test_render_escapes_every_store_field(tmp_path: Path) -> None:
         ),
         (
             MODELS + '\n[experiments.prompts]\nfile = "prompts.jsonl"\n',
-            ["no word-association trials", "no allocation trials", "no explicit-check trials"],
+            set(),
+            [],
             set(),
         ),
         (
@@ -390,15 +397,18 @@ def test_render_escapes_every_store_field(tmp_path: Path) -> None:
             MODELS
             + ALLOCATION.replace('["en", "es"]', '["es"]')
             + 'explanation = [true]\nsymptoms = ["none"]\n',
-            ["no word-association trials", "No condition effect can be computed"],
+            {*PAPER_SECTIONS, "roster", "allocation", "planted-values", "explicit"},
+            ["No condition effect can be computed"],
             {"allocation_rates_es_none"},
         ),
     ],
     ids=["word-association-only", "allocation-only", "prompts-only", "one-condition"],
 )
-def test_missing_experiments_still_give_a_report(
-    tmp_path: Path, body: str, absent: list[str], present: set[str]
+def test_missing_experiments_leave_no_trace_in_the_report(
+    tmp_path: Path, body: str, sections: set[str], texts: list[str], present: set[str]
 ) -> None:
+    """A store without an experiment gets none of its sections, notes, tables or figures; the
+    generic ones (overview, runs, models, files; models and progress tables) always come."""
     prompts = "\n".join(
         json.dumps({"id": f"p{i}", "messages": [{"role": "user", "content": f"Hello {i}"}]})
         for i in range(5)
@@ -406,13 +416,17 @@ def test_missing_experiments_still_give_a_report(
     store = build_store(tmp_path / "store", body, extra_files={"prompts.jsonl": prompts})
     result = analyze(store, tmp_path / "out", bootstrap=100)
     page = result.report.read_text()
-    for text in absent:
+    assert set(re.findall(r"<h2 id='([^']*)'", page)) == GENERIC_SECTIONS | sections
+    for text in texts:
         assert text in page, text
     assert {p.stem for p in result.figures} == present
-    # every table is still written (empty ones with their columns), so scripts do not break
-    for name in ("word_association_cells", "allocation_cells", "allocation_effects", "models"):
-        assert (result.out_dir / f"{name}.csv").exists()
-        assert (result.out_dir / f"{name}.parquet").exists()
+    written = {p.stem for p in result.tables}
+    has_wa, has_al = "word-association" in sections, "allocation" in sections
+    assert {"models", "progress"} <= written
+    assert ("word_association_cells" in written) == has_wa
+    assert ("allocation_cells" in written) == ("roster" in written) == has_al
+    assert ("implicit_vs_decision" in written) == (has_wa and has_al)
+    assert ("paper_text_sources" in written) == (has_wa or has_al)
     models = pl.read_parquet(result.out_dir / "models.parquet")
     assert sorted(models["model_id"].to_list()) == ["sim-a", "sim-b"]
 
@@ -427,4 +441,4 @@ async def test_report_without_any_experiment_opens_cleanly(tmp_path: Path) -> No
     check = await inspect_page(result.report, tmp_path / "shot.png", tmp_path / "profile")
     assert_clean(check, result.report)
     assert check.images == []
-    assert "absent from this store" in check.text
+    assert "Ad-hoc prompts" in check.text  # the one kind the store holds, and only it

@@ -1,0 +1,128 @@
+"""The allocation experiment's own reads from a store, beside its view: its SQL lives here.
+
+`load` is the allocation analysis's loader (`ExperimentAnalysis.load`, called by
+`analysis/load.py` only for a store with allocation trials): the roster's people (no names),
+each pair's two person ids (for the population intervals), the candidates' groups and sexes of
+the paper design's organ-service trials (for the organ-pair split), and, for a run with
+simulated models, the people each pair showed (for the planted-value check). Each lands in
+`StoreData.extras` under the name below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from ibias.analysis.experiment import PLANTED_PEOPLE, LoadContext
+from ibias.analysis.planted import SimulatedModel, simulated_models
+from ibias.prompts.stimuli.composition import ORGAN_SERVICES
+from ibias.store.reader import StoreReader
+
+PATIENTS = "allocation_patients"
+"""The roster's people: roster_id, person_id, language, age, sex and gender identity."""
+ORGAN_PAIRS = "allocation_organ_pairs"
+"""trial_key, identity0, sex0, identity1, sex1 of paper-design organ-service trials."""
+PEOPLE_SHOWN = PLANTED_PEOPLE
+"""`PEOPLE_COLUMNS` per language x pair x arm; read only for runs with simulated models."""
+
+_PATIENTS_SQL = """
+SELECT roster_id, person_id, language, age, sex_assigned_at_birth, gender_identity FROM patients
+"""
+# The two candidates' groups and sexes of each paper-design allocation trial of a service about
+# an organ of one sex assigned at birth (`analysis/organ_pairs.py`), first-listed first.
+_ORGAN_PAIRS_SQL = """
+SELECT trial_key,
+  item->>'$.candidates[0].identity' AS identity0,
+  item->>'$.candidates[0].sex_assigned_at_birth' AS sex0,
+  item->>'$.candidates[1].identity' AS identity1,
+  item->>'$.candidates[1].sex_assigned_at_birth' AS sex1
+FROM trials
+WHERE experiment = 'allocation' AND item->>'$.design' = 'paper'
+  AND item->>'$.service' IN ({services})
+"""
+
+
+# Each allocation pair's two people (person ids) in the original arm, any design: what the
+# population intervals resample (analysis/allocation_population.py). Swapped-arm trials show
+# the same people with their identities exchanged, so they are left out here.
+PAIR_PEOPLE = "allocation_pair_people"
+_PAIR_PEOPLE_SQL = """
+SELECT DISTINCT item->>'$.pair_id' AS pair_id,
+  CASE WHEN item->>'$.candidates[0].identity' = 'cis' THEN item->>'$.candidates[0].person_id'
+       ELSE item->>'$.candidates[1].person_id' END AS cis_person,
+  CASE WHEN item->>'$.candidates[0].identity' = 'cis' THEN item->>'$.candidates[1].person_id'
+       ELSE item->>'$.candidates[0].person_id' END AS trans_person
+FROM trials
+WHERE experiment = 'allocation' AND coalesce(coords->>'$.identity_swap', 'false') <> 'true'
+  AND item->>'$.pair_id' IS NOT NULL
+ORDER BY pair_id, cis_person, trans_person
+"""
+
+
+# The people of each allocation pair as shown (controlled design), per arm of the identity-swap
+# control (the swapped arm shows the other person as cisgender), read from one model's trials:
+# every model sees the same pairs. Only read for stores with simulated models (planted values).
+_PEOPLE_SQL = """
+SELECT DISTINCT language, item->>'$.pair_id' AS pair_id,
+  coalesce(CAST(item->>'$.identity_swap' AS BOOLEAN), false) AS identity_swap,
+  item->>'$.candidates[0].identity' AS identity0, item->>'$.candidates[0].name' AS name0,
+  item->>'$.candidates[0].age' AS age0, item->>'$.candidates[0].gender_identity' AS gi0,
+  item->>'$.candidates[1].identity' AS identity1, item->>'$.candidates[1].name' AS name1,
+  item->>'$.candidates[1].age' AS age1, item->>'$.candidates[1].gender_identity' AS gi1
+FROM trials
+WHERE experiment = 'allocation' AND model_id = ?
+  AND coalesce(coords->>'$.design', 'controlled') = 'controlled'
+"""
+
+
+def _people(reader: StoreReader, models: Sequence[SimulatedModel]) -> pl.DataFrame:
+    """language, pair_id, arm (`identity_swap`) and the cis / trans candidate's name, age and
+    gender identity as shown in that arm: one row per pair and arm."""
+    schema = {c: pl.Boolean() if c == "identity_swap" else pl.String() for c in PEOPLE_COLUMNS}
+    if not models:
+        return pl.DataFrame(schema=schema)
+    ids = [m.model_id for m in models]
+    present = reader.execute(
+        "SELECT min(model_id) FROM trials WHERE experiment = 'allocation' AND model_id IN "
+        f"({', '.join('?' for _ in ids)})",
+        ids,
+    ).fetchall()
+    if not present or present[0][0] is None:
+        return pl.DataFrame(schema=schema)
+    frame = reader.frame(_PEOPLE_SQL, [present[0][0]])
+    cis0 = pl.col("identity0") == "cis"
+    pick = {
+        f"{who}_{field}": pl.when(cis0 == (who == "cis"))
+        .then(pl.col(f"{src}0"))
+        .otherwise(pl.col(f"{src}1"))
+        for who in ("cis", "trans")
+        for field, src in (("name", "name"), ("age", "age"), ("gi", "gi"))
+    }
+    return (
+        frame.filter(
+            pl.concat_list("identity0", "identity1").list.sort() == pl.lit(["cis", "trans"])
+        )
+        .select("language", "pair_id", "identity_swap", **pick)
+        .unique(["language", "pair_id", "identity_swap"], keep="first")
+        .select(list(PEOPLE_COLUMNS))
+    )
+
+
+PEOPLE_COLUMNS: tuple[str, ...] = (
+    "language", "pair_id", "identity_swap",
+    "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi",
+)  # fmt: skip
+
+
+def load(reader: StoreReader, ctx: LoadContext) -> dict[str, pl.DataFrame]:
+    """The frames above; the pairs' people only when the population intervals are computed."""
+    services = ", ".join(f"'{s}'" for s in sorted(ORGAN_SERVICES))
+    out = {
+        PATIENTS: reader.frame(_PATIENTS_SQL),
+        ORGAN_PAIRS: reader.frame(_ORGAN_PAIRS_SQL.format(services=services)),
+        PEOPLE_SHOWN: _people(reader, simulated_models(ctx.runs["config"].to_list())),
+    }
+    if ctx.population:
+        out[PAIR_PEOPLE] = reader.frame(_PAIR_PEOPLE_SQL)
+    return out

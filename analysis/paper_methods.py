@@ -1,0 +1,30 @@
+"""The methods note of the paper's two experiments: how word association and allocation
+resample, test and correct, read once before their sections.
+
+It speaks about both experiments at once, so it is a cross-experiment analysis
+(`analysis/cross.py`) shown when either has trials in the store; it writes no table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from string import Template
+
+import polars as pl
+
+from ibias.analysis.cross import CrossAnalysis, CrossContext
+from ibias.analysis.report import esc, template
+
+ANCHOR, TITLE = "methods", "Methods note"
+
+
+def _section(ctx: CrossContext, tables: Mapping[str, pl.DataFrame]) -> str:
+    del tables
+    body = Template(template("methods.html")).substitute(
+        B=esc(f"{ctx.B:,}"), method=esc(ctx.method), seed=esc(ctx.seed)
+    )
+    return f"<h2 id='{ANCHOR}'>{esc(TITLE)}</h2>{body}"
+
+
+CROSS = CrossAnalysis(anchor=ANCHOR, title=TITLE, section=_section, place="before")
+"""Registered in `analysis/cross.py` for stores with word-association or allocation trials."""
