@@ -1363,14 +1363,14 @@ class Simulator:
         self._base_url: str | None = None
         self._active: set[asyncio.Task[Any]] = set()
         self._seq = 0  # never reset: response and request ids stay unique
-        from ibias.runner.sim_batch import BatchService  # imports this module
-        from ibias.runner.sim_batch_anthropic import MessageBatchService
+        from ibias.runner.simulator.batch_anthropic import MessageBatchService
+        from ibias.runner.simulator.batch_openai import BatchService  # imports this module
 
         #: The batch protocols' state (files, batches) and the knobs tests turn: OpenAI's
         #: Batch API and Anthropic's Message Batches.
         self.batches = BatchService(self)
         self.message_batches = MessageBatchService(self)
-        from ibias.runner.sim_batch_gemini import GeminiBatchService
+        from ibias.runner.simulator.batch_gemini import GeminiBatchService
 
         self.gemini_batches = GeminiBatchService(self)
         self.reset_stats()
@@ -1389,9 +1389,9 @@ class Simulator:
         app.router.add_post("/v1/models/{model}:generateContent", self._handler(GEMINI))
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_get("/stats", self._stats)
-        self.batches.install(app)  # OpenAI's Files and Batch API (runner/sim_batch.py)
-        self.message_batches.install(app)  # Anthropic's (runner/sim_batch_anthropic.py)
-        self.gemini_batches.install(app)  # Gemini's (runner/sim_batch_gemini.py)
+        self.batches.install(app)  # OpenAI's Files and Batch API (batch_openai.py)
+        self.message_batches.install(app)  # Anthropic's (batch_anthropic.py)
+        self.gemini_batches.install(app)  # Gemini's (batch_gemini.py)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
@@ -1470,7 +1470,7 @@ class Simulator:
     def answer_line(self, d: _Dialect, raw: bytes, request: Any = None) -> tuple[int, bytes]:
         """One request body of protocol `d` answered as an online request is (the same
         reading, responders and reply body) but without latency, faults or rate limits: what
-        a line of a batch gets (runner/sim_batch.py). `request` stands in for the HTTP request
+        a line of a batch gets (batch_openai.py). `request` stands in for the HTTP request
         where the dialect reads one (headers, the path's model). Returns (status, body)."""
         ask = d.read(cast(web.Request, request), raw)
         if not isinstance(ask, _Ask):

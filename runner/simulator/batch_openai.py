@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from ibias.runner.sim_batch_keyed import KeyedService
+from ibias.runner.simulator.batch_keyed import KeyedService
 
 if TYPE_CHECKING:
     from ibias.runner.simulator import Simulator

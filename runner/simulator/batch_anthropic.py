@@ -4,7 +4,7 @@
 `POST .../{id}/cancel`, with the bodies Anthropic documents. Each request is answered by the
 simulator's own Messages responders (`Simulator.answer_line`).
 
-The same test clock and knobs as OpenAI's (runner/sim_batch.py): a batch ends after `steps`
+The same test clock and knobs as OpenAI's (batch_openai.py): a batch ends after `steps`
 reads; `expire_after`, `error_every`, `shuffle`, `hold_create`, `hold_download`; `created`
 counts batches made. Anthropic batches carry no metadata: a client finds its own by listing.
 """
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from ibias.runner.sim_batch_keyed import KeyedService
+from ibias.runner.simulator.batch_keyed import KeyedService
 
 if TYPE_CHECKING:
     from ibias.runner.simulator import Simulator

@@ -6,7 +6,7 @@
 bodies Google documents (an Operation whose `metadata` is the GenerateContentBatch). Each
 request is answered by the simulator's own generateContent responders.
 
-The same test clock and knobs as OpenAI's (runner/sim_batch.py): a batch moves one state per
+The same test clock and knobs as OpenAI's (batch_openai.py): a batch moves one state per
 `steps` reads (PENDING -> RUNNING -> SUCCEEDED); `expire_after` (requests answered before the
 batch expires), `error_every`, `shuffle` (inline responses in another order: a client must
 match them by `metadata.key`), `hold_create`; `created` counts batches made.
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from ibias.runner.sim_batch_keyed import KeyedService
+from ibias.runner.simulator.batch_keyed import KeyedService
 
 if TYPE_CHECKING:
     from ibias.runner.simulator import Simulator
