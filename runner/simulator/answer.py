@@ -151,13 +151,15 @@ def _filler(rng: random.Random) -> str:
 
 class Reply(NamedTuple):
     """An answer as a protocol reports it: the text, the finish reason and the token counts
-    (`thoughts`: thinking tokens, charged like the others)."""
+    (`thoughts`: thinking tokens, charged like the others), and the persona it was drawn with
+    (token logprobs ask the units again with it)."""
 
     content: str
     finish: str
     prompt_tokens: int
     completion_tokens: int
     thoughts: int
+    persona: Persona
 
     @property
     def total_tokens(self) -> int:
@@ -177,4 +179,4 @@ def reply_to(d: Dialect, seed: int, ask: Ask, persona: Persona) -> Reply:
         completion_tokens = max_tokens
         finish = "length"
     thoughts = 0 if finish == "content_filter" else d.thoughts(ask, prompt_tokens)
-    return Reply(content, finish, prompt_tokens, completion_tokens, thoughts)
+    return Reply(content, finish, prompt_tokens, completion_tokens, thoughts, persona)

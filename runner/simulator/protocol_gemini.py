@@ -392,7 +392,12 @@ class GeminiProtocol(Dialect):
         latency: float,
         headers: dict[str, str],
     ) -> bytes:
-        content, finish, prompt_tokens, completion_tokens, thoughts = reply
+        content, finish = reply.content, reply.finish
+        prompt_tokens, completion_tokens, thoughts = (
+            reply.prompt_tokens,
+            reply.completion_tokens,
+            reply.thoughts,
+        )
         metadata: dict[str, Any] = {"promptTokenCount": prompt_tokens}
         body: dict[str, Any] = {}
         if finish == "content_filter":

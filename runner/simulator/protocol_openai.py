@@ -236,7 +236,7 @@ class OpenAIProtocol(Dialect):
                                 sim.profile.seed,
                                 state.name,
                                 ask.messages,
-                                state.profile.persona,
+                                reply.persona,
                                 content,
                                 ask.logprobs,
                             ),

@@ -207,7 +207,8 @@ class Simulator:
         return 200, payload
 
     def _reply(self, d: Dialect, state: ModelState, ask: Ask) -> Reply:
-        """The answer to `ask`, drawn with its model's persona (the profile's)."""
+        """The answer to `ask`, drawn with its model's persona: the one place the simulator
+        takes a persona from the profile (online, in batches, and for token logprobs)."""
         return reply_to(d, self.profile.seed, ask, state.profile.persona)
 
     def response_id(self) -> str:
