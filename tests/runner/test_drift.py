@@ -13,7 +13,7 @@ import pytest
 import ibias
 from ibias.analysis.load import load_store
 from ibias.runner.cli import main
-from ibias.runner.simulator import DRIFTED_VERSION_SUFFIX, MODEL_VERSION_SUFFIX
+from ibias.runner.simulator.drift import DRIFTED_VERSION_SUFFIX, MODEL_VERSION_SUFFIX
 from ibias.store.drift import model_drift
 from tests.helpers import model_block, write_config
 

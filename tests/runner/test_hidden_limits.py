@@ -2,7 +2,7 @@
 limiter), on a virtual clock: minutes of a run take a fraction of a second, and nothing here
 asserts a timing of the machine.
 
-The provider side is the simulator's own bucket (runner/simulator.py `_Bucket`: one second of
+The provider side is the simulator's own bucket (runner/simulator/faults.py `Bucket`: one second of
 the per-minute limit, refilled continuously, a few ms of tolerance), answering after 100 ms;
 its 429s name no limit but say how long until the next unit, as the simulator's do. The client
 side is what the scheduler does per attempt: acquire a permit, send, release it with the
@@ -21,7 +21,7 @@ import pytest
 from ibias.runner.adaptive import AdaptiveRate
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.retries import Backoff
-from ibias.runner.simulator import _Bucket
+from ibias.runner.simulator.faults import Bucket
 from tests.runner.test_limits import run_virtual
 
 LATENCY_S = 0.1
@@ -40,7 +40,7 @@ class Measured:
 def simulate(rpm: int, seconds: float, *, learn_rate: bool = True) -> Measured:
     async def main() -> Measured:
         loop = asyncio.get_running_loop()
-        bucket = _Bucket(rpm, loop.time())
+        bucket = Bucket(rpm, loop.time())
         limiter = EndpointLimiter(
             rpm=None, tpm=None, max_concurrency=CONCURRENCY, adaptive=True, learn_rate=learn_rate
         )

@@ -31,7 +31,7 @@ from ibias.prompts.allocation.simulate import _forms, cis_probability, read_allo
 from ibias.prompts.allocation.text import normalise
 from ibias.prompts.base import Persona
 from ibias.prompts.stimuli.pack import load_pack
-from ibias.runner.simulator import token_logprobs
+from ibias.runner.simulator.logprobs import token_logprobs
 from tests.prompts.allocation.test_logprobs import _item, _sim_prompt
 
 SEED = 20260213  # configs/demo.toml and configs/paper.toml

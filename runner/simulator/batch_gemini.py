@@ -6,7 +6,7 @@
 bodies Google documents (an Operation whose `metadata` is the GenerateContentBatch). Each
 request is answered by the simulator's own generateContent responders.
 
-The same test clock and knobs as OpenAI's (runner/sim_batch.py): a batch moves one state per
+The same test clock and knobs as OpenAI's (batch_openai.py): a batch moves one state per
 `steps` reads (PENDING -> RUNNING -> SUCCEEDED); `expire_after` (requests answered before the
 batch expires), `error_every`, `shuffle` (inline responses in another order: a client must
 match them by `metadata.key`), `hold_create`; `created` counts batches made.
@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from ibias.runner.sim_batch_keyed import KeyedService
+from ibias.runner.simulator.batch_keyed import KeyedService
+from ibias.runner.simulator.protocol_gemini import GEMINI
 
 if TYPE_CHECKING:
-    from ibias.runner.simulator import Simulator
+    from ibias.runner.simulator.server import Simulator
 
 __all__ = ["GeminiBatchService"]
 
@@ -49,7 +50,7 @@ def _error(code: int, status: str, message: str) -> web.Response:
 class GeminiBatchService(KeyedService):
     """The batches and files one simulator holds for Gemini, and the knobs tests turn."""
 
-    protocol_name = "GEMINI"
+    protocol = GEMINI
 
     def __init__(self, sim: Simulator) -> None:
         super().__init__(sim)
@@ -221,8 +222,6 @@ class GeminiBatchService(KeyedService):
             self._end(operation, "BATCH_STATE_SUCCEEDED", answered=total)
 
     def _end(self, operation: dict[str, Any], state: str, *, answered: int) -> None:
-        from ibias.runner.simulator import GEMINI
-
         items: list[tuple[dict[str, Any], str]] = []
         ok = failed = 0
         for n, item in enumerate(self._inputs[operation["name"]][:answered]):

@@ -4,7 +4,7 @@
 `POST .../{id}/cancel`, with the bodies Anthropic documents. Each request is answered by the
 simulator's own Messages responders (`Simulator.answer_line`).
 
-The same test clock and knobs as OpenAI's (runner/sim_batch.py): a batch ends after `steps`
+The same test clock and knobs as OpenAI's (batch_openai.py): a batch ends after `steps`
 reads; `expire_after`, `error_every`, `shuffle`, `hold_create`, `hold_download`; `created`
 counts batches made. Anthropic batches carry no metadata: a client finds its own by listing.
 """
@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from ibias.runner.sim_batch_keyed import KeyedService
+from ibias.runner.simulator.batch_keyed import KeyedService
+from ibias.runner.simulator.protocol_anthropic import ANTHROPIC
 
 if TYPE_CHECKING:
-    from ibias.runner.simulator import Simulator
+    from ibias.runner.simulator.server import Simulator
 
 __all__ = ["MessageBatchService"]
 
@@ -47,7 +48,7 @@ def _error(status: int, type_: str, message: str) -> web.Response:
 class MessageBatchService(KeyedService):
     """The message batches one simulator holds, and the knobs tests turn."""
 
-    protocol_name = "ANTHROPIC"
+    protocol = ANTHROPIC
 
     def __init__(self, sim: Simulator) -> None:
         super().__init__(sim)
@@ -194,8 +195,6 @@ class MessageBatchService(KeyedService):
         counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
         lines: list[bytes] = []
         stub = SimpleNamespace(headers={"anthropic-version": "2023-06-01"})
-        from ibias.runner.simulator import ANTHROPIC
-
         for n, r in enumerate(requests):
             result: dict[str, Any]
             if n >= answered:

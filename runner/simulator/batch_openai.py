@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from ibias.runner.sim_batch_keyed import KeyedService
+from ibias.runner.simulator.answer import estimate_tokens
+from ibias.runner.simulator.batch_keyed import KeyedService
+from ibias.runner.simulator.protocol_openai import OPENAI
 
 if TYPE_CHECKING:
-    from ibias.runner.simulator import Simulator
+    from ibias.runner.simulator.server import Simulator
 
 __all__ = ["BatchService"]
 
@@ -53,7 +55,7 @@ def _error(status: int, message: str, type_: str = "invalid_request_error") -> w
 class BatchService(KeyedService):
     """The files and batches one simulator holds, and the knobs tests turn."""
 
-    protocol_name = "OPENAI"
+    protocol = OPENAI
 
     def __init__(self, sim: Simulator) -> None:
         super().__init__(sim)
@@ -195,8 +197,6 @@ class BatchService(KeyedService):
     def _prompt_tokens(data: bytes) -> tuple[str, int]:
         """The model a batch file asks and its requests' prompt tokens, as the simulator
         counts them when it answers (`estimate_tokens` of the message contents)."""
-        from ibias.runner.simulator import estimate_tokens
-
         model, tokens = "", 0
         for line in data.splitlines():
             body = orjson.loads(line).get("body") or {}
@@ -306,45 +306,11 @@ class BatchService(KeyedService):
         lines = self.contents[batch["input_file_id"]].splitlines()
         for n, line in enumerate(lines):
             request = orjson.loads(line)
-            custom_id = request.get("custom_id")
             req_id = self._id("batch_req_")
             if n >= answered:
-                code = "batch_expired" if state == "expired" else "batch_cancelled"
-                message = EXPIRED_MESSAGE if state == "expired" else "The batch was cancelled."
-                errors.append(
-                    orjson.dumps(
-                        {
-                            "id": req_id,
-                            "custom_id": custom_id,
-                            "response": None,
-                            "error": {"code": code, "message": message},
-                        }
-                    )
-                )
+                errors.append(_unrun(req_id, request.get("custom_id"), state))
                 continue
-            if self.error_every and (n + 1) % self.error_every == 0:
-                body: Any = {
-                    "error": {
-                        "message": "The server had an error while processing your request.",
-                        "type": "server_error",
-                        "param": None,
-                        "code": None,
-                    }
-                }
-                status = 500
-            else:
-                status, raw = self.sim.answer_openai(orjson.dumps(request.get("body")))
-                body = orjson.loads(raw)
-                if status == 200 and self.long_reply_every and (n + 1) % self.long_reply_every == 0:
-                    body["choices"][0]["message"]["content"] = "x" * self.long_reply_chars
-            out = orjson.dumps(
-                {
-                    "id": req_id,
-                    "custom_id": custom_id,
-                    "response": {"status_code": status, "request_id": req_id, "body": body},
-                    "error": None,
-                }
-            )
+            status, out = self._answer(n, request, req_id)
             (outputs if status == 200 else errors).append(out)
         if self.shuffle:
             self._rng.shuffle(outputs)
@@ -362,3 +328,45 @@ class BatchService(KeyedService):
             "failed": len(errors),
         }
         batch["status"] = state
+
+    def _answer(self, n: int, request: dict[str, Any], req_id: str) -> tuple[int, bytes]:
+        """The `n`-th line's status and output line: the online answer, or a 500 on every
+        `error_every`-th line; every `long_reply_every`-th reply made long."""
+        if self.error_every and (n + 1) % self.error_every == 0:
+            body: Any = {
+                "error": {
+                    "message": "The server had an error while processing your request.",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+            status = 500
+        else:
+            status, raw = self.sim.answer_openai(orjson.dumps(request.get("body")))
+            body = orjson.loads(raw)
+            if status == 200 and self.long_reply_every and (n + 1) % self.long_reply_every == 0:
+                body["choices"][0]["message"]["content"] = "x" * self.long_reply_chars
+        out = orjson.dumps(
+            {
+                "id": req_id,
+                "custom_id": request.get("custom_id"),
+                "response": {"status_code": status, "request_id": req_id, "body": body},
+                "error": None,
+            }
+        )
+        return status, out
+
+
+def _unrun(req_id: str, custom_id: Any, state: str) -> bytes:
+    """The error-file line of a line its batch ended before (`state`: expired or cancelled)."""
+    code = "batch_expired" if state == "expired" else "batch_cancelled"
+    message = EXPIRED_MESSAGE if state == "expired" else "The batch was cancelled."
+    return orjson.dumps(
+        {
+            "id": req_id,
+            "custom_id": custom_id,
+            "response": None,
+            "error": {"code": code, "message": message},
+        }
+    )

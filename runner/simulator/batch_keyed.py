@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from aiohttp import web
 
+from ibias.runner.simulator.protocol import JSON, Dialect
+
 if TYPE_CHECKING:
-    from ibias.runner.simulator import Simulator
+    from ibias.runner.simulator.server import Simulator
 
 __all__ = ["Handler", "KeyedService"]
 
@@ -19,9 +21,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class KeyedService:
-    #: The protocol object in runner/simulator.py whose key check this service uses, by name:
-    #: looked up per request, because runner/simulator.py imports the services.
-    protocol_name: ClassVar[str]
+    #: The protocol whose key check this service uses (its online protocol's).
+    protocol: ClassVar[Dialect]
 
     def __init__(self, sim: Simulator) -> None:
         self.sim = sim
@@ -30,13 +31,11 @@ class KeyedService:
 
     def _guard(self, handler: Handler) -> Handler:
         async def checked(request: web.Request) -> web.StreamResponse:
-            from ibias.runner import simulator
-
-            protocol = getattr(simulator, self.protocol_name)
+            protocol = self.protocol
             key = self.sim._key
             if key is not None and not protocol.authorized(request, key):
                 status, body = protocol.unauthorized()
-                return web.Response(status=status, body=body, content_type="application/json")
+                return web.Response(status=status, body=body, content_type=JSON)
             return await handler(request)
 
         return checked
