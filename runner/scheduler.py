@@ -562,10 +562,15 @@ class Scheduler:
             if watch is None:
                 outcome = await rt.provider.complete(tries.trial.messages, tries.sampling)
             else:
+                reply: Reply | None = None
                 with watch:
-                    outcome = await rt.provider.complete(tries.trial.messages, tries.sampling)
-                if watch.cancelled_caught:
-                    outcome = ProviderError(_outage_timeout(cfg.outage_limit_s))
+                    reply = await rt.provider.complete(tries.trial.messages, tries.sampling)
+                # No reply: the watch cancelled the request (a reply that came first wins).
+                outcome = (
+                    reply
+                    if reply is not None
+                    else ProviderError(_outage_timeout(cfg.outage_limit_s))
+                )
         except ProviderError as exc:
             outcome = exc
         except anyio.get_cancelled_exc_class():
