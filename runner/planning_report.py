@@ -45,6 +45,7 @@ from ibias.store.reader import open_reader
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
+    from rich.table import Table
 
     from ibias.store.plans import StoredPlan
 
@@ -383,14 +384,31 @@ def time_sentence(m: dict[str, Any]) -> str:
 
 
 def render_plan(report: dict[str, Any]) -> None:
-    from rich import box
+    """Print the plan report for a terminal: trials by cell, then per model what is left and
+    its bounds, then the totals and the sentences that explain them."""
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     # Names are never cut (two Gemini models must stay apart): the model column is as wide as
     # its longest id, and other text folds onto a second line when the terminal is narrow.
     widest = max((len(m["model_id"]) for m in report["models"]), default=5)
+    console.print(_cells_table(report, widest))
+    console.print(_models_table(report, widest, console.width))
+    console.print(
+        f"total {report['total']:,}, done {report['done']:,}, remaining {report['remaining']:,}; "
+        f"estimated cost at most ${report['estimated_cost_usd']:,.2f}"
+    )
+    console.print(typical_sentence(report))
+    console.print(_total_time(report))
+    for line in report.get("batch_lines", ()):  # runner/batch/plan.py
+        console.print(line)
+
+
+def _cells_table(report: dict[str, Any], widest: int) -> Table:
+    """Trials and those done, by experiment, design, model and language."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(title="ibias plan", box=box.SIMPLE_HEAD, show_edge=False)
     for col in ("experiment", "design", "model", "lang", "trials", "done"):
         table.add_column(
@@ -408,7 +426,16 @@ def render_plan(report: dict[str, Any]) -> None:
             f"{c['trials']:,}",
             f"{c['done']:,}",
         )
-    console.print(table)
+    return table
+
+
+def _models_table(report: dict[str, Any], widest: int, width: int) -> Table:
+    """Per model, the trials left with their token, cost and time bounds. Nothing wraps (a
+    folded number or time reads wrongly); on a terminal narrower than `width` needs, the
+    tokens column (in --json, and the bound's basis) gives way first, then the count left."""
+    from rich import box
+    from rich.table import Table
+
     cells = [
         {
             "model": m["model_id"],
@@ -422,11 +449,9 @@ def render_plan(report: dict[str, Any]) -> None:
         for m in report["models"]
     ]
     columns = ["model", "left", "tokens", "cost $", "typical $", "time"]
-    # Nothing wraps (a folded number or time reads wrongly); on a narrow terminal the tokens
-    # column (in --json, and the bound's basis) gives way first, then the count left.
     for droppable in ("tokens", "left"):
         need = sum(max(len(col), *(len(c[col]) for c in cells)) for col in columns)
-        if need + 3 * (len(columns) - 1) <= console.width:
+        if need + 3 * (len(columns) - 1) <= width:
             break
         columns.remove(droppable)
     models = Table(
@@ -444,15 +469,7 @@ def render_plan(report: dict[str, Any]) -> None:
         )
     for c in cells:
         models.add_row(*(c[col] for col in columns))
-    console.print(models)
-    console.print(
-        f"total {report['total']:,}, done {report['done']:,}, remaining {report['remaining']:,}; "
-        f"estimated cost at most ${report['estimated_cost_usd']:,.2f}"
-    )
-    console.print(typical_sentence(report))
-    console.print(_total_time(report))
-    for line in report.get("batch_lines", ()):  # runner/batch/plan.py
-        console.print(line)
+    return models
 
 
 def typical_sentence(report: dict[str, Any]) -> str:

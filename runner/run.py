@@ -18,6 +18,7 @@ SIGHUP; the Python API and tests call `Stop.request()`), and providers come from
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import subprocess
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -36,7 +38,7 @@ import duckdb
 from ibias.prompts import registry
 from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner import phase_hook
-from ibias.runner.batch.run import BatchOptions, batch_models, online_config
+from ibias.runner.batch.run import BatchOptions, BatchOutcome, batch_models, online_config
 from ibias.runner.batch.run import run as batch_run
 from ibias.runner.config import Config, ConfigError, ModelConfig
 from ibias.runner.limits import EndpointLimiter
@@ -74,6 +76,9 @@ from ibias.store.plans import (
     remaining,
 )
 from ibias.store.writer import StoreWriteError, Writer, is_write_failure, write_failure
+
+if TYPE_CHECKING:
+    from ibias.runner.providers.simulator import LoopbackSimulator
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 TRIAL_BATCH = 5000
@@ -349,6 +354,31 @@ def _count_errors(error: BaseException) -> int:
     return 1
 
 
+@dataclass(frozen=True)
+class _RunContext:
+    """What every step of one run shares, made once the store is open: the caller's options
+    and hooks, the store and its memory guard, and the run's identity. Passed whole rather
+    than as a dozen arguments, so each step's signature names only what varies between its
+    calls (the models, the plan, the budget already spent)."""
+
+    options: RunOptions
+    keys: dict[str, str | None]
+    say: Callable[[str], None]
+    factory: ProviderFactory
+    stop: Stop
+    con: duckdb.DuckDBPyConnection
+    guard: MemoryGuard
+    run_id: str
+    started_at: datetime
+    status_file: Path
+
+    def status(self, state: str, stats: Mapping[str, ModelStats]) -> None:
+        """Write the run's status file (what `ibias status` reads) in `state`."""
+        write_status(
+            self.status_file, snapshot(self.run_id, state, self.started_at, stats.values())
+        )
+
+
 async def _execute_locked(
     config: Config,
     options: RunOptions,
@@ -357,207 +387,224 @@ async def _execute_locked(
     factory: ProviderFactory,
     stop: Stop,
 ) -> RunResult:
+    """The run, with the store's lock held: open the store, record the run, find or make its
+    plan, then request what is left of it. The run's row always gets its exit status (an
+    error that escapes is exit 2, the CLI's); a write the store refuses before scheduling ends
+    the run in one line (`_refused_write`)."""
     clock = _Clock()
-    con = open_store(options.store, create=True)
-    # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
-    # blocks, so cap it and keep a long run's footprint flat.
-    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'").fetchall()
-    # Serves `ibias sql/status/plan/analyze` sandboxed snapshots while the run holds the store.
-    live = LiveServer.start(con, options.store)
-    # The run's own queries come first for DuckDB's memory: they take turns, and one that
-    # finds the pool full interrupts the served readers and tries again (store/memory.py).
-    guard = MemoryGuard(live.relieve if live is not None else None)
+    con, live, guard = _open_for_run(options.store)
     clock.lap("open")
-    run_id = uuid.uuid4().hex
-    started_at = datetime.now(UTC)
-    status_file = status_path(options.store)
-    #: The exit code recorded as the run's end; an error that escapes is exit 2 (the CLI's).
+    ctx = _RunContext(options, keys, say, factory, stop, con, guard, *_new_run(options.store))
     exit_status = EXIT_BAD_INPUT
     run_recorded = False
-
-    def status(state: str, stats: Mapping[str, ModelStats]) -> None:
-        write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
-
     try:
         experiments = build_experiments(config)
-        revision: list[str | None] = []
-
-        async def read_revision() -> None:  # a subprocess: wait for it beside the hashing
-            revision.append(await anyio.to_thread.run_sync(git_rev))
-
-        async with anyio.create_task_group() as beside:
-            beside.start_soon(read_revision)
-            inputs = await anyio.to_thread.run_sync(
-                lambda: plan_inputs(config, experiments, exclude=store_files(options.store))
-            )
+        inputs, revision = await _inputs_and_revision(config, experiments, options.store)
         clock.lap("inputs")
-        _record_run(con, run_id, config, plan_hash(inputs), revision[0])
+        _record_run(con, ctx.run_id, config, plan_hash(inputs), revision)
         run_recorded = True
-        status("planning", {})
+        ctx.status("planning", {})
         try:
             plan, planned = await prepare_plan(
                 con,
                 config,
-                run_id,
+                ctx.run_id,
                 experiments,
                 inputs,
                 stop=stop,
-                on_batch=lambda partial: status("planning", partial),
+                on_batch=lambda partial: ctx.status("planning", partial),
             )
         except PlanningInterrupted as exc:
-            status("interrupted", exc.stats)
-            clock.lap("plan")
-            exit_status = EXIT_INTERRUPTED
-            return RunResult(
-                EXIT_INTERRUPTED,
-                (
-                    f"{stop.reason} while planning: {exc.planned:,} planned trials are stored; "
-                    "run again to resume",
-                ),
-                clock.timings(planned=True),
-            )
+            result = _planning_interrupted(ctx, exc, clock)
+            exit_status = result.exit_code
+            return result
         clock.lap("plan")
-        stats = {m.id: ModelStats(model_id=m.id) for m in config.models}
-        totals, usage = await anyio.to_thread.run_sync(
-            guard.exclusive, lambda: plan_progress(con, plan, [m.id for m in config.models])
-        )
-        for model_id, (total, done) in totals.items():
-            if model_id in stats:
-                stats[model_id].total, stats[model_id].done_before = total, done
-        if any(done for _, done in totals.values()):  # a resumed run: carry the usage too
-            for model_id, used in usage.items():
-                if model_id in stats:
-                    before = stats[model_id]
-                    before.prompt_tokens_before = used.prompt_tokens
-                    before.completion_tokens_before = used.completion_tokens
-                    before.cost_usd_before = used.cost_usd
-        spent = 0.0
-        if options.max_cost is not None:
-            spent = await anyio.to_thread.run_sync(
-                guard.exclusive, lambda: spent_on_plan(con, plan, config.models)
-            )
+        stats, spent = await _progress_so_far(ctx, config, plan)
         clock.lap("totals")
-        if all(s.done_before >= s.total for s in stats.values()):
-            # Nothing left: no provider, writer or simulator to start.
-            status("finished", stats)
-            result = _result(None, list(stats.values()))
-        elif options.max_cost is not None and spent >= options.max_cost:
-            # The cap is already used up by earlier runs: stop before any request.
-            status("finished", stats)
-            result = _budget_used_up(options.max_cost, spent, list(stats.values()))
-        else:
-            status("running", stats)
-            result = await _schedule_all(
-                config,
-                options,
-                keys,
-                say,
-                con,
-                run_id,
-                started_at,
-                stats,
-                plan,
-                factory,
-                stop,
-                guard,
-                spent,
-            )
+        result = await _request_what_is_left(ctx, config, plan, stats, spent)
         clock.lap("schedule")
         exit_status = result.exit_code
         return replace(result, timings=clock.timings(planned=planned))
     except Exception as exc:
-        # The store refused a write before scheduling (recording the run, planning): one
-        # line naming the system's reason, and a final status file. (Scheduling's writer
-        # failures are StoreWriteErrors already, their status written by _schedule.)
-        if isinstance(exc, StoreWriteError) or not is_write_failure(exc):
+        failure = _refused_write(ctx, exc)
+        if failure is None:
             raise
-        failure = write_failure(exc)
-        try_write_status(
-            status_file, snapshot(run_id, "failed", started_at, (), error=str(failure))
-        )
         raise failure from exc
     finally:
         if live is not None:
             live.close()
         if run_recorded:
-            _record_end(con, run_id, exit_status)
+            _record_end(con, ctx.run_id, exit_status)
         con.close()
 
 
-async def _schedule_all(
+def _new_run(store: Path) -> tuple[str, datetime, Path]:
+    """A new run's id, start time and status file."""
+    return uuid.uuid4().hex, datetime.now(UTC), status_path(store)
+
+
+def _open_for_run(
+    store: Path,
+) -> tuple[duckdb.DuckDBPyConnection, LiveServer | None, MemoryGuard]:
+    """The store opened (created if new) for a run, the server of its live readers, and the
+    guard of DuckDB's memory between them."""
+    con = open_store(store, create=True)
+    # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
+    # blocks, so cap it and keep a long run's footprint flat.
+    con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'").fetchall()
+    # Serves `ibias sql/status/plan/analyze` sandboxed snapshots while the run holds the store.
+    live = LiveServer.start(con, store)
+    # The run's own queries come first for DuckDB's memory: they take turns, and one that
+    # finds the pool full interrupts the served readers and tries again (store/memory.py).
+    guard = MemoryGuard(live.relieve if live is not None else None)
+    return con, live, guard
+
+
+async def _inputs_and_revision(
+    config: Config, experiments: Sequence[Experiment], store: Path
+) -> tuple[dict[str, str], str | None]:
+    """The plan's input digests (hashed in a worker thread) and the code's git revision (a
+    subprocess, awaited beside the hashing)."""
+    revision: list[str | None] = []
+
+    async def read_revision() -> None:
+        revision.append(await anyio.to_thread.run_sync(git_rev))
+
+    async with anyio.create_task_group() as beside:
+        beside.start_soon(read_revision)
+        inputs = await anyio.to_thread.run_sync(
+            lambda: plan_inputs(config, experiments, exclude=store_files(store))
+        )
+    return inputs, revision[0]
+
+
+def _planning_interrupted(ctx: _RunContext, exc: PlanningInterrupted, clock: _Clock) -> RunResult:
+    """Exit 130 for a stop that came while planning: the planned trials are stored."""
+    ctx.status("interrupted", exc.stats)
+    clock.lap("plan")
+    return RunResult(
+        EXIT_INTERRUPTED,
+        (
+            f"{ctx.stop.reason} while planning: {exc.planned:,} planned trials are stored; "
+            "run again to resume",
+        ),
+        clock.timings(planned=True),
+    )
+
+
+async def _progress_so_far(
+    ctx: _RunContext, config: Config, plan: StoredPlan
+) -> tuple[dict[str, ModelStats], float]:
+    """Each model's counters, starting from what earlier runs of the plan stored (a resumed
+    run carries their usage too), and what the store has already spent on the plan when a
+    budget caps it (0 when none does)."""
+    stats = {m.id: ModelStats(model_id=m.id) for m in config.models}
+    totals, usage = await anyio.to_thread.run_sync(
+        ctx.guard.exclusive, lambda: plan_progress(ctx.con, plan, [m.id for m in config.models])
+    )
+    for model_id, (total, done) in totals.items():
+        if model_id in stats:
+            stats[model_id].total, stats[model_id].done_before = total, done
+    if any(done for _, done in totals.values()):  # a resumed run: carry the usage too
+        for model_id, used in usage.items():
+            if model_id in stats:
+                before = stats[model_id]
+                before.prompt_tokens_before = used.prompt_tokens
+                before.completion_tokens_before = used.completion_tokens
+                before.cost_usd_before = used.cost_usd
+    spent = 0.0
+    if ctx.options.max_cost is not None:
+        spent = await anyio.to_thread.run_sync(
+            ctx.guard.exclusive, lambda: spent_on_plan(ctx.con, plan, config.models)
+        )
+    return stats, spent
+
+
+async def _request_what_is_left(
+    ctx: _RunContext,
     config: Config,
-    options: RunOptions,
-    keys: dict[str, str | None],
-    say: Callable[[str], None],
-    con: duckdb.DuckDBPyConnection,
-    run_id: str,
-    started_at: datetime,
-    stats: dict[str, ModelStats],
     plan: StoredPlan,
-    factory: ProviderFactory,
-    stop: Stop,
-    guard: MemoryGuard,
+    stats: dict[str, ModelStats],
+    spent: float,
+) -> RunResult:
+    """Schedule the plan's trials without a response, unless none is left (then no provider,
+    writer or simulator starts) or earlier runs already used up the budget (no request)."""
+    max_cost = ctx.options.max_cost
+    if all(s.done_before >= s.total for s in stats.values()):
+        ctx.status("finished", stats)
+        return _result(None, list(stats.values()))
+    if max_cost is not None and spent >= max_cost:
+        ctx.status("finished", stats)
+        return _budget_used_up(max_cost, spent, list(stats.values()))
+    ctx.status("running", stats)
+    return await _schedule_all(ctx, config, plan, stats, spent)
+
+
+def _refused_write(ctx: _RunContext, exc: Exception) -> StoreWriteError | None:
+    """The one-line error for a write the store refused before scheduling (recording the
+    run, planning), with a final status file naming the system's reason; None for any other
+    error. (Scheduling's writer failures are StoreWriteErrors already, their status written
+    by _schedule.)"""
+    if isinstance(exc, StoreWriteError) or not is_write_failure(exc):
+        return None
+    failure = write_failure(exc)
+    try_write_status(
+        ctx.status_file, snapshot(ctx.run_id, "failed", ctx.started_at, (), error=str(failure))
+    )
+    return failure
+
+
+async def _schedule_all(
+    ctx: _RunContext,
+    config: Config,
+    plan: StoredPlan,
+    stats: dict[str, ModelStats],
     spent: float,
 ) -> RunResult:
     """The online models through the scheduler; the batch models (runner/batch/), when the
     run or a model's `mode` asks for batches, through their provider's batch API around it."""
-    batch_options = options.batch or BatchOptions()
+    batch_options = ctx.options.batch or BatchOptions()
     batched, online_lines = batch_models(config, batch_options.forced)
     for line in online_lines:
-        say(line)
-
-    async def schedule(models: Config, spent_before: float) -> RunResult:
-        """`models` through the scheduler, the run's other state as it is."""
-        return await _schedule(
-            models,
-            options,
-            keys,
-            say,
-            con,
-            run_id,
-            started_at,
-            stats,
-            plan,
-            factory,
-            stop,
-            guard,
-            spent_before,
-        )
-
+        ctx.say(line)
     if not batched:
-        return await schedule(config, spent)
+        return await _schedule(ctx, config, plan, stats, spent)
     online = online_config(config, batched)
     results: list[RunResult] = []
 
     async def run_online(committed: float) -> None:
         if online.models:
-            results.append(await schedule(online, spent + committed))
+            results.append(await _schedule(ctx, online, plan, stats, spent + committed))
 
     outcome = await batch_run(
-        con,
+        ctx.con,
         plan,
-        run_id,
+        ctx.run_id,
         batched,
-        keys,
+        ctx.keys,
         stats,
         batch_options,
-        stop,
-        say,
+        ctx.stop,
+        ctx.say,
         online=run_online,
-        max_cost=options.max_cost,
+        max_cost=ctx.options.max_cost,
         spent=spent,
     )
     base = results[0] if results else _result(None, list(stats.values()))
+    return _batched_result(ctx, stats, base, outcome)
+
+
+def _batched_result(
+    ctx: _RunContext, stats: dict[str, ModelStats], base: RunResult, outcome: BatchOutcome
+) -> RunResult:
+    """A run with batch models: the online part's result (`base`) and the batches' outcome
+    as one result and one final status."""
     lines = (*base.lines, *outcome.lines)
     if base.exit_code == EXIT_INTERRUPTED or outcome.interrupted:
-        write_status(
-            status_path(options.store), snapshot(run_id, "interrupted", started_at, stats.values())
-        )
-        reason = stop.reason or "interrupted"
+        ctx.status("interrupted", stats)
+        reason = ctx.stop.reason or "interrupted"
         return RunResult(EXIT_INTERRUPTED, (*lines, f"{reason}: results so far are stored"))
-    write_status(
-        status_path(options.store), snapshot(run_id, "finished", started_at, stats.values())
-    )
+    ctx.status("finished", stats)
     if base.exit_code != EXIT_OK or outcome.failed:
         return RunResult(EXIT_FAILED, lines)
     return RunResult(EXIT_OK, lines)
@@ -599,104 +646,133 @@ class _Clock:
 
 
 async def _schedule(
+    ctx: _RunContext,
     config: Config,
-    options: RunOptions,
-    keys: dict[str, str | None],
-    say: Callable[[str], None],
-    con: duckdb.DuckDBPyConnection,
-    run_id: str,
-    started_at: datetime,
-    stats: dict[str, ModelStats],
     plan: StoredPlan,
-    factory: ProviderFactory,
-    stop: Stop,
-    guard: MemoryGuard,
+    stats: dict[str, ModelStats],
     spent_before: float = 0.0,
 ) -> RunResult:
-    # Started only if a `simulator` provider asks for its URL (never with injected providers);
-    # its module is loaded only when a model names it.
-    sim = None
-    if any(m.provider == "simulator" for m in config.models):
-        from ibias.runner.providers.simulator import LoopbackSimulator
-
-        sim = LoopbackSimulator.for_models(config.run.seed, config.models)
-    context = ProviderContext(simulator=sim)
+    """`config`'s models through the scheduler, each streaming what is left of `plan`; the
+    writer, the progress display and the status ticker live exactly as long as it. Whatever
+    ends it, what was answered is written and every provider closed."""
+    sim = _loopback_simulator(config)
     runtimes: list[ModelRuntime] = []
-    writer = Writer(con, on_landed=parse_landed, guard=guard, before_commit=phase_hook.flush_hook())
-    progress = Progress([stats[m.id] for m in config.models], quiet=options.quiet)
-    status_file = status_path(options.store)
+    writer = Writer(
+        ctx.con, on_landed=parse_landed, guard=ctx.guard, before_commit=phase_hook.flush_hook()
+    )
+    progress = Progress([stats[m.id] for m in config.models], quiet=ctx.options.quiet)
     try:
-        for m in config.models:
-            cfg = m if options.concurrency is None else _with_concurrency(m, options.concurrency)
-            provider = factory(cfg, keys[m.id], context)
-            runtimes.append(
-                ModelRuntime(
-                    config=cfg,
-                    provider=provider,
-                    limiter=EndpointLimiter(
-                        rpm=m.rpm,
-                        tpm=m.tpm,
-                        max_concurrency=cfg.max_concurrency,
-                        adaptive=True,  # while no rate is configured or announced
-                    ),
-                    stats=stats[m.id],
-                )
-            )
-            await provider.start()
+        await _start_providers(ctx, config, ProviderContext(simulator=sim), stats, runtimes)
         scheduler = Scheduler(
-            run_id=run_id,
+            run_id=ctx.run_id,
             runtimes=runtimes,
             writer=writer,
-            backoff=options.backoff,
-            max_cost=options.max_cost,
+            backoff=ctx.options.backoff,
+            max_cost=ctx.options.max_cost,
             spent_before=spent_before,
-            grace_s=stop.grace_s,
-            on_fatal=say,
+            grace_s=ctx.stop.grace_s,
+            on_fatal=ctx.say,
         )
         # A failed write stops scheduling before any other task runs: no request starts after
         # it; the writer's error then ends the task group (in-flight requests are cancelled).
         writer.on_failure = lambda failure: scheduler.request_stop(str(failure))
-
-        async def tick() -> None:
-            while True:
-                await anyio.sleep(1.0)
-                progress.tick()
-                try_write_status(
-                    status_file, snapshot(run_id, "running", started_at, stats.values())
-                )
-
-        def source(rt: ModelRuntime) -> Iterator[list[Pending]]:
-            # Each model streams on a cursor of its own, while the writer inserts on `con`.
-            cursor = con.cursor()
-            try:
-                yield from remaining(cursor, plan, rt.config.id, guard=guard)
-            finally:
-                cursor.close()
-
         progress.start()
-        # The run's lifetime: the writer and the ticker live exactly as long as the scheduler.
         async with anyio.create_task_group() as run:
             run.start_soon(writer.run)
-            run.start_soon(tick)
-            await scheduler.run(source, stop)
+            run.start_soon(_tick, ctx, progress, stats)
+            await scheduler.run(functools.partial(_remaining_trials, ctx, plan), ctx.stop)
             await writer.close()
             run.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            try:
-                await writer.close()  # after an error too: what was answered is kept
-            finally:  # even when that last write fails
-                for rt in runtimes:
-                    await rt.provider.close()
-                if sim is not None:
-                    await sim.stop()
-                progress.stop()
-                if writer.failure is not None:  # the run ends with the writer's error
-                    _failed_status(status_file, run_id, started_at, stats, writer)
-    state = "interrupted" if scheduler.interrupted else "finished"
-    write_status(status_file, snapshot(run_id, state, started_at, stats.values()))
+            await _close_schedule(ctx, writer, runtimes, sim, progress, stats)
+    ctx.status("interrupted" if scheduler.interrupted else "finished", stats)
     causes = {rt.config.id: rt.last_failure for rt in runtimes if rt.last_failure}
     return _result(scheduler, list(stats.values()), causes)
+
+
+def _loopback_simulator(config: Config) -> LoopbackSimulator | None:
+    """The loopback simulator, made only if a `simulator` model may ask for its URL (never
+    with injected providers); its module is loaded only when a model names it."""
+    if not any(m.provider == "simulator" for m in config.models):
+        return None
+    from ibias.runner.providers.simulator import LoopbackSimulator
+
+    return LoopbackSimulator.for_models(config.run.seed, config.models)
+
+
+async def _start_providers(
+    ctx: _RunContext,
+    config: Config,
+    context: ProviderContext,
+    stats: dict[str, ModelStats],
+    runtimes: list[ModelRuntime],
+) -> None:
+    """Make and start each model's provider and limiter into `runtimes` (the caller's list,
+    so a provider whose start fails is still closed with the others)."""
+    concurrency = ctx.options.concurrency
+    for m in config.models:
+        cfg = m if concurrency is None else _with_concurrency(m, concurrency)
+        provider = ctx.factory(cfg, ctx.keys[m.id], context)
+        runtimes.append(
+            ModelRuntime(
+                config=cfg,
+                provider=provider,
+                limiter=EndpointLimiter(
+                    rpm=m.rpm,
+                    tpm=m.tpm,
+                    max_concurrency=cfg.max_concurrency,
+                    adaptive=True,  # while no rate is configured or announced
+                ),
+                stats=stats[m.id],
+            )
+        )
+        await provider.start()
+
+
+async def _tick(ctx: _RunContext, progress: Progress, stats: dict[str, ModelStats]) -> None:
+    """Once a second: redraw the progress display and rewrite the status file."""
+    while True:
+        await anyio.sleep(1.0)
+        progress.tick()
+        try_write_status(
+            ctx.status_file, snapshot(ctx.run_id, "running", ctx.started_at, stats.values())
+        )
+
+
+def _remaining_trials(
+    ctx: _RunContext, plan: StoredPlan, rt: ModelRuntime
+) -> Iterator[list[Pending]]:
+    """The model's trials still without a response, in plan order, in batches. Each model
+    streams on a cursor of its own, while the writer inserts on the run's connection."""
+    cursor = ctx.con.cursor()
+    try:
+        yield from remaining(cursor, plan, rt.config.id, guard=ctx.guard)
+    finally:
+        cursor.close()
+
+
+async def _close_schedule(
+    ctx: _RunContext,
+    writer: Writer,
+    runtimes: list[ModelRuntime],
+    sim: LoopbackSimulator | None,
+    progress: Progress,
+    stats: dict[str, ModelStats],
+) -> None:
+    """The last write (after an error too: what was answered is kept), then, even when that
+    write fails, every provider and the simulator closed; a run its writer ended gets the
+    `failed` status."""
+    try:
+        await writer.close()
+    finally:
+        for rt in runtimes:
+            await rt.provider.close()
+        if sim is not None:
+            await sim.stop()
+        progress.stop()
+        if writer.failure is not None:
+            _failed_status(ctx.status_file, ctx.run_id, ctx.started_at, stats, writer)
 
 
 def _failed_status(

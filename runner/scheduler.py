@@ -155,6 +155,39 @@ class _Worker:
     in_request: bool = False
 
 
+@dataclass(slots=True, eq=False)
+class _Tries:
+    """One trial's requests so far, and what every one of them shares.
+
+    `attempt` numbers every request made (the attempts table); `counted` those that lengthen
+    its backoff: failures during an outage of the endpoint (its breaker is open) do not, so a
+    short outage costs no trial. Of those, 429s do not use up the trial's retries (`limited`):
+    a rate limit only slows the run (the endpoint's pause and pacing), it never makes a trial
+    fail for good; a `Retry-After` beyond the outage limit stops the model instead."""
+
+    trial: Trial
+    sampling: Sampling
+    #: The request's token estimate (prompt and the whole completion budget), for the limiter.
+    est: int
+    #: The request's upper-bound cost, reserved against the budget while it is in flight.
+    est_cost: float
+    attempt: int = 0
+    counted: int = 0
+    limited: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class _Request:
+    """One request of a trial: its limiter permit, whether it probes a down endpoint, and when
+    it went out (epoch seconds for the attempts table, loop time for the breaker)."""
+
+    permit: Permit
+    probe: bool
+    started: float = 0.0
+    sent: float = 0.0
+    latency_ms: float = 0.0
+
+
 LIMITS_CHECK_INTERVAL_S = 1.0
 #: USD: sums of float costs drift by far less than this; a request that fits exactly fits.
 BUDGET_EPSILON = 1e-9
@@ -215,6 +248,20 @@ def _wait_beyond_limit(wait_s: float, outage_limit_s: float, now: float) -> str:
         f"provider asked to wait {wait_s:,.0f} s (until {until:%Y-%m-%d %H:%M} UTC), beyond "
         f"outage_limit_s = {outage_limit_s:,g} s; run again after then"
     )
+
+
+def _stops_model(cls: Classification, outage_limit_s: float) -> tuple[Classification, str] | None:
+    """The classification to record and the line that stops the model, when a failure ends
+    the model rather than the trial: a fatal error, or a retryable one whose provider asks for
+    a wait beyond the outage limit (sleeping silently for hours is no retry: say until when).
+    None when the model goes on."""
+    hint = cls.delay_hint_s
+    if cls.verdict is Verdict.RETRY and hint is not None and hint > outage_limit_s:
+        line = _wait_beyond_limit(hint, outage_limit_s, time.time())
+        return Classification(Verdict.FATAL, cls.kind, f"{cls.message}; {line}"), line
+    if cls.verdict is Verdict.FATAL:
+        return cls, cls.message
+    return None
 
 
 def estimate_tokens(trial: Trial, max_tokens: int) -> int:
@@ -445,152 +492,236 @@ class Scheduler:
     async def _process(self, rt: ModelRuntime, trial: Trial, worker: _Worker) -> None:
         """Request `trial` until it has a reply, fails for good, or the model or run stops.
 
-        `attempt` numbers every request made (the attempts table); `counted` those that
-        lengthen its backoff: failures during an outage of the endpoint (its breaker is open)
-        do not, so a short outage costs no trial. Of those, 429s do not use up the trial's
-        retries (`limited`): a rate limit only slows the run (the endpoint's pause and pacing),
-        it never makes a trial fail for good; a `Retry-After` beyond the outage limit stops the
-        model instead (above)."""
+        Each turn of the loop is one request: cleared by the breaker, the budget and the
+        limiter (`_clear_to_send`), sent (`_send`), then recorded as a reply (`_on_reply`) or
+        an error that may be retried (`_on_error`, which counts the retries: see `_Tries`)."""
         cfg = rt.config
-        breaker = rt.breaker
-        sampling = rt.sampling(trial.params)
         est = estimate_tokens(trial, cfg.max_tokens)
-        est_cost = cfg.cost(est - cfg.max_tokens, cfg.max_tokens)
-        attempt = 0
-        counted = 0
-        limited = 0
+        tries = _Tries(
+            trial, rt.sampling(trial.params), est, cfg.cost(est - cfg.max_tokens, cfg.max_tokens)
+        )
         while True:
             if self._stopping or rt.stats.fatal:
                 return
-            probe = False
-            if not breaker.closed:  # the endpoint is down: wait for a turn to probe it
-                admission = await wait_turn(breaker)  # a stop cancels this wait
-                if admission.dead:
-                    self._endpoint_dead(rt)
-                    return
-                probe = admission.probe
-            try:
-                permit = await self._admit(rt, est, est_cost)  # a stop cancels its waits
-            except BaseException:
-                if probe:
-                    breaker.abandon()
-                raise
-            if permit is None:  # stopped, or the budget is spent
-                if probe:
-                    breaker.abandon()
+            request = await self._clear_to_send(rt, tries)
+            if request is None:  # stopped, the endpoint is dead, or the budget is spent
                 return
-            attempt += 1
-            started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
-            sent = time.monotonic()
-            t0 = time.perf_counter()
-            self._in_flight += 1
-            self._reserved_cost += est_cost
-            rt.stats.requests += 1
-            reply: Reply | None = None
-            error: ProviderError | None = None
-            worker.in_request = True  # from here a stop lets it finish, within the grace period
-            # Cancelled when the outage limit is reached, if that comes before the timeout
-            # (runner/breaker.py); None in the usual case.
-            watch = breaker.watch(sent, cfg.timeout_s)
-            try:
-                if watch is None:
-                    reply = await rt.provider.complete(trial.messages, sampling)
-                else:
-                    with watch:
-                        reply = await rt.provider.complete(trial.messages, sampling)
-                    if watch.cancelled_caught:
-                        error = ProviderError(_outage_timeout(cfg.outage_limit_s))
-            except ProviderError as exc:
-                error = exc
-            except anyio.get_cancelled_exc_class():
-                rt.limiter.release(permit, None)
-                if probe:
-                    breaker.abandon()
-                raise
-            except Exception as exc:  # a provider bug must not kill the run: retry, recorded
-                error = ProviderError(rt.provider.classify_exception(exc))
-            finally:
-                if watch is not None:
-                    breaker.unwatch(watch)
-                worker.in_request = False
-                self._in_flight -= 1
-                self._reserved_cost -= est_cost
-                if self._settled is not None:  # waiters wake after this attempt is recorded
-                    self._settled.set()
-                    self._settled = None
-            latency_ms = (time.perf_counter() - t0) * 1000
-            if reply is not None:
-                breaker.reached(time.monotonic(), probe=probe)
-                rt.stats.failing = 0
-                reply = _checked(reply)
-                used = None
-                if reply.prompt_tokens is not None and reply.completion_tokens is not None:
-                    used = reply.prompt_tokens + reply.completion_tokens
-                rt.limiter.release(permit, used, outcome="ok")
-                if rt.reads_limits:
-                    self._read_limits(rt, reply.headers, est)
-                else:
-                    # Until a reply says where its limits stand, successful replies are read
-                    # at most once a second: reading every reply's headers is per-request work
-                    # the loop can skip. Errors (a 429 first of all) are always read.
-                    now = time.monotonic()
-                    if now >= rt.next_limits_check:
-                        rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
-                        self._read_limits(rt, reply.headers, est)
-                self._record_reply(rt, trial, attempt, started, latency_ms, reply, est_cost)
+            tries.attempt += 1
+            outcome = await self._send(rt, tries, request, worker)
+            if not isinstance(outcome, ProviderError):
+                self._on_reply(rt, tries, request, outcome)
                 return
-            assert error is not None
-            cls = error.classification
-            rt.limiter.release(
-                permit, None, outcome="rate_limited" if cls.is_rate_limit else "other"
-            )
-            self._read_limits(rt, error.headers, est)
-            self._failing(rt, cls.kind)
-            if cls.kind in UNREACHABLE_KINDS:
-                cause = f"{cls.kind}: {cls.message}"
-                outage = breaker.unreachable(
-                    time.monotonic(), sent, cause, probe=probe, connect=cls.kind == "connection"
-                )
+            if not await self._on_error(rt, tries, request, outcome):
+                return
+
+    async def _clear_to_send(self, rt: ModelRuntime, tries: _Tries) -> _Request | None:
+        """A request of the trial that the breaker, the budget and the limiter let through;
+        None when the endpoint is dead (the model stops), or the run or the model stopped, or
+        the budget is spent. While the endpoint is down this waits for a turn to probe it (a
+        stop cancels the wait); a probe that is not sent gives its turn back."""
+        breaker = rt.breaker
+        probe = False
+        if not breaker.closed:
+            admission = await wait_turn(breaker)
+            if admission.dead:
+                self._endpoint_dead(rt)
+                return None
+            probe = admission.probe
+        try:
+            permit = await self._admit(rt, tries.est, tries.est_cost)  # a stop cancels its waits
+        except BaseException:
+            if probe:
+                breaker.abandon()
+            raise
+        if permit is None:
+            if probe:
+                breaker.abandon()
+            return None
+        return _Request(permit, probe)
+
+    async def _send(
+        self, rt: ModelRuntime, tries: _Tries, request: _Request, worker: _Worker
+    ) -> Reply | ProviderError:
+        """Send one request: its reply, or the error it ended in (a provider's own exception
+        classified, so a provider bug never kills the run). While it is in flight its estimate
+        is reserved against the budget and a stop lets it finish (within the grace period);
+        it is cancelled when the endpoint's outage limit comes before its timeout
+        (runner/breaker.py). A cancellation releases the permit and is raised."""
+        cfg = rt.config
+        breaker = rt.breaker
+        request.started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
+        request.sent = time.monotonic()
+        t0 = time.perf_counter()
+        self._in_flight += 1
+        self._reserved_cost += tries.est_cost
+        rt.stats.requests += 1
+        outcome: Reply | ProviderError
+        worker.in_request = True
+        watch = breaker.watch(request.sent, cfg.timeout_s)  # None in the usual case
+        try:
+            if watch is None:
+                outcome = await rt.provider.complete(tries.trial.messages, tries.sampling)
             else:
-                breaker.reached(time.monotonic(), probe=probe)  # it answered: it is up
-                outage = False
-            hint = cls.delay_hint_s
-            if cls.verdict is Verdict.RETRY and hint is not None and hint > cfg.outage_limit_s:
-                # Sleeping silently for hours is no retry: stop the model, say until when.
-                line = _wait_beyond_limit(hint, cfg.outage_limit_s, time.time())
-                cls = Classification(Verdict.FATAL, cls.kind, f"{cls.message}; {line}")
-                self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "fatal")
-                self._fatal(rt, line)
-                return
-            if cls.verdict is Verdict.FATAL:
-                self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "fatal")
-                self._fatal(rt, cls.message)
-                return
-            rt.stats.errors += 1
-            if cls.verdict is Verdict.GIVE_UP:  # this trial fails for good; the model goes on
-                self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "gave_up")
-                rt.stats.failed += 1
-                rt.last_failure = f"{cls.kind}: {cls.message}"
-                return
-            if outage:
-                self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "retry")
-                rt.stats.retries += 1
-                continue  # no backoff of its own: the breaker spaces the probes
-            counted += 1
-            if cls.is_rate_limit:
-                limited += 1
-                rt.stats.rate_limited += 1
-                rt.limiter.pause(cls.delay_hint_s or self.backoff.window(counted))
-            if self.backoff.exhausted(counted - limited):
-                self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "gave_up")
-                rt.stats.failed += 1
-                rt.last_failure = f"{cls.kind}: {cls.message}"
-                return
-            self._attempt(rt, trial, attempt, started, latency_ms, error.status, cls, "retry")
-            rt.stats.retries += 1
-            if self._stopping:  # came while this request was in flight: no backoff to sit out
-                return
-            await anyio.sleep(self.backoff.delay(counted, cls.delay_hint_s, self.rng))
+                reply: Reply | None = None
+                with watch:
+                    reply = await rt.provider.complete(tries.trial.messages, tries.sampling)
+                # No reply: the watch cancelled the request (a reply that came first wins).
+                outcome = (
+                    reply
+                    if reply is not None
+                    else ProviderError(_outage_timeout(cfg.outage_limit_s))
+                )
+        except ProviderError as exc:
+            outcome = exc
+        except anyio.get_cancelled_exc_class():
+            rt.limiter.release(request.permit, None)
+            if request.probe:
+                breaker.abandon()
+            raise
+        except Exception as exc:  # a provider bug must not kill the run: retry, recorded
+            outcome = ProviderError(rt.provider.classify_exception(exc))
+        finally:
+            if watch is not None:
+                breaker.unwatch(watch)
+            self._settle(worker, tries.est_cost)
+        request.latency_ms = (time.perf_counter() - t0) * 1000
+        return outcome
+
+    def _settle(self, worker: _Worker, est_cost: float) -> None:
+        """A request is no longer in flight: give back its reserved estimate and wake the
+        workers waiting for budget room (they run after this attempt is recorded)."""
+        worker.in_request = False
+        self._in_flight -= 1
+        self._reserved_cost -= est_cost
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
+
+    def _on_reply(self, rt: ModelRuntime, tries: _Tries, request: _Request, reply: Reply) -> None:
+        """A reply: the endpoint is up, the limiter learns the tokens used and, now and then,
+        the limits the reply's headers announce; then it is recorded."""
+        rt.breaker.reached(time.monotonic(), probe=request.probe)
+        rt.stats.failing = 0
+        reply = _checked(reply)
+        used = None
+        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
+            used = reply.prompt_tokens + reply.completion_tokens
+        rt.limiter.release(request.permit, used, outcome="ok")
+        if rt.reads_limits:
+            self._read_limits(rt, reply.headers, tries.est)
+        else:
+            # Until a reply says where its limits stand, successful replies are read at most
+            # once a second: reading every reply's headers is per-request work the loop can
+            # skip. Errors (a 429 first of all) are always read.
+            now = time.monotonic()
+            if now >= rt.next_limits_check:
+                rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
+                self._read_limits(rt, reply.headers, tries.est)
+        self._record_reply(
+            rt,
+            tries.trial,
+            tries.attempt,
+            request.started,
+            request.latency_ms,
+            reply,
+            tries.est_cost,
+        )
+
+    async def _on_error(
+        self, rt: ModelRuntime, tries: _Tries, request: _Request, error: ProviderError
+    ) -> bool:
+        """A failed request, recorded as ending the model (fatal, or a wait beyond the outage
+        limit), the trial (given up) or neither (retried: at once while the endpoint is down,
+        since the breaker spaces the probes, else after the backoff). True when the trial is
+        to be requested again."""
+        cls = error.classification
+        rt.limiter.release(
+            request.permit, None, outcome="rate_limited" if cls.is_rate_limit else "other"
+        )
+        self._read_limits(rt, error.headers, tries.est)
+        self._failing(rt, cls.kind)
+        outage = self._tell_breaker(rt, cls, request)
+        stops = _stops_model(cls, rt.config.outage_limit_s)
+        if stops is not None:
+            cls, line = stops
+            self._attempt_of(rt, tries, request, error.status, cls, "fatal")
+            self._fatal(rt, line)
+            return False
+        rt.stats.errors += 1
+        if cls.verdict is Verdict.GIVE_UP:  # this trial fails for good; the model goes on
+            self._give_up(rt, tries, request, error.status, cls)
+            return False
+        if not outage and self._backoff_exhausted(rt, tries, cls):
+            self._give_up(rt, tries, request, error.status, cls)
+            return False
+        self._attempt_of(rt, tries, request, error.status, cls, "retry")
+        rt.stats.retries += 1
+        if outage:
+            return True  # no backoff of its own: the breaker spaces the probes
+        if self._stopping:  # came while this request was in flight: no backoff to sit out
+            return False
+        await anyio.sleep(self.backoff.delay(tries.counted, cls.delay_hint_s, self.rng))
+        return True
+
+    def _tell_breaker(self, rt: ModelRuntime, cls: Classification, request: _Request) -> bool:
+        """Tell the endpoint's breaker how a failed request went: unreachable (a connection
+        failure or a timeout), or answered, so up. True when the endpoint is in an outage."""
+        if cls.kind in UNREACHABLE_KINDS:
+            cause = f"{cls.kind}: {cls.message}"
+            return rt.breaker.unreachable(
+                time.monotonic(),
+                request.sent,
+                cause,
+                probe=request.probe,
+                connect=cls.kind == "connection",
+            )
+        rt.breaker.reached(time.monotonic(), probe=request.probe)  # it answered: it is up
+        return False
+
+    def _backoff_exhausted(self, rt: ModelRuntime, tries: _Tries, cls: Classification) -> bool:
+        """Count a retryable failure outside an outage in the trial's backoff; True when the
+        trial has used up its retries. A 429 pauses the endpoint and is counted in the
+        backoff's length but not against the retries: a rate limit only slows the run."""
+        tries.counted += 1
+        if cls.is_rate_limit:
+            tries.limited += 1
+            rt.stats.rate_limited += 1
+            rt.limiter.pause(cls.delay_hint_s or self.backoff.window(tries.counted))
+        return self.backoff.exhausted(tries.counted - tries.limited)
+
+    def _give_up(
+        self,
+        rt: ModelRuntime,
+        tries: _Tries,
+        request: _Request,
+        status: int | None,
+        cls: Classification,
+    ) -> None:
+        """The trial fails for good (the model goes on); its cause is kept for the summary."""
+        self._attempt_of(rt, tries, request, status, cls, "gave_up")
+        rt.stats.failed += 1
+        rt.last_failure = f"{cls.kind}: {cls.message}"
+
+    def _attempt_of(
+        self,
+        rt: ModelRuntime,
+        tries: _Tries,
+        request: _Request,
+        status: int | None,
+        cls: Classification,
+        outcome: str,
+    ) -> None:
+        """The attempt row of the trial's latest request, which ended in an error."""
+        self._attempt(
+            rt,
+            tries.trial,
+            tries.attempt,
+            request.started,
+            request.latency_ms,
+            status,
+            cls,
+            outcome,
+        )
 
     def _endpoint_dead(self, rt: ModelRuntime) -> None:
         """The model's endpoint has been down for its `outage_limit_s` (or, never having
@@ -706,24 +837,8 @@ class Scheduler:
     ) -> None:
         """One attempt row, one response row and what its parser needs, appended to the
         writer's buffers as tuples; converting and serialising them (the raw body included)
-        happens on the writer's thread.
-
-        The cost is unknown (NULL) when either token count is (missing or invalid, see
-        runner/providers/usage.py): a guessed 0 would read as free and let the budget spend
-        past its cap. The budget counts such a reply at `est_cost`, its request's upper
-        bound."""
-        cfg = rt.config
-        cost: float | None = None
-        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
-            cost = cfg.cost(
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                reply.cache_read_tokens,
-                reply.cache_write_tokens,
-            )
-        else:
-            self._unknown_cost += est_cost
-            rt.stats.cost_unknown += 1
+        happens on the writer's thread."""
+        cost = self._reply_cost(rt, reply, est_cost)
         key = trial.trial_key
         self.writer.add_attempt(
             AttemptRow(
@@ -751,14 +866,37 @@ class Scheduler:
             if trial.experiment in self._parsed
             else None,
         )
-        s = rt.stats
-        s.done += 1
-        s.prompt_tokens += reply.prompt_tokens or 0
-        s.completion_tokens += reply.completion_tokens or 0
-        if cost is not None:
-            s.cost_usd += cost
-        if reply.provider_model is not None:
-            s.reported.add(reply.provider_model)  # drift, said live by `ibias status`
-        s.last_done_at = time.monotonic()
-        if s.first_done_at is None:
-            s.first_done_at = s.last_done_at
+        _count_done(rt.stats, reply, cost)
+
+    def _reply_cost(self, rt: ModelRuntime, reply: Reply, est_cost: float) -> float | None:
+        """What the reply cost, from its token counts and the model's prices.
+
+        Unknown (NULL) when either token count is (missing or invalid, see
+        runner/providers/usage.py): a guessed 0 would read as free and let the budget spend
+        past its cap. The budget counts such a reply at `est_cost`, its request's upper
+        bound."""
+        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
+            return rt.config.cost(
+                reply.prompt_tokens,
+                reply.completion_tokens,
+                reply.cache_read_tokens,
+                reply.cache_write_tokens,
+            )
+        self._unknown_cost += est_cost
+        rt.stats.cost_unknown += 1
+        return None
+
+
+def _count_done(stats: ModelStats, reply: Reply, cost: float | None) -> None:
+    """Count a recorded reply in its model's progress: tokens, cost, the model the provider
+    says answered (drift, said live by `ibias status`) and when."""
+    stats.done += 1
+    stats.prompt_tokens += reply.prompt_tokens or 0
+    stats.completion_tokens += reply.completion_tokens or 0
+    if cost is not None:
+        stats.cost_usd += cost
+    if reply.provider_model is not None:
+        stats.reported.add(reply.provider_model)
+    stats.last_done_at = time.monotonic()
+    if stats.first_done_at is None:
+        stats.first_done_at = stats.last_done_at

@@ -116,21 +116,7 @@ def _has_replies_view(con: duckdb.DuckDBPyConnection) -> bool:
 def _keys(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[str]:
     """The keys the selection names, in the order to show them."""
     if sel.key is not None:
-        key = sel.key.lower()
-        if not _KEY.match(key):
-            raise ShowError(f"{sel.key!r} is not a trial key (64 hex digits, or a prefix)")
-        found = [
-            r[0]
-            for r in con.execute(
-                "SELECT DISTINCT trial_key FROM trials WHERE starts_with(trial_key, ?) LIMIT 2",
-                [key],
-            ).fetchall()
-        ]
-        if not found:
-            raise ShowError(f"no trial with a key starting {key!r} in this store")
-        if len(found) > 1:
-            raise ShowError(f"several trials have keys starting {key!r}; give more of the key")
-        return found
+        return _key_by_prefix(con, sel.key)
     source = "trials"
     conditions: list[str] = []
     params: list[Any] = []
@@ -168,25 +154,50 @@ def _keys(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[str]:
         message = _first_line(str(exc)).removeprefix("query failed: ")
         raise ShowError(f"--where failed: {message}") from None
     if not keys:
-        asked = ", ".join(
-            f"{name} {value!r}"
-            for name, value in (
-                ("--model", sel.model),
-                ("--experiment", sel.experiment),
-                ("--where", sel.where),
-            )
-            if value is not None
-        )
-        if sel.answered is not None:
-            which = "answered" if sel.answered else "unanswered"
-            other = "--unanswered shows the others" if sel.answered else "all are answered"
-            raise ShowError(
-                f"no {which} trial matches {asked} ({other})"
-                if asked
-                else f"the store has no {which} trials yet ({other})"
-            )
-        raise ShowError(f"no trial matches {asked}" if asked else "the store has no trials")
+        raise _nothing_matches(sel)
     return keys
+
+
+def _key_by_prefix(con: duckdb.DuckDBPyConnection, given: str) -> list[str]:
+    """The one trial key that starts with `given`; none, or several, is an error."""
+    key = given.lower()
+    if not _KEY.match(key):
+        raise ShowError(f"{given!r} is not a trial key (64 hex digits, or a prefix)")
+    found = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT trial_key FROM trials WHERE starts_with(trial_key, ?) LIMIT 2",
+            [key],
+        ).fetchall()
+    ]
+    if not found:
+        raise ShowError(f"no trial with a key starting {key!r} in this store")
+    if len(found) > 1:
+        raise ShowError(f"several trials have keys starting {key!r}; give more of the key")
+    return found
+
+
+def _nothing_matches(sel: Selection) -> ShowError:
+    """The error for a selection no trial matches, naming what was asked (and, for
+    --answered or --unanswered, where the others are)."""
+    asked = ", ".join(
+        f"{name} {value!r}"
+        for name, value in (
+            ("--model", sel.model),
+            ("--experiment", sel.experiment),
+            ("--where", sel.where),
+        )
+        if value is not None
+    )
+    if sel.answered is not None:
+        which = "answered" if sel.answered else "unanswered"
+        other = "--unanswered shows the others" if sel.answered else "all are answered"
+        return ShowError(
+            f"no {which} trial matches {asked} ({other})"
+            if asked
+            else f"the store has no {which} trials yet ({other})"
+        )
+    return ShowError(f"no trial matches {asked}" if asked else "the store has no trials")
 
 
 def _check_read(query: str) -> None:
@@ -208,14 +219,7 @@ def read_trials(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[TrialVie
     """The selected trials with everything stored about them. The only function here that
     reads the store; `con` is an open read connection (sandboxed by the caller)."""
     keys = _keys(con, sel)
-    parsed: dict[str, tuple[Any, Any, Any]] = {}
-    if _has_replies_view(con):
-        rows = con.execute(
-            "SELECT trial_key, design, parsed, parser_version FROM replies "
-            "WHERE list_contains(?, trial_key)",
-            [keys],
-        ).fetchall()
-        parsed = {r[0]: (r[1], r[2], r[3]) for r in rows}
+    parsed = _parsed_by_key(con, keys)
     trials = {
         r[0]: r
         for r in con.execute(
@@ -226,24 +230,8 @@ def read_trials(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[TrialVie
             [keys],
         ).fetchall()
     }
-    attempts: dict[str, list[Attempt]] = {k: [] for k in keys}
-    for r in con.execute(
-        "SELECT trial_key, run_id, attempt_no, started_at, latency_ms, http_status, error_kind, "
-        "error_message, outcome FROM attempts WHERE list_contains(?, trial_key) "
-        "ORDER BY started_at, attempt_no",
-        [keys],
-    ).fetchall():
-        attempts[r[0]].append(Attempt(*r[1:]))
-    replies = {
-        r[0]: Reply(*r[1:])
-        for r in con.execute(
-            "SELECT trial_key, content, finish_reason, refusal, provider_model, prompt_tokens, "
-            "completion_tokens, cost_usd, received_at, run_id FROM responses "
-            "WHERE list_contains(?, trial_key) "
-            "QUALIFY row_number() OVER (PARTITION BY trial_key ORDER BY received_at) = 1",
-            [keys],
-        ).fetchall()
-    }
+    attempts = _attempts_by_key(con, keys)
+    replies = _first_replies(con, keys)
     out = []
     for key in keys:
         t = trials[key]
@@ -268,6 +256,48 @@ def read_trials(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[TrialVie
             )
         )
     return out
+
+
+def _parsed_by_key(
+    con: duckdb.DuckDBPyConnection, keys: list[str]
+) -> dict[str, tuple[Any, Any, Any]]:
+    """Each trial's design, parsed reply and parser version, from the `replies` view (none
+    when the store has no view yet)."""
+    if not _has_replies_view(con):
+        return {}
+    rows = con.execute(
+        "SELECT trial_key, design, parsed, parser_version FROM replies "
+        "WHERE list_contains(?, trial_key)",
+        [keys],
+    ).fetchall()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def _attempts_by_key(con: duckdb.DuckDBPyConnection, keys: list[str]) -> dict[str, list[Attempt]]:
+    """Each trial's attempts, every run's, in the order they started."""
+    attempts: dict[str, list[Attempt]] = {k: [] for k in keys}
+    for r in con.execute(
+        "SELECT trial_key, run_id, attempt_no, started_at, latency_ms, http_status, error_kind, "
+        "error_message, outcome FROM attempts WHERE list_contains(?, trial_key) "
+        "ORDER BY started_at, attempt_no",
+        [keys],
+    ).fetchall():
+        attempts[r[0]].append(Attempt(*r[1:]))
+    return attempts
+
+
+def _first_replies(con: duckdb.DuckDBPyConnection, keys: list[str]) -> dict[str, Reply]:
+    """Each answered trial's earliest stored reply."""
+    return {
+        r[0]: Reply(*r[1:])
+        for r in con.execute(
+            "SELECT trial_key, content, finish_reason, refusal, provider_model, prompt_tokens, "
+            "completion_tokens, cost_usd, received_at, run_id FROM responses "
+            "WHERE list_contains(?, trial_key) "
+            "QUALIFY row_number() OVER (PARTITION BY trial_key ORDER BY received_at) = 1",
+            [keys],
+        ).fetchall()
+    }
 
 
 def show(store: Path, sel: Selection) -> list[TrialView]:

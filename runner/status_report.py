@@ -11,6 +11,7 @@ language breakdown is in `--json` (`by`) and in the store's `progress` view.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -106,6 +107,27 @@ def _stored_progress(store: Path) -> dict[str, Any] | None:
         {"experiment": e, "model_id": m, "language": lang, "planned": p, "done": d, "failed": f}
         for e, m, lang, p, d, f in rows
     ]
+    return {
+        "last_run_id": last[0] if last else None,
+        "last_run_started_at": last[1].isoformat() if last else None,
+        "planned": sum(r["planned"] for r in by),
+        "done": sum(r["done"] for r in by),
+        "failed": sum(r["failed"] for r in by),
+        "models": _model_totals(by, attempts, costs),
+        "by": by,
+        "drift": [d.line() for d in reported if d.drifted],
+        "reported_models": [d.to_json() for d in reported],
+    }
+
+
+def _model_totals(
+    by: list[dict[str, Any]],
+    attempts: Mapping[str, tuple[int, int]],
+    costs: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """Per model, in the order the cells name them: its cells' trials summed, its retries and
+    errors (`attempts`: retries, and retries and give-ups) and what it cost. A stored status
+    has no rate and no ETA (only a run's live status does)."""
     models: dict[str, dict[str, Any]] = {}
     for r in by:
         m = models.setdefault(
@@ -123,17 +145,7 @@ def _stored_progress(store: Path) -> dict[str, Any] | None:
             requests_per_s=None,
             eta_s=None,
         )
-    return {
-        "last_run_id": last[0] if last else None,
-        "last_run_started_at": last[1].isoformat() if last else None,
-        "planned": sum(r["planned"] for r in by),
-        "done": sum(r["done"] for r in by),
-        "failed": sum(r["failed"] for r in by),
-        "models": list(models.values()),
-        "by": by,
-        "drift": [d.line() for d in reported if d.drifted],
-        "reported_models": [d.to_json() for d in reported],
-    }
+    return list(models.values())
 
 
 def _count(n: int) -> str:

@@ -83,12 +83,10 @@ def _need(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], what:
 
 
 def parse_line(raw: bytes, line: int = 0) -> ImportedReply:
+    """One reply line, checked field by field (the first wrong one raises, naming it) and
+    made into its trial, keyed by what was asked."""
     obj = json_object_line(raw, TOP_KEYS)
-    experiment = obj.get("experiment")
-    kind = registry.kind(experiment) if isinstance(experiment, str) else None
-    if kind is None:
-        names = ", ".join(k.name for k in registry.kinds())
-        raise ValueError("'experiment' must be one of " + names)
+    kind = _kind_of(obj)
     model_id = _need(obj, "model_id", str, "a model id")
     if not model_id.strip():
         raise ValueError("'model_id' must not be empty")
@@ -110,32 +108,16 @@ def parse_line(raw: bytes, line: int = 0) -> ImportedReply:
     if provider_model is not None and not isinstance(provider_model, str):
         raise ValueError("'provider_model' must be a string")
     messages = chat_messages(obj.get("messages", []), allow_empty=True)
-    item = kind.import_item(item, language)
     asked = {
         "imported": True,
-        "experiment": experiment,
+        "experiment": obj["experiment"],
         "model_id": model_id,
         "language": language,
-        "item": item,
+        "item": kind.import_item(item, language),
         "messages": messages,
         "id": line_id,
     }
-    try:
-        trial_key = stable_hash(asked)
-        legacy_key = stable_hash({**asked, "content": content})
-    except TypeError:  # orjson: an integer beyond 64 bits in a free-form item
-        raise ValueError("'item' holds a number too large to store") from None
-    trial = Trial(
-        trial_key=trial_key,
-        experiment=kind.name,
-        model_id=model_id,
-        language=language,
-        coords={"imported": trial_key[:16]},
-        item=item,
-        messages=messages,
-        params={},
-        replicate=0,
-    )
+    trial, legacy_key = _imported_trial(kind.name, asked, content)
     return ImportedReply(
         trial=trial,
         content=content,
@@ -143,6 +125,38 @@ def parse_line(raw: bytes, line: int = 0) -> ImportedReply:
         line=line,
         legacy_key=legacy_key,
     )
+
+
+def _kind_of(obj: Mapping[str, Any]) -> registry.TrialKind:
+    """The registered kind the line's `experiment` names; anything else raises, listing them."""
+    experiment = obj.get("experiment")
+    kind = registry.kind(experiment) if isinstance(experiment, str) else None
+    if kind is None:
+        names = ", ".join(k.name for k in registry.kinds())
+        raise ValueError("'experiment' must be one of " + names)
+    return kind
+
+
+def _imported_trial(experiment: str, asked: Mapping[str, Any], content: Any) -> tuple[Trial, str]:
+    """The imported reply's trial, keyed by what was asked (so the same question imported
+    twice is one trial), and the key earlier versions gave it (which hashed the content too)."""
+    try:
+        trial_key = stable_hash(asked)
+        legacy_key = stable_hash({**asked, "content": content})
+    except TypeError:  # orjson: an integer beyond 64 bits in a free-form item
+        raise ValueError("'item' holds a number too large to store") from None
+    trial = Trial(
+        trial_key=trial_key,
+        experiment=experiment,
+        model_id=asked["model_id"],
+        language=asked["language"],
+        coords={"imported": trial_key[:16]},
+        item=asked["item"],
+        messages=asked["messages"],
+        params={},
+        replicate=0,
+    )
+    return trial, legacy_key
 
 
 def read_file(path: Path) -> list[ImportedReply]:
@@ -252,6 +266,50 @@ def _insert_checks(
         ).fetchall()
 
 
+def _record_import_run(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    now: datetime,
+    path: Path,
+    pack: StimuliPack | None,
+) -> None:
+    """The import's row in `runs`: its config names the file (and the pack it was checked
+    against), so the store says where its imported trials came from."""
+    con.execute(
+        "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, "
+        "command) VALUES (?, ?, ?, ?, ?, NULL, ?)",
+        [
+            run_id,
+            now,
+            f"# imported from {path.name}\n"
+            + ("" if pack is None else f"# prompts checked against {pack.root}\n"),
+            stable_hash(path.name),
+            "import",
+            f"ibias import {path}",
+        ],
+    ).fetchall()
+
+
+def _response_row(reply: ImportedReply, run_id: str, now: datetime) -> ResponseRow:
+    """An imported reply's stored row: its text and the model it names; no usage, cost or
+    raw body (the file has none)."""
+    return ResponseRow(
+        trial_key=reply.trial.trial_key,
+        run_id=run_id,
+        model_id=reply.trial.model_id,
+        provider_model=reply.provider_model,
+        content=reply.content,
+        refusal=None,
+        finish_reason=None,
+        prompt_tokens=None,
+        completion_tokens=None,
+        cost_usd=None,
+        system_fingerprint=None,
+        received_at=now,
+        raw=None,
+    )
+
+
 def import_file(
     con: duckdb.DuckDBPyConnection, path: Path, pack: StimuliPack | None = None
 ) -> ImportResult:
@@ -269,41 +327,9 @@ def import_file(
     now = datetime.now(UTC)
     con.execute("BEGIN TRANSACTION").fetchall()
     try:
-        con.execute(
-            "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, "
-            "command) VALUES (?, ?, ?, ?, ?, NULL, ?)",
-            [
-                run_id,
-                now,
-                f"# imported from {path.name}\n"
-                + ("" if pack is None else f"# prompts checked against {pack.root}\n"),
-                stable_hash(path.name),
-                "import",
-                f"ibias import {path}",
-            ],
-        ).fetchall()
+        _record_import_run(con, run_id, now, path, pack)
         insert_trials(con, run_id, [r.trial for r in replies])
-        new = insert_responses(
-            con,
-            [
-                ResponseRow(
-                    trial_key=r.trial.trial_key,
-                    run_id=run_id,
-                    model_id=r.trial.model_id,
-                    provider_model=r.provider_model,
-                    content=r.content,
-                    refusal=None,
-                    finish_reason=None,
-                    prompt_tokens=None,
-                    completion_tokens=None,
-                    cost_usd=None,
-                    system_fingerprint=None,
-                    received_at=now,
-                    raw=None,
-                )
-                for r in replies
-            ],
-        )
+        new = insert_responses(con, [_response_row(r, run_id, now) for r in replies])
         if pack is not None:
             _insert_checks(con, checks, str(pack.root))
         parse_pending(con)

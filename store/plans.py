@@ -16,7 +16,7 @@ only where they need them (once per spec, never for counting).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -155,27 +155,55 @@ def insert_planned(
         _append(con, "trial_specs", spec_names, spec_table)
         _append(con, "trial_rows", names, row_table)
         return int(row_table.num_rows)
+    row_table = _without_stored_keys(con, plan, run_id, row_table, columns["trial_key"])
+    if not row_table.num_rows:
+        return 0
+    new_specs = _unstored_specs(con, spec_table, row_table, columns["spec_key"])
+    if new_specs.num_rows:
+        _append(con, "trial_specs", spec_names, new_specs)
+    _append(con, "trial_rows", names, row_table)
+    return int(row_table.num_rows)
+
+
+def _without_stored_keys(
+    con: duckdb.DuckDBPyConnection,
+    plan: StoredPlan,
+    run_id: str,
+    row_table: pa.Table,
+    keys: Sequence[Any],
+) -> pa.Table:
+    """The batch's trial rows whose keys are not stored yet. Stored keys that a run outside
+    the plan's planning runs stored are listed in `plan_trials`, so the plan still knows them.
+    One scan of the stored keys per batch: DuckDB hashes the batch, not the table."""
     with registered(con, "_planned", row_table):
-        # One scan of the stored keys per batch; DuckDB hashes the batch, not the table.
         hits = dict(
             con.execute(
                 "SELECT s.trial_key, s.run_id FROM trial_rows s SEMI JOIN _planned b "
                 "ON s.trial_key = b.trial_key"
             ).fetchall()
         )
-    if hits:
-        own = set(plan.runs) | {run_id}
-        reused = [k for k, r in hits.items() if r not in own]
-        if reused:
-            con.execute(
-                "INSERT INTO plan_trials SELECT DISTINCT ?, k FROM unnest(?::VARCHAR[]) u(k) "
-                "WHERE k NOT IN (SELECT trial_key FROM plan_trials WHERE plan_hash = ?)",
-                [plan.plan_hash, reused, plan.plan_hash],
-            ).fetchall()
-        keys = columns["trial_key"]
-        row_table = row_table.filter(pa.array([k not in hits for k in keys], type=pa.bool_()))
-    if not row_table.num_rows:
-        return 0
+    if not hits:
+        return row_table
+    own = set(plan.runs) | {run_id}
+    reused = [k for k, r in hits.items() if r not in own]
+    if reused:
+        con.execute(
+            "INSERT INTO plan_trials SELECT DISTINCT ?, k FROM unnest(?::VARCHAR[]) u(k) "
+            "WHERE k NOT IN (SELECT trial_key FROM plan_trials WHERE plan_hash = ?)",
+            [plan.plan_hash, reused, plan.plan_hash],
+        ).fetchall()
+    return row_table.filter(pa.array([k not in hits for k in keys], type=pa.bool_()))
+
+
+def _unstored_specs(
+    con: duckdb.DuckDBPyConnection,
+    spec_table: pa.Table,
+    row_table: pa.Table,
+    spec_keys: Sequence[Any],
+) -> pa.Table:
+    """The batch's specs that a new trial row names and the store does not hold yet (an
+    anti-join on spec_key: a batch holds all the trials of its specs, so no later batch needs
+    one it skipped)."""
     needed = set(row_table.column("spec_key").to_pylist())
     with registered(con, "_planned_specs", spec_table):
         stored = {
@@ -185,13 +213,9 @@ def insert_planned(
                 "ON s.spec_key = b.spec_key"
             ).fetchall()
         }
-    new_specs = spec_table.filter(
-        pa.array([k in needed and k not in stored for k in columns["spec_key"]], type=pa.bool_())
+    return spec_table.filter(
+        pa.array([k in needed and k not in stored for k in spec_keys], type=pa.bool_())
     )
-    if new_specs.num_rows:
-        _append(con, "trial_specs", spec_names, new_specs)
-    _append(con, "trial_rows", names, row_table)
-    return int(row_table.num_rows)
 
 
 def _append(con: duckdb.DuckDBPyConnection, table: str, names: str, rows: pa.Table) -> None:
@@ -280,25 +304,13 @@ def remaining(
     tried again when DuckDB's memory is full: the window query holds a few hash tables (about
     24 MB), and seven models' at once filled the cap when a run resumed."""
     where, params = plan.membership()
-
-    def query(sql: str, args: list[Any], *, numpy: bool = False) -> Any:
-        def fetch() -> Any:
-            try:
-                result = con.execute(sql, args)
-                return result.fetchnumpy() if numpy else result.fetchall()
-            except duckdb.Error:
-                rollback(con)  # no aborted transaction may outlive a failed read
-                raise
-
-        return fetch() if guard is None else guard.exclusive(fetch)
-
+    query = _reader(con, guard)
     lo, hi = query(
         f"SELECT min(t.rowid), max(t.rowid) FROM trial_rows t WHERE t.model_id = ? AND {where}",
         [model_id, *params],
     )[0]
     if lo is None:
         return
-    loads = orjson.loads
     decoded: dict[str, Any] = {}  # a model's trials share a few params texts: decode each once
     for start in range(int(lo), int(hi) + 1, window):
         end = start + window
@@ -316,38 +328,87 @@ def remaining(
         for i in range(0, len(rowids), batch):
             chunk = rowids[i : i + batch].tolist()
             spec_chunk = spec_rowids[i : i + batch].tolist()
-            # Consecutive rowids (a model's trials in a one-model plan, or none answered in
-            # between): the range alone selects them, without a list test on every row.
-            gaps = chunk[-1] - chunk[0] >= len(chunk)
-            rows = query(
-                "SELECT t.trial_key, t.experiment, t.language, t.params FROM trial_rows t "
-                "WHERE t.rowid >= ? AND t.rowid <= ?"
-                + (" AND list_contains(?, t.rowid)" if gaps else "")
-                + " ORDER BY t.rowid",
-                [chunk[0], chunk[-1], *([chunk] if gaps else [])],
-            )
-            wanted = sorted(set(spec_chunk))
-            # A fresh plan's specs are consecutive rowids: then the range alone selects them.
-            listed = wanted[-1] - wanted[0] >= len(wanted)
-            texts = {}
-            for spec, item, messages_text in query(
-                "SELECT s.rowid, s.item, s.messages FROM trial_specs s "
-                "WHERE s.rowid >= ? AND s.rowid <= ?"
-                + (" AND list_contains(?, s.rowid)" if listed else ""),
-                [wanted[0], wanted[-1], *([wanted] if listed else [])],
-            ):
-                messages = tuple(loads(messages_text))
-                texts[spec] = (loads(item), messages, prompt_chars(messages))
-            out = []
-            for (key, experiment, language, p), spec in zip(rows, spec_chunk, strict=True):
-                sampling = decoded.get(p)
-                if sampling is None:
-                    sampling = decoded[p] = loads(p)
-                item, messages, chars = texts[spec]
-                out.append(
-                    Pending(key, experiment, model_id, language, item, messages, sampling, chars)
-                )
-            yield out
+            rows = _trial_rows_by_rowid(query, chunk)
+            texts = _spec_texts_by_rowid(query, spec_chunk)
+            yield _pending_batch(model_id, rows, spec_chunk, texts, decoded)
+
+
+_Query = Callable[..., Any]
+
+
+def _reader(con: duckdb.DuckDBPyConnection, guard: MemoryGuard | None) -> _Query:
+    """`query(sql, args, numpy=False)` on `con`: rows (or numpy columns), taking its turn
+    through `guard` when there is one. A failed read is rolled back, so no aborted
+    transaction outlives it."""
+
+    def query(sql: str, args: list[Any], *, numpy: bool = False) -> Any:
+        def fetch() -> Any:
+            try:
+                result = con.execute(sql, args)
+                return result.fetchnumpy() if numpy else result.fetchall()
+            except duckdb.Error:
+                rollback(con)
+                raise
+
+        return fetch() if guard is None else guard.exclusive(fetch)
+
+    return query
+
+
+def _trial_rows_by_rowid(query: _Query, chunk: list[int]) -> list[tuple[Any, ...]]:
+    """The narrow columns of the trial rows at `chunk`'s rowids (ascending), in that order.
+    Consecutive rowids (a model's trials in a one-model plan, or none answered in between)
+    are selected by the range alone, without a list test on every row."""
+    gaps = chunk[-1] - chunk[0] >= len(chunk)
+    rows: list[tuple[Any, ...]] = query(
+        "SELECT t.trial_key, t.experiment, t.language, t.params FROM trial_rows t "
+        "WHERE t.rowid >= ? AND t.rowid <= ?"
+        + (" AND list_contains(?, t.rowid)" if gaps else "")
+        + " ORDER BY t.rowid",
+        [chunk[0], chunk[-1], *([chunk] if gaps else [])],
+    )
+    return rows
+
+
+def _spec_texts_by_rowid(
+    query: _Query, spec_chunk: list[int]
+) -> dict[int, tuple[Any, tuple[Message, ...], int]]:
+    """Each spec the batch names, by rowid: its item and messages decoded, and the
+    messages' character count, each once however many trials share the spec. A fresh plan's
+    specs are consecutive rowids: then the range alone selects them."""
+    wanted = sorted(set(spec_chunk))
+    listed = wanted[-1] - wanted[0] >= len(wanted)
+    loads = orjson.loads
+    texts = {}
+    for spec, item, messages_text in query(
+        "SELECT s.rowid, s.item, s.messages FROM trial_specs s "
+        "WHERE s.rowid >= ? AND s.rowid <= ?"
+        + (" AND list_contains(?, s.rowid)" if listed else ""),
+        [wanted[0], wanted[-1], *([wanted] if listed else [])],
+    ):
+        messages = tuple(loads(messages_text))
+        texts[spec] = (loads(item), messages, prompt_chars(messages))
+    return texts
+
+
+def _pending_batch(
+    model_id: str,
+    rows: list[tuple[Any, ...]],
+    spec_chunk: list[int],
+    texts: Mapping[int, tuple[Any, tuple[Message, ...], int]],
+    decoded: dict[str, Any],
+) -> list[Pending]:
+    """The batch's trials as `Pending`s, each joined to its spec's texts; params texts are
+    decoded once a model (`decoded`, kept across batches)."""
+    loads = orjson.loads
+    out = []
+    for (key, experiment, language, p), spec in zip(rows, spec_chunk, strict=True):
+        sampling = decoded.get(p)
+        if sampling is None:
+            sampling = decoded[p] = loads(p)
+        item, messages, chars = texts[spec]
+        out.append(Pending(key, experiment, model_id, language, item, messages, sampling, chars))
+    return out
 
 
 class Usage(NamedTuple):

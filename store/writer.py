@@ -261,6 +261,30 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
     Each spec's texts go to `trial_specs` once: only specs of the new rows, and only those not
     stored already (anti-join on spec_key), so importing a file again adds no spec. The specs
     are written first, while the batch's keys are still absent from `trial_rows`."""
+    row_batch, spec_batch = _trial_tables(run_id, trials)
+    if not row_batch.num_rows:
+        return 0
+    names = ", ".join(TRIAL_ROW_COLUMNS)
+    spec_names = ", ".join(SPEC_COLUMNS)
+    with registered(con, "_trial_batch", row_batch), registered(con, "_spec_batch", spec_batch):
+        con.execute(
+            f"INSERT INTO trial_specs ({spec_names}) SELECT {spec_names} FROM _spec_batch b "
+            "WHERE b.spec_key IN (SELECT n.spec_key FROM _trial_batch n WHERE n.trial_key "
+            f"NOT IN ({_existing('trial_rows', '_trial_batch')})) AND b.spec_key NOT IN "
+            "(SELECT s.spec_key FROM trial_specs s JOIN _spec_batch k "
+            "ON s.spec_key = k.spec_key)"
+        ).fetchall()
+        return _inserted(
+            con.execute(
+                f"INSERT INTO trial_rows ({names}) SELECT {names} FROM _trial_batch b "
+                f"WHERE b.trial_key NOT IN ({_existing('trial_rows', '_trial_batch')})"
+            ).fetchall()
+        )
+
+
+def _trial_tables(run_id: str, trials: Iterable[Trial]) -> tuple[pa.Table, pa.Table]:
+    """The trials as `trial_rows` rows and their specs as `trial_specs` rows (Arrow), each
+    spec once, keyed by the canonical JSON of its parts."""
     rows: dict[str, list[Any]] = {c: [] for c in TRIAL_ROW_COLUMNS}
     specs: dict[str, tuple[str, str, str]] = {}
     for t in trials:
@@ -285,8 +309,6 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
         rows["spec_key"].append(key)
         rows["params"].append(canonical_json(t.params).decode())
         rows["replicate"].append(t.replicate)
-    if not rows["trial_key"]:
-        return 0
     row_batch = pa.table(
         {
             c: pa.array(v, type=pa.int32() if c == "replicate" else pa.string())
@@ -302,22 +324,7 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
             },
         }
     )
-    names = ", ".join(TRIAL_ROW_COLUMNS)
-    spec_names = ", ".join(SPEC_COLUMNS)
-    with registered(con, "_trial_batch", row_batch), registered(con, "_spec_batch", spec_batch):
-        con.execute(
-            f"INSERT INTO trial_specs ({spec_names}) SELECT {spec_names} FROM _spec_batch b "
-            "WHERE b.spec_key IN (SELECT n.spec_key FROM _trial_batch n WHERE n.trial_key "
-            f"NOT IN ({_existing('trial_rows', '_trial_batch')})) AND b.spec_key NOT IN "
-            "(SELECT s.spec_key FROM trial_specs s JOIN _spec_batch k "
-            "ON s.spec_key = k.spec_key)"
-        ).fetchall()
-        return _inserted(
-            con.execute(
-                f"INSERT INTO trial_rows ({names}) SELECT {names} FROM _trial_batch b "
-                f"WHERE b.trial_key NOT IN ({_existing('trial_rows', '_trial_batch')})"
-            ).fetchall()
-        )
+    return row_batch, spec_batch
 
 
 class StoreWriteError(errors.StoreError):

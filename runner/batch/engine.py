@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 import orjson
 
-from ibias.runner.batch.api import TOO_LARGE, BatchAPI, BatchAPIError, BatchInfo
+from ibias.runner.batch.api import TOO_LARGE, BatchAPI, BatchAPIError, BatchInfo, LineResult
 from ibias.runner.batch.limits import BatchLimits, batch_discount
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Reply, Sampling
@@ -342,82 +342,96 @@ class ModelBatches:
         with the batch's `ingested` row. An adopted batch is confirmed by its custom ids: a
         line naming no trial of the intent is counted and said, never stored."""
         keys = set(store.keys_of(self.con, row.intent_id))
-        tried = store.attempts_of(self.con, self.model.id)
-        started = row.intended_at.timestamp()
-        seen: set[str] = set()
-        attempts: list[AttemptRow] = []
-        responses: list[tuple[ResponseRow, str | None]] = []
-        stored = failed = foreign = 0
-        too_large: set[str] = set()  # kept once the transaction commits
+        tally = _Tally(
+            tried=store.attempts_of(self.con, self.model.id),
+            started=row.intended_at.timestamp(),
+        )
         self.con.execute("BEGIN TRANSACTION").fetchall()
         try:
             async for result in self.api.results(batch, self.max_line_bytes):
-                if result is None:
-                    continue  # unreadable, or above the cap naming no key: retried below
-                key = result.key
-                if key not in keys:
-                    foreign += 1
-                    continue
-                if key in seen:
-                    continue
-                seen.add(key)
-                attempt = tried.get(key, 0) + 1
-                if result.reply is None:
-                    final = result.kind == TOO_LARGE
-                    if final:
-                        too_large.add(key)
-                    attempts.append(
-                        self._failure(
-                            key,
-                            started,
-                            attempt,
-                            result.status,
-                            result.kind or "batch_error",
-                            result.message or "no reply",
-                            final=final,
-                        )
-                    )
-                    failed += 1
-                else:
-                    responses.append(self._response(key, result.reply, result.raw))
-                    stored += 1
-                if len(attempts) + len(responses) >= INGEST_CHUNK:
-                    self._flush(attempts, responses)
-            for key in sorted(keys - seen):  # never run: the batch expired, was cancelled...
-                attempts.append(
-                    self._failure(
-                        key,
-                        started,
-                        tried.get(key, 0) + 1,
-                        None,
-                        batch.error_code or f"batch_{batch.state}",
-                        batch.error_message
-                        or f"not run: the batch ended {batch.state} before this request",
-                    )
-                )
-                failed += 1
-            self._flush(attempts, responses)
-            detail = f"batch ended {batch.state}"
-            if batch.error_code:
-                detail += f" ({batch.error_code})"
-            if foreign:
-                detail += f"; {foreign} result lines named no trial of this batch"
-            store.record(self.con, row, "ingested", completed=stored, failed=failed, detail=detail)
+                if result is not None:  # None: unreadable, or above the cap naming no key
+                    self._take(result, keys, tally)  # (either way retried below)
+            self._fail_not_run(batch, keys, tally)
+            self._flush(tally.attempts, tally.responses)
+            store.record(
+                self.con,
+                row,
+                "ingested",
+                completed=tally.stored,
+                failed=tally.failed,
+                detail=_ingested_detail(batch, tally.foreign),
+            )
             self.con.execute("COMMIT").fetchall()
         except BaseException:
             self.con.execute("ROLLBACK").fetchall()
             raise
-        self._too_large |= too_large
-        self.stats.done += stored
-        if foreign:
-            self.say(
-                f"model {self.model.id}: batch {row.batch_id}: {foreign} result lines named no "
-                "trial of this batch (not stored)"
+        self._too_large |= tally.too_large
+        self.stats.done += tally.stored
+        self._say_ingested(row, tally)
+
+    def _take(self, result: LineResult, keys: set[str], tally: _Tally) -> None:
+        """One result line of the batch: a response, or a failed attempt (final when the
+        reply is above the body cap); a line naming no trial of the batch is only counted,
+        and a key's repeat is skipped. Rows go to the store a chunk at a time."""
+        key = result.key
+        if key not in keys:
+            tally.foreign += 1
+            return
+        if key in tally.seen:
+            return
+        tally.seen.add(key)
+        if result.reply is None:
+            final = result.kind == TOO_LARGE
+            if final:
+                tally.too_large.add(key)
+            tally.attempts.append(
+                self._failure(
+                    key,
+                    tally.started,
+                    tally.tried.get(key, 0) + 1,
+                    result.status,
+                    result.kind or "batch_error",
+                    result.message or "no reply",
+                    final=final,
+                )
             )
+            tally.failed += 1
+        else:
+            tally.responses.append(self._response(key, result.reply, result.raw))
+            tally.stored += 1
+        if len(tally.attempts) + len(tally.responses) >= INGEST_CHUNK:
+            self._flush(tally.attempts, tally.responses)
+
+    def _fail_not_run(self, batch: BatchInfo, keys: set[str], tally: _Tally) -> None:
+        """A failed attempt for each of the batch's trials without a result line: never run
+        (the batch expired, was cancelled...), said with the batch's error when it has one."""
+        for key in sorted(keys - tally.seen):
+            tally.attempts.append(
+                self._failure(
+                    key,
+                    tally.started,
+                    tally.tried.get(key, 0) + 1,
+                    None,
+                    batch.error_code or f"batch_{batch.state}",
+                    batch.error_message
+                    or f"not run: the batch ended {batch.state} before this request",
+                )
+            )
+            tally.failed += 1
+
+    def _say_ingested(self, row: BatchRow, tally: _Tally) -> None:
+        """The lines an ingested batch is reported by: result lines naming no trial of it,
+        then what was stored, what will be retried and what was above the body cap."""
+        if tally.foreign:
+            self.say(
+                f"model {self.model.id}: batch {row.batch_id}: {tally.foreign} result lines "
+                "named no trial of this batch (not stored)"
+            )
+        too_large = tally.too_large
         above = f", {len(too_large):,} above the body cap (max_body_bytes)" if too_large else ""
         self.say(
-            f"model {self.model.id}: batch {row.batch_id} ingested: {stored:,} replies, "
-            f"{failed - len(too_large):,} to retry{above}"
+            f"model {self.model.id}: batch {row.batch_id} ingested: {tally.stored:,} replies, "
+            f"{tally.failed - len(too_large):,} to retry{above}"
         )
 
     def _flush(
@@ -496,3 +510,32 @@ class ModelBatches:
             response_row(key, self.run_id, self.model.id, reply, cost, self.clock(), raw),
             reply_text(reply.content, reply.finish_reason, reply.refusal),
         )
+
+
+@dataclass(eq=False)
+class _Tally:
+    """What ingesting one batch's results has taken so far: the rows waiting for the next
+    chunk's flush, the keys seen, and the counts its `ingested` row and lines report."""
+
+    #: Attempts already stored per trial key (a result's attempt number follows them).
+    tried: Mapping[str, int]
+    #: When the batch was intended (epoch seconds): its attempts' start time.
+    started: float
+    attempts: list[AttemptRow] = field(default_factory=list)
+    responses: list[tuple[ResponseRow, str | None]] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    stored: int = 0
+    failed: int = 0
+    foreign: int = 0
+    #: Keys whose reply was above the body cap (final: kept once the transaction commits).
+    too_large: set[str] = field(default_factory=set)
+
+
+def _ingested_detail(batch: BatchInfo, foreign: int) -> str:
+    """The `ingested` row's detail: how the batch ended, and how many lines named no trial."""
+    detail = f"batch ended {batch.state}"
+    if batch.error_code:
+        detail += f" ({batch.error_code})"
+    if foreign:
+        detail += f"; {foreign} result lines named no trial of this batch"
+    return detail

@@ -96,25 +96,7 @@ async def run(
     wait for the batches unless told not to."""
     from ibias.runner.batch.engine import ModelBatches  # loads aiohttp: only when used
 
-    committed = [spent]
-    budget_hit: list[str] = []
-
-    def allow(upper_bound: float) -> bool:
-        if max_cost is not None and committed[0] + upper_bound > max_cost:
-            if not budget_hit:
-                budget_hit.append(
-                    f"stopped: budget of ${max_cost:.2f} reached (batches count at their upper "
-                    "bound); raise --max-cost to go on"
-                )
-                say(
-                    f"batch submission stopped: the next batch (up to ${upper_bound:.2f}) "
-                    f"would pass the budget of ${max_cost:.2f} (${committed[0]:.2f} spent or "
-                    "held by live batches, earlier runs' included, at their upper bound)"
-                )
-            return False
-        committed[0] += upper_bound
-        return True
-
+    budget = _BatchBudget(max_cost, spent, say)
     engines: list[ModelBatches] = []
     apis: list[BatchAPI] = []
     try:
@@ -128,33 +110,77 @@ async def run(
         # Batches an earlier run left live (or ended, not ingested) count at their upper
         # bound, as this run's do: `spent` has only the stored responses. Counted before the
         # first poll ingests any, and kept after (an upper bound, never an undercount).
-        committed[0] += sum(e.held_bound() for e in engines)
+        budget.committed += sum(e.held_bound() for e in engines)
         for e in engines:
             await e.poll()
-            await e.submit(allow)
-        await online(committed[0] - spent)
+            await e.submit(budget.allow)
+        await online(budget.committed - spent)
         if stop.requested:
-            return _outcome(engines, budget_hit, interrupted=True)
+            return _outcome(engines, budget.hit, interrupted=True)
         if not options.wait:
-            return _outcome(engines, budget_hit)
-        delay = POLL_FIRST_S
-        while any(e.live() for e in engines if e.fatal is None):
-            if stop.requested:
-                return _outcome(engines, budget_hit, interrupted=True)
-            with anyio.move_on_after(delay):
-                await _sleep_or_stop(options.sleep, delay, stop)
-            if stop.requested:
-                return _outcome(engines, budget_hit, interrupted=True)
-            changed = 0
-            for e in engines:
-                changed += await e.poll()
-                changed += len(await e.submit(allow))  # the trials whose lines failed
-            delay = POLL_FIRST_S if changed else min(delay * 2, POLL_CAP_S)
-        return _outcome(engines, budget_hit)
+            return _outcome(engines, budget.hit)
+        return await _poll_until_ended(engines, budget, options, stop)
     finally:
         with anyio.CancelScope(shield=True):
             for api in apis:
                 await api.close()
+
+
+class _BatchBudget:
+    """What the run's batches may commit under `--max-cost`. A batch counts at its upper
+    bound (its price if every request used its whole `max_tokens`) from its submission, beside
+    what the store has spent (`spent`); the first batch that would pass the cap is said, and
+    ends the run's lines with what to do."""
+
+    def __init__(self, max_cost: float | None, spent: float, say: Callable[[str], None]) -> None:
+        self.max_cost = max_cost
+        self.committed = spent
+        self.say = say
+        #: The run's closing line once the budget refused a batch (at most one).
+        self.hit: list[str] = []
+
+    def allow(self, upper_bound: float) -> bool:
+        """Whether a batch of this upper bound fits; if it does, it is committed."""
+        max_cost = self.max_cost
+        if max_cost is not None and self.committed + upper_bound > max_cost:
+            if not self.hit:
+                self.hit.append(
+                    f"stopped: budget of ${max_cost:.2f} reached (batches count at their upper "
+                    "bound); raise --max-cost to go on"
+                )
+                self.say(
+                    f"batch submission stopped: the next batch (up to ${upper_bound:.2f}) "
+                    f"would pass the budget of ${max_cost:.2f} (${self.committed:.2f} spent or "
+                    "held by live batches, earlier runs' included, at their upper bound)"
+                )
+            return False
+        self.committed += upper_bound
+        return True
+
+
+async def _poll_until_ended(
+    engines: Sequence[ModelBatches],
+    budget: _BatchBudget,
+    options: BatchOptions,
+    stop: Stop,
+) -> BatchOutcome:
+    """Poll every model's live batches until none is left (or a stop), ingesting the ended
+    ones and submitting again the trials whose lines failed; polls come sooner after a
+    change, and back off to `POLL_CAP_S` while nothing changes."""
+    delay = POLL_FIRST_S
+    while any(e.live() for e in engines if e.fatal is None):
+        if stop.requested:
+            return _outcome(engines, budget.hit, interrupted=True)
+        with anyio.move_on_after(delay):
+            await _sleep_or_stop(options.sleep, delay, stop)
+        if stop.requested:
+            return _outcome(engines, budget.hit, interrupted=True)
+        changed = 0
+        for e in engines:
+            changed += await e.poll()
+            changed += len(await e.submit(budget.allow))  # the trials whose lines failed
+        delay = POLL_FIRST_S if changed else min(delay * 2, POLL_CAP_S)
+    return _outcome(engines, budget.hit)
 
 
 async def _sleep_or_stop(

@@ -314,47 +314,20 @@ def limits_from_quotas(violations: Sequence[QuotaViolation]) -> Limits | None:
 
 
 def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str]) -> Reply:
-    """Read the fields ibias stores from a generateContent response body."""
+    """Read the fields ibias stores from a generateContent response body: the first
+    candidate's answer, or, with no candidate, the reason the prompt was blocked."""
     data = json_object(body, status, "generateContent")
     usage = data.get("usageMetadata")
-    prompt_tokens = completion_tokens = thoughts = None
-    if isinstance(usage, dict):
-        # Checked counts (runner/providers/usage.py). Gemini's JSON leaves out a count that
-        # is zero (proto3), so an absent candidates or thoughts count is 0; one present but
-        # not a count is unknown, and so is the completion count it is part of.
-        prompt_tokens = token_count(usage.get("promptTokenCount"))
-        thoughts = token_count(usage.get("thoughtsTokenCount"))
-        completion_tokens = token_sum(
-            token_count(usage["candidatesTokenCount"]) if "candidatesTokenCount" in usage else 0,
-            thoughts if "thoughtsTokenCount" in usage else 0,
-        )
+    prompt_tokens, completion_tokens, thoughts = _usage_counts(usage)
     candidates = data.get("candidates")
     content: str | None = None
     reasoning: str | None = None
     refusal: str | None = None
     finish: str | None = None
     if isinstance(candidates, list) and candidates:
-        candidate = candidates[0]
-        if not isinstance(candidate, dict):
-            raise MalformedResponse("generateContent candidate is not an object")
-        native = _opt_str(candidate.get("finishReason"))
-        content = _candidate_text(candidate)
-        reasoning = _candidate_text(candidate, thought=True)
-        if native in BLOCKING_FINISH_REASONS:
-            finish, refusal, content = "content_filter", f"response blocked: {native}", None
-        elif native is not None:
-            finish = _FINISH_REASONS.get(native, native.lower())
+        content, reasoning, refusal, finish = _candidate_answer(candidates[0])
     elif candidates is None or candidates == []:
-        feedback = data.get("promptFeedback")
-        reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
-        if not isinstance(reason, str) or not reason:
-            raise MalformedResponse("generateContent has no candidates and no block reason")
-        assert isinstance(feedback, dict)
-        refusal = f"prompt blocked: {reason}"
-        message = feedback.get("blockReasonMessage")
-        if isinstance(message, str) and message:
-            refusal += f" ({message})"
-        finish = "content_filter"
+        refusal, finish = _prompt_blocked(data), "content_filter"
     else:
         raise MalformedResponse("generateContent candidates is not a list")
     return Reply(
@@ -374,6 +347,50 @@ def parse_generate_content(body: bytes, status: int, headers: Mapping[str, str])
             token_count(usage.get("cachedContentTokenCount")) if isinstance(usage, dict) else None
         ),
     )
+
+
+def _usage_counts(usage: Any) -> tuple[int | None, int | None, int | None]:
+    """Prompt, completion and thoughts tokens of `usageMetadata`, checked
+    (runner/providers/usage.py); all unknown without it. Gemini's JSON leaves out a count that
+    is zero (proto3), so an absent candidates or thoughts count is 0; one present but not a
+    count is unknown, and so is the completion count it is part of (thoughts are output)."""
+    if not isinstance(usage, dict):
+        return None, None, None
+    thoughts = token_count(usage.get("thoughtsTokenCount"))
+    completion_tokens = token_sum(
+        token_count(usage["candidatesTokenCount"]) if "candidatesTokenCount" in usage else 0,
+        thoughts if "thoughtsTokenCount" in usage else 0,
+    )
+    return token_count(usage.get("promptTokenCount")), completion_tokens, thoughts
+
+
+def _candidate_answer(candidate: Any) -> tuple[str | None, str | None, str | None, str | None]:
+    """A candidate's content, reasoning (thought summaries), refusal and finish reason (in
+    OpenAI's words): a blocked candidate is a `content_filter` refusal with no content."""
+    if not isinstance(candidate, dict):
+        raise MalformedResponse("generateContent candidate is not an object")
+    native = _opt_str(candidate.get("finishReason"))
+    content = _candidate_text(candidate)
+    reasoning = _candidate_text(candidate, thought=True)
+    if native in BLOCKING_FINISH_REASONS:
+        return None, reasoning, f"response blocked: {native}", "content_filter"
+    finish = None if native is None else _FINISH_REASONS.get(native, native.lower())
+    return content, reasoning, None, finish
+
+
+def _prompt_blocked(data: Mapping[str, Any]) -> str:
+    """The refusal of a response without candidates: the prompt's block reason (and its
+    message); with no block reason either, the body is malformed."""
+    feedback = data.get("promptFeedback")
+    reason = feedback.get("blockReason") if isinstance(feedback, dict) else None
+    if not isinstance(reason, str) or not reason:
+        raise MalformedResponse("generateContent has no candidates and no block reason")
+    assert isinstance(feedback, dict)
+    refusal = f"prompt blocked: {reason}"
+    message = feedback.get("blockReasonMessage")
+    if isinstance(message, str) and message:
+        refusal += f" ({message})"
+    return refusal
 
 
 def _candidate_text(candidate: Mapping[str, Any], *, thought: bool = False) -> str | None:

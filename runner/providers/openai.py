@@ -412,13 +412,8 @@ def parse_chat_completion(
     """Read the fields ibias stores from a chat.completion body.
 
     Reasoning: the message's `reasoning_content` (DeepSeek, xAI, vLLM; `reasoning` on
-    OpenRouter and Groq) is kept as `Reply.reasoning`, never as the reply. Reasoning tokens
-    (`usage.completion_tokens_details.reasoning_tokens`) are billed as output: OpenAI and
-    DeepSeek count them inside `completion_tokens`, xAI (and Gemini's OpenAI endpoint, which
-    may not report them at all) outside it. `total_tokens` settles it: whatever it counts
-    beyond prompt and completion tokens is output the completion count left out, added to the
-    completion tokens (and taken as the reasoning tokens when none are reported); without a
-    total, the host's rule (`reasoning_separate`) decides.
+    OpenRouter and Groq) is kept as `Reply.reasoning`, never as the reply; its tokens are
+    counted as `_token_counts` says.
 
     Only a body that cannot be a completion is malformed; an empty content with a
     `content_filter` or `length` finish reason, a `refusal`, or an empty string is a
@@ -430,41 +425,15 @@ def parse_chat_completion(
     `Reply.logprobs`, so `raw` does not hold them a second time (they are most of its bytes).
     """
     data = json_object(body, status, "completion")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise MalformedResponse("completion has no choices")
-    choice = choices[0]
-    message = choice.get("message")
-    if not isinstance(message, dict):
-        raise MalformedResponse("completion choice has no message")
-    content = message.get("content")
+    choice, message = _first_choice(data)
+    content = _message_content(message)
     refusal = message.get("refusal")
-    if content is not None and not isinstance(content, str):
-        if isinstance(content, list):  # some compatible servers return content parts
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        else:
-            raise MalformedResponse("completion content is not text")
     finish_reason = _opt_str(choice.get("finish_reason"))
     if content is None and refusal is None and finish_reason == "stop":
         raise MalformedResponse("completion has no content and no refusal (finish_reason stop)")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     assert isinstance(usage, dict)
-    # Every count is checked (runner/providers/usage.py): anything but a count the store can
-    # hold is unknown (None), and so is a sum that would not fit.
-    prompt_tokens = token_count(usage.get("prompt_tokens"))
-    completion_tokens = token_count(usage.get("completion_tokens"))
-    details = usage.get("completion_tokens_details")
-    reasoning_tokens = (
-        token_count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
-    )
-    total = token_count(usage.get("total_tokens"))
-    if completion_tokens is not None and prompt_tokens is not None and total is not None:
-        hidden = total - prompt_tokens - completion_tokens
-        if hidden > 0:  # output the completion count leaves out: the reasoning
-            completion_tokens = token_sum(completion_tokens, hidden)
-            reasoning_tokens = reasoning_tokens or hidden
-    elif reasoning_tokens and completion_tokens is not None and reasoning_separate:
-        completion_tokens = token_sum(completion_tokens, reasoning_tokens)
+    prompt_tokens, completion_tokens, reasoning_tokens = _token_counts(usage, reasoning_separate)
     reasoning = message.get("reasoning_content")
     if not isinstance(reasoning, str):
         reasoning = message.get("reasoning")
@@ -487,6 +456,59 @@ def parse_chat_completion(
         cache_read_tokens=_cached_tokens(usage),
         logprobs=tokens,
     )
+
+
+def _first_choice(data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The completion's first choice and its message; a body without them is malformed."""
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise MalformedResponse("completion has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise MalformedResponse("completion choice has no message")
+    return choice, message
+
+
+def _message_content(message: Mapping[str, Any]) -> str | None:
+    """The message's text: a string, None, or content parts (some compatible servers send
+    them) joined; anything else is malformed."""
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    raise MalformedResponse("completion content is not text")
+
+
+def _token_counts(
+    usage: Mapping[str, Any], reasoning_separate: bool
+) -> tuple[int | None, int | None, int | None]:
+    """Prompt, completion and reasoning tokens from `usage`, each checked
+    (runner/providers/usage.py: anything but a count the store can hold is unknown, None, and
+    so is a sum that would not fit).
+
+    Reasoning tokens (`usage.completion_tokens_details.reasoning_tokens`) are billed as
+    output: OpenAI and DeepSeek count them inside `completion_tokens`, xAI (and Gemini's
+    OpenAI endpoint, which may not report them at all) outside it. `total_tokens` settles it:
+    whatever it counts beyond prompt and completion tokens is output the completion count left
+    out, added to the completion tokens (and taken as the reasoning tokens when none are
+    reported); without a total, the host's rule (`reasoning_separate`) decides."""
+    prompt_tokens = token_count(usage.get("prompt_tokens"))
+    completion_tokens = token_count(usage.get("completion_tokens"))
+    details = usage.get("completion_tokens_details")
+    reasoning_tokens = (
+        token_count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    )
+    total = token_count(usage.get("total_tokens"))
+    if completion_tokens is not None and prompt_tokens is not None and total is not None:
+        hidden = total - prompt_tokens - completion_tokens
+        if hidden > 0:  # output the completion count leaves out: the reasoning
+            completion_tokens = token_sum(completion_tokens, hidden)
+            reasoning_tokens = reasoning_tokens or hidden
+    elif reasoning_tokens and completion_tokens is not None and reasoning_separate:
+        completion_tokens = token_sum(completion_tokens, reasoning_tokens)
+    return prompt_tokens, completion_tokens, reasoning_tokens
 
 
 def _opt_str(value: Any) -> str | None:
