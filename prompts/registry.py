@@ -456,12 +456,6 @@ class ExperimentUnit:
         """The capability of type `kind` this unit lists, or None."""
         return _find(self.capabilities, kind)
 
-    @property
-    def roster(self) -> RosterFn | None:
-        """The `Roster` capability's rows, or None (what runner/run.py reads)."""
-        found = self.capability(Roster)
-        return None if found is None else found.rows
-
 
 class RegistryError(errors.RegistryError, ValueError):
     """Two units claim one name, or a name is not registered."""

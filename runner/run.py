@@ -197,9 +197,9 @@ def _insert_patients(con: duckdb.DuckDBPyConnection, config: Config) -> None:
     """The roster rows of every configured experiment that has one."""
     rows: list[dict[str, object]] = []
     for name, table in config.experiments.items():
-        roster = registry.unit(name).roster
+        roster = registry.unit(name).capability(registry.Roster)
         if roster is not None:
-            rows += roster(table, config.run.seed, config.base_dir)
+            rows += roster.rows(table, config.run.seed, config.base_dir)
     if not rows:
         return
     import pyarrow as pa
