@@ -46,10 +46,9 @@ BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     {name: traits.options for name, traits in BUILTIN_TRAITS.items() if traits.options}
 )
 #: Provider options that say how a model's trials are sent (online or in provider batches,
-#: at which batch price), never what: left out of a trial's params and so of its key, because
-#: a trial is the same trial whichever way it is sent (runner/batch/).
-SENDING_OPTIONS: frozenset[str] = frozenset(
-    {"mode", "batch", "batch_price_input", "batch_price_output", "batch_enqueued_tokens"}
-    # `llamacpp`: where and how patiently its server is started (the file is in the model name)
-    | {"port", "start_timeout_s"}
+#: at which batch price; where a local server starts), never what: left out of a trial's params
+#: and so of its key, because a trial is the same trial whichever way it is sent
+#: (runner/batch/). The union of the built-in providers' `traits.sending`.
+SENDING_OPTIONS: frozenset[str] = frozenset().union(
+    *(traits.sending for traits in BUILTIN_TRAITS.values())
 )

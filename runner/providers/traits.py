@@ -68,9 +68,14 @@ class ProviderTraits:
     #: Whether the rules before per-model rules applied to it (so only parameters its rule
     #: newly drops are recorded as `not_sent`); False: every dropped parameter is new.
     legacy_rules: bool = False
-    #: Its own option keys (a built-in provider's `options_schema` fields, kept here so a key
-    #: of another provider's is refused naming that provider without loading it).
+    #: A built-in provider's option keys (its class's `options_schema` fields, a test checks
+    #: they agree), listed here so a key of another provider's is refused naming that provider
+    #: without loading it. The options themselves are validated by the class's
+    #: `options_schema` and `check_options`; another provider need not list them.
     options: frozenset[str] = frozenset()
+    #: Those of its options that say how its trials are sent (online or in batches, where its
+    #: server starts), never what: left out of the trial key (`names.SENDING_OPTIONS`).
+    sending: frozenset[str] = frozenset()
     #: The configured model name -> the name the trial key records (llamacpp: the weights'
     #: digest); None: the name as configured. Raises SettingsError("model", ...).
     model_key: Callable[[str], str] | None = None
@@ -132,6 +137,7 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             max_temperature=1.0,
             request_rules="anthropic",
             options=_SENDING | {"thinking_budget", "thinking", "effort"},
+            sending=_SENDING,
             check_request=_anthropic_request,
         ),
         "gemini": ProviderTraits(
@@ -139,6 +145,7 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             default_base_url="https://generativelanguage.googleapis.com/v1beta",
             needs_base_url=False,
             options=_SENDING | {"safety_settings", "thinking_budget", "thinking_level"},
+            sending=_SENDING,
         ),
         "llamacpp": ProviderTraits(
             api="llama-cpp-python's server",
@@ -148,6 +155,8 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
                 "with its base_url"
             ),
             options=frozenset({"n_ctx", "n_threads", "port", "start_timeout_s"}),
+            # where and how patiently its server is started (the file is in the model name)
+            sending=frozenset({"port", "start_timeout_s"}),
             model_key=_gguf_key,
         ),
         "openai": ProviderTraits(
@@ -158,6 +167,7 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             request_rules="openai",
             legacy_rules=True,
             options=_SENDING | {"reasoning_effort", "batch_enqueued_tokens"},
+            sending=_SENDING | {"batch_enqueued_tokens"},
             check_request=_openai_request,
         ),
         "simulator": ProviderTraits(

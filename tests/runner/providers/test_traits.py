@@ -49,7 +49,6 @@ class Tune(Provider):
         logprobs=True,
         sampling_seed=False,
         max_temperature=1.5,
-        options=frozenset({"tuning"}),
         model_key=_tune_key,
     )
 
@@ -153,6 +152,7 @@ def test_each_builtin_provider_declares_its_traits_once(name: str) -> None:
     schema = cls.options_schema
     fields = frozenset(schema.__struct_fields__) if schema is not None else frozenset()
     assert fields == BUILTIN_TRAITS[name].options
+    assert BUILTIN_TRAITS[name].sending <= fields
 
 
 @pytest.mark.usefixtures("registered")
