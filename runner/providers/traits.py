@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ibias.prompts.base import SettingsError
 from ibias.prompts.schema import show
+
+if TYPE_CHECKING:
+    from ibias.runner.providers.params import ParamRule
 
 __all__ = ["BUILTIN_TRAITS", "ModelRequest", "ProviderTraits"]
 
@@ -32,7 +35,7 @@ class ModelRequest:
     temperature: float
     max_tokens: int
     options: Mapping[str, Any]
-    rule: Any
+    rule: ParamRule
 
 
 @dataclass(frozen=True, kw_only=True)
