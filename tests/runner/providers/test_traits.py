@@ -19,7 +19,7 @@ from ibias.runner.providers import registry
 from ibias.runner.providers.base import Provider, ProviderContext, Reply, Sampling
 from ibias.runner.providers.names import BUILTIN
 from ibias.runner.providers.registry import provider, provider_class, traits_of
-from ibias.runner.providers.traits import BUILTIN_TRAITS, ProviderTraits
+from ibias.runner.providers.traits import BUILTIN_TRAITS, ModelRequest, ProviderTraits
 from tests.helpers import model_block, write_config
 
 ROOT = Path(__file__).parents[3]
@@ -71,16 +71,31 @@ class Bare(Provider):
         raise NotImplementedError
 
 
+def _no_long_answers(request: ModelRequest) -> None:
+    """A request check of its own: at most 100 tokens for a model its rule sends them to."""
+    if request.max_tokens > 100 and "max_tokens" not in request.rule.rejects:
+        raise SettingsError("max_tokens", f"Gate takes at most 100, got {request.max_tokens}")
+
+
+class Gate(Bare):
+    """A gateway to OpenAI-compatible models: OpenAI's request rules and a check of its own."""
+
+    traits = ProviderTraits(
+        api="Gate", reasoning=True, request_rules="openai", check_request=_no_long_answers
+    )
+
+
 @pytest.fixture
 def registered() -> Iterator[None]:
-    """`tune` and `bare` registered for one test, then removed again."""
+    """`tune`, `bare` and `gate` registered for one test, then removed again."""
     provider("tune")(Tune)
     provider("bare")(Bare)
+    provider("gate")(Gate)
     try:
         yield
     finally:
-        registry._REGISTRY.pop("tune", None)
-        registry._REGISTRY.pop("bare", None)
+        for name in ("tune", "bare", "gate"):
+            registry._REGISTRY.pop(name, None)
 
 
 def _refusal(tmp_path: Path, **keys: Any) -> str:
@@ -135,6 +150,31 @@ def test_a_provider_without_traits_gets_the_permissive_defaults(tmp_path: Path) 
     assert model.sampling_seed == 3
     line = _refusal(tmp_path, provider="bare", base_url="http://x/v1", logprobs=True)
     assert "models[0].logprobs: provider 'bare' cannot return token logprobs" in line
+
+
+@pytest.mark.usefixtures("registered")
+def test_request_rules_and_checks_come_from_the_traits(tmp_path: Path) -> None:
+    url = "http://gate.example/v1"
+    config = write_config(
+        tmp_path, [model_block("m", provider="gate", base_url=url, model="o3", temperature=1)]
+    )
+    (model,) = load_config(config).models
+    # no rules applied to it before (`legacy_rules`): the rule's dropped temperature is new
+    assert model.not_sent == ("temperature",)
+    line = _refusal(tmp_path, provider="gate", base_url=url, model="o3", temperature=0.5)
+    assert "models[0].temperature: OpenAI reasoning models accept only temperature = 1" in line
+    line = _refusal(tmp_path, provider="gate", base_url=url, model="m1", max_tokens=500)
+    assert line.endswith("models[0].max_tokens: Gate takes at most 100, got 500")
+    config = write_config(
+        tmp_path,
+        [
+            model_block(
+                "m", provider="gate", base_url=url, model="m1", reasoning=True, temperature=1
+            )
+        ],
+    )
+    (model,) = load_config(config).models
+    assert model.reasoning is True
 
 
 def test_the_older_needs_base_url_still_counts() -> None:
