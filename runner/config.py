@@ -29,7 +29,7 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,17 +42,14 @@ from ibias import errors
 from ibias.prompts.base import Experiment, SettingsError
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
 from ibias.prompts.schema import MAX_INT, join_key, one_line, render_path, show, validate
-from ibias.runner.providers.names import DEFAULT_BASE_URLS, SENDING_OPTIONS
-
-PROVIDERS = ("openai", "gemini", "anthropic", "llamacpp", "simulator")
+from ibias.runner.providers.names import BUILTIN, SENDING_OPTIONS
+from ibias.runner.providers.traits import BUILTIN_TRAITS, ModelRequest, ProviderTraits
 
 
 def implemented_providers() -> tuple[str, ...]:
-    """The providers of the design that have a class (runner/providers/names.py lists the
-    built-in ones without importing them: checking a config loads no provider)."""
-    from ibias.runner.providers.names import BUILTIN
-
-    return tuple(p for p in PROVIDERS if p in BUILTIN)
+    """The built-in providers (runner/providers/names.py lists them without importing them:
+    checking a config loads no provider)."""
+    return tuple(BUILTIN)
 
 
 DEFAULT_STORE = "runs/ibias.duckdb"
@@ -68,7 +65,11 @@ ProviderName = Annotated[
     str,
     Meta(
         pattern=r"\A[^\s]{1,100}\Z",
-        extra={"expected": "a provider name such as 'openai', 'anthropic' or 'gemini'"},
+        extra={
+            "expected": "a provider name such as "
+            + ", ".join(repr(name) for name in sorted(BUILTIN)[:-1])
+            + f" or {sorted(BUILTIN)[-1]!r}"
+        },
     ),
 ]
 
@@ -89,8 +90,8 @@ MAX_BODY_BYTES = 1 << 30
 #: OpenAI's chat completions return at most 20 alternatives per token position.
 MAX_TOP_LOGPROBS = 20
 DEFAULT_TOP_LOGPROBS = 20
-#: Providers whose requests can ask for token logprobs (OpenAI's `logprobs`/`top_logprobs`).
-LOGPROBS_PROVIDERS = ("openai", "simulator")
+#: Built-in providers whose requests can ask for token logprobs (their traits say so).
+LOGPROBS_PROVIDERS = tuple(name for name, traits in BUILTIN_TRAITS.items() if traits.logprobs)
 
 Text = Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})]
 ModelId = Annotated[
@@ -446,10 +447,9 @@ def _provider_options(
     for key in extras:
         if key in fields:
             continue
-        owners = _builtin_owners(key)
+        owners = sorted(name for name, tr in BUILTIN_TRAITS.items() if key in tr.options)
         if owners and t.provider not in owners:
-            named = " or ".join(f"provider = {o!r}" for o in owners)
-            raise SettingsError(f"{where}.{key}", f"unknown key (it is for {named})")
+            raise SettingsError(f"{where}.{key}", f"unknown key (it is for {_named(owners)})")
         validate({**msgspec.structs.asdict(t), key: extras[key]}, ModelTable, where)
     if schema is None or not extras:
         return {}
@@ -461,38 +461,45 @@ def _provider_options(
     return {k: v for k, v in msgspec.structs.asdict(options).items() if k in extras}
 
 
-def _builtin_owners(key: str) -> list[str]:
-    """The built-in providers whose options include `key` (for the error naming them:
-    `thinking_budget` is both Anthropic's and Gemini's)."""
-    from ibias.runner.providers.names import BUILTIN_OPTIONS
+def _owners(has: Callable[[ProviderTraits], bool]) -> list[str]:
+    """The built-in providers whose traits take a key (`has`), sorted, for the error naming
+    them (`thinking_budget` is both Anthropic's and Gemini's)."""
+    return sorted(name for name, traits in BUILTIN_TRAITS.items() if has(traits))
 
-    return sorted(name for name, keys in BUILTIN_OPTIONS.items() if key in keys)
+
+def _named(owners: list[str]) -> str:
+    """`provider = 'a' or provider = 'b'`: where a key belongs, in an error line."""
+    return " or ".join(f"provider = {o!r}" for o in owners)
+
+
+def _traits(where: str, t: ModelTable, extras: Mapping[str, Any]) -> tuple[ProviderTraits, Any]:
+    """The model's provider traits, and its class when it had to be loaded: a built-in
+    provider's traits are read without importing it (loading a provider loads aiohttp), its
+    class only when the model has options to check; any other provider's class is looked up
+    now (an entry point) and its traits are its own (`registry.traits_of`)."""
+    builtin = BUILTIN_TRAITS.get(t.provider)
+    if builtin is not None:
+        return builtin, (_provider_class(where, t.provider) if extras else None)
+    from ibias.runner.providers.registry import traits_of
+
+    cls = _provider_class(where, t.provider)
+    return traits_of(cls), cls
 
 
 def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -> ModelConfig:
     """A validated `[[models]]` entry, after the checks that span several keys."""
     where = f"models[{index}]"
     extras = extras or {}
-    builtin = t.provider in PROVIDERS
-    if builtin and t.provider not in implemented_providers():
-        raise SettingsError(
-            f"{where}.provider",
-            f"provider {t.provider!r} is not implemented yet; use one of "
-            + ", ".join(implemented_providers())
-            + " (e.g. 'openai' with the provider's OpenAI-compatible endpoint)",
-        )
-    # A registered provider from elsewhere (an entry point) is looked up now; a built-in one
-    # only when it has options to check (loading a provider loads aiohttp).
-    cls = _provider_class(where, t.provider) if (not builtin or extras) else None
-    _check_base_url(where, t, builtin, cls)
-    _check_sim(where, t)
+    traits, cls = _traits(where, t, extras)
+    _check_base_url(where, t, traits)
+    _check_sim(where, t, traits)
     options = _provider_options(where, t, extras, cls)
-    not_sent = _check_sending(where, t, options)
+    not_sent = _check_sending(where, t, traits, options)
     return ModelConfig(
         id=t.id,
         provider=t.provider,
         base_url=t.base_url.rstrip("/") if t.base_url is not None else None,
-        model=_model_name(where, t),
+        model=_model_name(where, t, traits),
         api_key_env=t.api_key_env,
         rpm=t.rpm,
         tpm=t.tpm,
@@ -520,25 +527,17 @@ def _model(index: int, t: ModelTable, extras: Mapping[str, Any] | None = None) -
     )
 
 
-def _check_base_url(where: str, t: ModelTable, builtin: bool, cls: Any) -> None:
-    """`base_url`: given where the provider needs one, never for `llamacpp` (ibias starts its
-    server), a valid URL without credentials."""
-    needs_base_url = (
-        t.provider not in DEFAULT_BASE_URLS and t.provider not in ("simulator", "llamacpp")
-        if builtin
-        else bool(getattr(cls, "needs_base_url", True))
-    )
-    if t.base_url is not None and t.provider == "llamacpp":
+def _check_base_url(where: str, t: ModelTable, traits: ProviderTraits) -> None:
+    """`base_url`: given where the provider needs one, never where it refuses one (a
+    provider that starts its own server), a valid URL without credentials."""
+    if t.base_url is not None and traits.base_url_refused is not None:
         raise SettingsError(
             f"{where}.base_url",
-            "unknown key for provider = 'llamacpp' (ibias starts its server; for a server you "
-            "start, use provider = 'openai' with its base_url)",
+            f"unknown key for provider = {t.provider!r} ({traits.base_url_refused})",
         )
     if t.base_url is None:
-        if needs_base_url:
-            raise SettingsError(
-                f"{where}.base_url", f"missing (expected {_url_expected(t.provider)})"
-            )
+        if traits.needs_base_url and traits.default_base_url is None:
+            raise SettingsError(f"{where}.base_url", f"missing (expected {_url_expected(traits)})")
         return
     carried = url_credentials(t.base_url)
     if carried is not None:
@@ -560,20 +559,19 @@ def _check_base_url(where: str, t: ModelTable, builtin: bool, cls: Any) -> None:
     if not valid:
         raise SettingsError(
             f"{where}.base_url",
-            f"expected {_url_expected(t.provider)}, got {show(t.base_url)}",
+            f"expected {_url_expected(traits)}, got {show(t.base_url)}",
         )
 
 
-def _check_sim(where: str, t: ModelTable) -> None:
+def _check_sim(where: str, t: ModelTable, traits: ProviderTraits) -> None:
     """The `sim` table: only for simulated models; the runner's keys checked by the simulator
     profile's schema and each `experiments.NAME` table (and flat unit key) by its unit's
     parameter struct, errors prefixed with `models[i].sim`."""
     if t.sim is None:
         return
-    if t.provider != "simulator":
-        raise SettingsError(
-            f"{where}.sim", "unknown key (a sim table is for provider = 'simulator')"
-        )
+    if not traits.sim_table:
+        owners = _named(_owners(lambda traits: traits.sim_table))
+        raise SettingsError(f"{where}.sim", f"unknown key (a sim table is for {owners})")
     from ibias.runner.sim_profile import model_profile_from_dict  # only simulated models
 
     try:
@@ -582,65 +580,77 @@ def _check_sim(where: str, t: ModelTable) -> None:
         raise SettingsError(join_key(f"{where}.sim", exc.key), exc.message) from None
 
 
-def _check_sending(where: str, t: ModelTable, options: Mapping[str, Any]) -> tuple[str, ...]:
+def _check_sending(
+    where: str, t: ModelTable, traits: ProviderTraits, options: Mapping[str, Any]
+) -> tuple[str, ...]:
     """The checks of what a request may carry (seed, logprobs, reasoning, temperature,
-    thinking) for the model's provider; returns the parameters its rule no longer sends."""
-    if t.provider == "anthropic" and t.sampling_seed is not None:
+    thinking) against the provider's traits; returns the parameters its rule no longer
+    sends."""
+    if not traits.sampling_seed and t.sampling_seed is not None:
         raise SettingsError(
             f"{where}.sampling_seed",
-            "Anthropic's Messages API has no seed, so none would be sent; remove sampling_seed "
+            f"{traits.api} has no seed, so none would be sent; remove sampling_seed "
             "(the trial key must not promise one)",
         )
     if t.top_logprobs is not None and not t.logprobs:
         raise SettingsError(
             f"{where}.top_logprobs", "top_logprobs needs logprobs = true for this model"
         )
-    if t.logprobs and t.provider not in LOGPROBS_PROVIDERS:
+    if t.logprobs and not traits.logprobs:
         raise SettingsError(
             f"{where}.logprobs",
             f"provider {t.provider!r} cannot return token logprobs; only "
             + " and ".join(repr(p) for p in LOGPROBS_PROVIDERS)
             + " (OpenAI-compatible) models can ask for them",
         )
-    if t.reasoning is not None and t.provider != "openai":
-        raise SettingsError(
-            f"{where}.reasoning", "unknown key (it is for provider = 'openai' models)"
-        )
-    if t.provider == "anthropic" and t.temperature > 1:
+    if t.reasoning is not None and not traits.reasoning:
+        owners = _named(_owners(lambda traits: traits.reasoning))
+        raise SettingsError(f"{where}.reasoning", f"unknown key (it is for {owners} models)")
+    if t.temperature > traits.max_temperature:
         raise SettingsError(
             f"{where}.temperature",
-            f"Anthropic's Messages API takes temperature 0 to 1, got {show(t.temperature)}",
+            f"{traits.api} takes temperature 0 to {traits.max_temperature:g}, "
+            f"got {show(t.temperature)}",
         )
-    if t.provider not in ("openai", "anthropic"):
+    if traits.request_rules is None:
         return ()
-    return _check_request_rule(where, t, options)
+    return _check_request_rule(where, t, traits, options)
 
 
-def _check_request_rule(where: str, t: ModelTable, options: Mapping[str, Any]) -> tuple[str, ...]:
-    """OpenAI and Anthropic models: the request rule for the model's name
-    (runner/providers/params.py) must accept its temperature, thinking and logprobs; returns
-    the parameters the rule drops that the legacy rule sent."""
+def _check_request_rule(
+    where: str, t: ModelTable, traits: ProviderTraits, options: Mapping[str, Any]
+) -> tuple[str, ...]:
+    """Providers with request rules (runner/providers/params.py): the rule for the model's
+    name must accept its temperature, thinking and logprobs; returns the parameters the rule
+    drops that the legacy rule sent."""
     from ibias.runner.providers import params as rules  # no imports of its own
 
+    assert traits.request_rules is not None
     name = t.model if t.model is not None else t.id
     rule = rules.rule_for(
         t.base_url,
         name,
-        provider=t.provider,
+        provider=traits.request_rules,
         reasoning=t.reasoning,
         send_temperature=t.send_temperature,
     )
-    # Anthropic had no rules before: every parameter its table drops is newly dropped.
+    # A provider that had no rules before: every parameter its table drops is newly dropped.
     legacy = rules.legacy_rule_for(
-        (t.base_url or DEFAULT_BASE_URLS[t.provider]) if t.provider == "openai" else None,
-        name,
+        (t.base_url or traits.default_base_url) if traits.legacy_rules else None, name
     )
     not_sent = rules.not_sent(rule, legacy)
     why = rules.check_sampling(rule, {"temperature": t.temperature})
     if why is not None:
         raise SettingsError(f"{where}.temperature", why)
-    _check_thinking(where, t, options, rule)
-    if t.provider == "openai" and t.logprobs and "logprobs" in rule.rejects:
+    if traits.check_request is not None:
+        request = ModelRequest(
+            temperature=t.temperature, max_tokens=t.max_tokens, options=options, rule=rule
+        )
+        try:
+            traits.check_request(request)
+        except SettingsError as exc:
+            raise SettingsError(join_key(where, exc.key), exc.message) from None
+    if t.logprobs and "logprobs" in rule.rejects:
         raise SettingsError(
             f"{where}.logprobs",
             f"{rule.label}s refuse logprobs (see {rule.source}); remove logprobs = true "
@@ -649,52 +659,22 @@ def _check_request_rule(where: str, t: ModelTable, options: Mapping[str, Any]) -
     return not_sent
 
 
-def _model_name(where: str, t: ModelTable) -> str:
-    """The provider's model name (`model`, else the id); for `llamacpp` keyed by the weights
-    that answer (docs/providers.md)."""
+def _model_name(where: str, t: ModelTable, traits: ProviderTraits) -> str:
+    """The provider's model name (`model`, else the id), turned into the key the trial
+    records by the provider's `model_key` (llamacpp: keyed by the weights that answer,
+    docs/providers.md)."""
     model_name = t.model if t.model is not None else t.id
-    if t.provider != "llamacpp":
+    if traits.model_key is None:
         return model_name
-    from ibias.runner.providers.gguf import keyed_name
-
     try:
-        return keyed_name(model_name)
+        return traits.model_key(model_name)
     except SettingsError as exc:
         raise SettingsError(f"{where}.model", exc.message) from None
 
 
-def _check_thinking(where: str, t: ModelTable, options: Mapping[str, Any], rule: Any) -> None:
-    """The thinking options' checks that need the model's other keys (each provider checks
-    its own values against the documented sets: runner/providers/anthropic.py, openai.py,
-    gemini.py). Anthropic: `budget_tokens` must be below `max_tokens`, and a model that thinks
-    takes no temperature but 1 (platform.claude.com/docs/en/build-with-claude/
-    extended-thinking: thinking is not compatible with temperature changes). OpenAI: a model
-    whose rule refuses `reasoning_effort` (xAI's grok-4) is not sent one."""
-    if t.provider == "anthropic":
-        budget = options.get("thinking_budget")
-        if budget is not None and budget >= t.max_tokens:
-            raise SettingsError(
-                f"{where}.thinking_budget",
-                f"Anthropic's thinking budget must be below max_tokens ({t.max_tokens}), "
-                f"got {budget}",
-            )
-        thinks = budget is not None or options.get("thinking") == "adaptive"
-        if thinks and "temperature" not in rule.rejects and t.temperature != 1:
-            raise SettingsError(
-                f"{where}.temperature",
-                "an Anthropic model that thinks takes temperature 1 only, got "
-                f"{show(t.temperature)}; set temperature = 1 or send_temperature = false",
-            )
-    elif options.get("reasoning_effort") is not None and "reasoning_effort" in rule.rejects:
-        raise SettingsError(
-            f"{where}.reasoning_effort",
-            f"{rule.label}s refuse reasoning_effort (see {rule.source}); remove it for this model",
-        )
-
-
-def _url_expected(provider: str) -> str:
+def _url_expected(traits: ProviderTraits) -> str:
     """What a base_url must look like, with this provider's documented URL as the example."""
-    example = DEFAULT_BASE_URLS.get(provider)
+    example = traits.default_base_url
     if example is None:
         return URL_EXPECTED
     return f"an http(s) URL such as {example!r}"

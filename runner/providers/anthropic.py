@@ -64,6 +64,7 @@ from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.params import ParamRule, rule_for
 from ibias.runner.providers.registry import provider
 from ibias.runner.providers.sending import SendingOptions
+from ibias.runner.providers.traits import BUILTIN_TRAITS
 from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
@@ -359,7 +360,8 @@ class AnthropicProvider(HTTPProvider):
 
     #: Its thinking options, and how its trials are sent (online or as Message Batches).
     options_schema: ClassVar[type[msgspec.Struct] | None] = AnthropicConfigOptions
-    needs_base_url = False
+    #: What its models accept and need: declared once, in `BUILTIN_TRAITS`.
+    traits = BUILTIN_TRAITS["anthropic"]
 
     @classmethod
     def check_options(cls, options: Any) -> None:

@@ -25,6 +25,7 @@ from ibias.prompts.base import Message
 from ibias.runner import retries
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.names import BUILTIN_OPTIONS
+from ibias.runner.providers.traits import ProviderTraits
 from ibias.runner.retries import Classification
 
 __all__ = [
@@ -258,8 +259,14 @@ class Provider(ABC):
     #: trial key when set). None: the provider takes no options of its own.
     options_schema: ClassVar[type[msgspec.Struct] | None] = None
     #: Whether a model of this provider must give a `base_url` (a native API with a documented
-    #: URL, or an in-process provider, needs none).
+    #: URL, or an in-process provider, needs none). The older spelling of
+    #: `traits.needs_base_url`, still read for a provider that declares no traits.
     needs_base_url: ClassVar[bool] = True
+    #: What the provider accepts and needs in its model's table (default URL, logprobs, seed,
+    #: temperature bound, ...: runner/providers/traits.py), validated by the config loader.
+    #: The default is permissive but for logprobs; a built-in provider's is its entry of
+    #: `BUILTIN_TRAITS`, read without importing its module.
+    traits: ClassVar[ProviderTraits] = ProviderTraits()
 
     @classmethod  # noqa: B027  (optional hook: most providers check nothing more)
     def check_options(cls, options: Any) -> None:

@@ -58,6 +58,7 @@ from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.names import SENDING_OPTIONS
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.traits import BUILTIN_TRAITS
 from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
@@ -430,7 +431,8 @@ class GeminiProvider(HTTPProvider):
     """`Provider` for POST {base_url}/models/{model}:generateContent."""
 
     options_schema = GeminiConfigOptions
-    needs_base_url = False
+    #: What its models accept and need: declared once, in `BUILTIN_TRAITS`.
+    traits = BUILTIN_TRAITS["gemini"]
 
     @classmethod
     def check_options(cls, options: Any) -> None:

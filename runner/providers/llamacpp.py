@@ -42,6 +42,7 @@ from ibias.runner.providers.gguf import resolve_gguf, split_keyed_name
 from ibias.runner.providers.http import max_body_bytes_of
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.traits import BUILTIN_TRAITS
 
 __all__ = [
     "SERVER_ENV",
@@ -213,7 +214,8 @@ class LlamaCppProvider(OpenAIProvider):
     """The `openai` provider pointed at a llama.cpp server it starts itself."""
 
     options_schema: ClassVar[type[msgspec.Struct] | None] = LlamaCppOptions
-    needs_base_url: ClassVar[bool] = False
+    #: What its models accept and need: declared once, in `BUILTIN_TRAITS`.
+    traits = BUILTIN_TRAITS["llamacpp"]
 
     def __init__(self, *, server: ManagedServer, **kwargs: Any) -> None:
         super().__init__(base_url=server.base_url, **kwargs)

@@ -1,14 +1,18 @@
-"""The built-in providers by name, and the module of each: a module with no imports, so the
-config can check a provider name without loading any provider (or aiohttp)."""
+"""The built-in providers by name, and the module of each: a module importing only their
+traits (runner/providers/traits.py, itself light), so the config can check a provider name
+without loading any provider (or aiohttp)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from ibias.runner.providers.traits import BUILTIN_TRAITS
+
 __all__ = [
     "BUILTIN",
     "BUILTIN_OPTIONS",
+    "BUILTIN_TRAITS",
     "DEFAULT_BASE_URLS",
     "ENTRY_POINT_GROUP",
     "SENDING_OPTIONS",
@@ -27,58 +31,24 @@ BUILTIN: Mapping[str, str] = MappingProxyType(
 #: The entry-point group third-party providers register under.
 ENTRY_POINT_GROUP = "ibias.providers"
 #: Each native provider's documented base URL, used when a model's config gives none (and
-#: named as the example when a config's base_url is not a URL).
+#: named as the example when a config's base_url is not a URL): from its traits.
 DEFAULT_BASE_URLS: Mapping[str, str] = MappingProxyType(
     {
-        "anthropic": "https://api.anthropic.com/v1",
-        "gemini": "https://generativelanguage.googleapis.com/v1beta",
-        "openai": "https://api.openai.com/v1",
+        name: traits.default_base_url
+        for name, traits in BUILTIN_TRAITS.items()
+        if traits.default_base_url is not None
     }
 )
-#: The option keys of each built-in provider's `options_schema` (a test checks they agree):
-#: a key of another provider's is refused naming that provider, without loading it.
+#: The option keys of each built-in provider's `options_schema`, from its traits (a test
+#: checks they agree): a key of another provider's is refused naming that provider, without
+#: loading it.
 BUILTIN_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
-    {
-        "anthropic": frozenset(
-            {
-                "thinking_budget",
-                "thinking",
-                "effort",
-                "mode",
-                "batch",
-                "batch_price_input",
-                "batch_price_output",
-            }
-        ),
-        "gemini": frozenset(
-            {
-                "safety_settings",
-                "thinking_budget",
-                "thinking_level",
-                "mode",
-                "batch",
-                "batch_price_input",
-                "batch_price_output",
-            }
-        ),
-        "llamacpp": frozenset({"n_ctx", "n_threads", "port", "start_timeout_s"}),
-        "openai": frozenset(
-            {
-                "reasoning_effort",
-                "mode",
-                "batch",
-                "batch_price_input",
-                "batch_price_output",
-                "batch_enqueued_tokens",
-            }
-        ),
-    }
+    {name: traits.options for name, traits in BUILTIN_TRAITS.items() if traits.options}
 )
 #: Provider options that say how a model's trials are sent (online or in provider batches,
-#: at which batch price), never what: left out of a trial's params and so of its key, because
-#: a trial is the same trial whichever way it is sent (runner/batch/).
-SENDING_OPTIONS: frozenset[str] = frozenset(
-    {"mode", "batch", "batch_price_input", "batch_price_output", "batch_enqueued_tokens"}
-    # `llamacpp`: where and how patiently its server is started (the file is in the model name)
-    | {"port", "start_timeout_s"}
+#: at which batch price; where a local server starts), never what: left out of a trial's params
+#: and so of its key, because a trial is the same trial whichever way it is sent
+#: (runner/batch/). The union of the built-in providers' `traits.sending`.
+SENDING_OPTIONS: frozenset[str] = frozenset().union(
+    *(traits.sending for traits in BUILTIN_TRAITS.values())
 )

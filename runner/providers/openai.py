@@ -38,6 +38,7 @@ from ibias.runner.providers.names import DEFAULT_BASE_URLS
 from ibias.runner.providers.params import ParamRule, rule_for, wire_params
 from ibias.runner.providers.registry import provider
 from ibias.runner.providers.sending import SendingOptions
+from ibias.runner.providers.traits import BUILTIN_TRAITS
 from ibias.runner.providers.usage import token_count, token_sum
 from ibias.runner.retries import (
     Classification,
@@ -225,6 +226,8 @@ class OpenAIProvider(HTTPProvider):
         return base_url.rstrip("/") + "/chat/completions"
 
     options_schema: ClassVar[type[msgspec.Struct] | None] = OpenAIConfigOptions
+    #: What its models accept and need: declared once, in `BUILTIN_TRAITS`.
+    traits = BUILTIN_TRAITS["openai"]
 
     @classmethod
     def check_options(cls, options: Any) -> None:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TypeVar
 
 from ibias import errors
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Provider, ProviderContext
 from ibias.runner.providers.names import BUILTIN, ENTRY_POINT_GROUP
+from ibias.runner.providers.traits import ProviderTraits
 
 __all__ = [
     "BUILTIN",
@@ -33,6 +35,7 @@ __all__ = [
     "provider",
     "provider_class",
     "registered_providers",
+    "traits_of",
 ]
 
 #: Builds the provider of one configured model: (model, API key or None, run context).
@@ -124,3 +127,12 @@ def _load_entry_point(name: str) -> None:
 def create_provider(model: ModelConfig, api_key: str | None, context: ProviderContext) -> Provider:
     """The default `ProviderFactory`: the registered class of `model.provider`."""
     return provider_class(model.provider).from_config(model, api_key, context)
+
+
+def traits_of(cls: type[Provider]) -> ProviderTraits:
+    """The traits the config validates a model of `cls` with: its `traits`, where a class that
+    declares none but sets the older `needs_base_url = False` needs no base URL."""
+    traits = cls.traits
+    if traits is Provider.traits and not cls.needs_base_url:
+        return replace(traits, needs_base_url=False)
+    return traits

@@ -18,6 +18,7 @@ from ibias.runner.providers.base import ProviderContext, SimulatorEndpoint
 from ibias.runner.providers.http import max_body_bytes_of
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.providers.registry import provider
+from ibias.runner.providers.traits import BUILTIN_TRAITS
 from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
 
 if TYPE_CHECKING:
@@ -80,6 +81,8 @@ class SimulatorProvider(OpenAIProvider):
     #: needs a simulator that outlives the run: `ibias simulate`, at an `openai` model's
     #: base_url with `batch = true`).
     options_schema = None
+    #: What its models accept and need: declared once, in `BUILTIN_TRAITS`.
+    traits = BUILTIN_TRAITS["simulator"]
 
     def __init__(
         self,

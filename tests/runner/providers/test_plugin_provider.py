@@ -27,6 +27,7 @@ from typing import Any, Literal, Self
 import msgspec
 
 from ibias.runner.providers.base import Provider, Reply
+from ibias.runner.providers.traits import ProviderTraits
 
 
 class EchoOptions(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -39,7 +40,8 @@ class Echo(Provider):
     """Answers with the prompt's last message; `flavour = "loud"` upper-cases it."""
 
     options_schema = EchoOptions
-    needs_base_url = False
+    #: No base URL (it answers in-process); no seed (none would be sent).
+    traits = ProviderTraits(api="Echo", needs_base_url=False, sampling_seed=False)
 
     def __init__(self, flavour: str) -> None:
         self.flavour = flavour

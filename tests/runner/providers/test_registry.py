@@ -185,7 +185,11 @@ import ibias.runner.cli
 load_config({str(config)!r})
 assert not [m for m in sys.modules if m.startswith("aiohttp")], "aiohttp imported"
 loaded = sorted(m for m in sys.modules if m.startswith("ibias.runner.providers."))
-allowed = ("ibias.runner.providers.names", "ibias.runner.providers.params")
+allowed = (
+    "ibias.runner.providers.names",
+    "ibias.runner.providers.params",
+    "ibias.runner.providers.traits",
+)
 assert all(m in allowed for m in loaded), loaded
 from ibias.runner.providers.registry import provider_class
 assert provider_class("openai").__name__ == "OpenAIProvider"
