@@ -23,7 +23,8 @@ capabilities `Capability`, `Roster`, `ExtraParsers`, `ReadsLogprobs`), planning 
 `TrialSpec`, `Message`, `rng_for`, `SettingsError`), the simulator's `Simulation`,
 `Answering`, `NoParams` and `Persona`, registration (`register`, `unregister`, `PluginError`),
 and the provider interface (`Provider`, `provider`, `ProviderContext`, `ModelConfig`,
-`Sampling`, `Reply`, `Limits`, `AttemptError`, `Classification`, `Verdict`, `SendingOptions`).
+`Sampling`, `Reply`, `Limits`, `AttemptError`, `Classification`, `Verdict`, `SendingOptions`,
+`ProviderTraits`).
 The package ships `py.typed`, so `mypy --strict` checks a plugin against these types.
 
 The project's folders (`runner/`, `prompts/`, `store/`, `analysis/`, `configs/`) stay at the top
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
     )
     from ibias.runner.providers.registry import ProviderFactory, provider
     from ibias.runner.providers.sending import SendingOptions
+    from ibias.runner.providers.traits import ProviderTraits
     from ibias.runner.retries import Classification, Verdict
     from ibias.runner.run import RunResult
     from ibias.runner.stop import Stop
@@ -137,6 +139,7 @@ _LAZY: dict[str, str] = {
     "Sampling": "ibias.runner.providers.base",
     "AttemptError": "ibias.runner.providers.base",
     "provider": "ibias.runner.providers.registry",
+    "ProviderTraits": "ibias.runner.providers.traits",
     "SendingOptions": "ibias.runner.providers.sending",
     "Classification": "ibias.runner.retries",
     "Verdict": "ibias.runner.retries",
@@ -170,6 +173,7 @@ __all__ = [
     "Provider",
     "ProviderContext",
     "ProviderError",
+    "ProviderTraits",
     "ReadsLogprobs",
     "RegistryError",
     "Reply",

@@ -36,6 +36,7 @@ PUBLIC = [
     "Provider",
     "ProviderContext",
     "ProviderError",
+    "ProviderTraits",
     "ReadsLogprobs",
     "RegistryError",
     "Reply",

@@ -125,8 +125,10 @@ def test_analysis_and_sql_output_into_a_read_only_folder(stored: Path, tmp_path:
     line = one_line(read_only(out, "analyze", "--store", store, "--out", str(out), cwd=tmp_path))
     # Polars shortens the path it names ("...pytest-of-root/.../explicit_answers_summary.csv"):
     # the first table the analysis writes, whichever that is
-    assert "Read-only file system" in line and "/out/" in line and line.endswith(
-        ".csv (set POLARS_VERBOSE=1 to see full path)"
+    assert (
+        "Read-only file system" in line
+        and "/out/" in line
+        and line.endswith(".csv (set POLARS_VERBOSE=1 to see full path)")
     )
     line = one_line(read_only(out, "analyze", "--store", store, "--out", str(out / "x"), cwd=out))
     assert str(out / "x") in line
