@@ -28,6 +28,7 @@ from ibias.analysis.experiment import (
     Section,
     SectionContext,
     TableContext,
+    explicit_source_rows,
 )
 from ibias.analysis.figures import Figure
 from ibias.analysis.organ_pairs import organ_pairs_sentences, organ_pairs_table
@@ -537,25 +538,6 @@ def _condition_row(r: Mapping[str, object]) -> dict[str, object]:
     }
 
 
-def _explicit_rows(explicit: pl.DataFrame) -> list[dict[str, object]]:
-    """One `SOURCE_COLUMNS` row per language of the explicit check (the same in both designs)."""
-    checks = explicit.filter(pl.col("experiment") == EXPLICIT_KIND)
-    counted = checks.group_by("language").agg(pl.len()).rows()
-    per_language = {str(lang): int(n) for lang, n in counted}
-    return [
-        {
-            "experiment": EXPLICIT_KIND,
-            "design": None,
-            "language": lang,
-            "condition": "explicit check (the same in both designs)",
-            "trials": per_language[lang],
-            "from_authors": "",
-            "ours": _EXPLICIT_OURS,
-        }
-        for lang in labels.ordered("languages", per_language)
-    ]
-
-
 def _headline() -> str:
     main = kind(KIND)
     version = main.parser.version if main is not None and main.parser is not None else None
@@ -584,7 +566,10 @@ def _paper(
     split by who in the pair has the organ (`paper_organ_pairs`)."""
     decisions = views.get(KIND)
     rows = _condition_rows(decisions) if decisions is not None and decisions.height else []
-    sources = pl.DataFrame([*rows, *_explicit_rows(explicit)], schema=SOURCE_COLUMNS)
+    sources = pl.DataFrame(
+        [*rows, *explicit_source_rows(explicit, EXPLICIT_KIND, _EXPLICIT_OURS)],
+        schema=SOURCE_COLUMNS,
+    )
     notes: tuple[str, ...] = ()
     if not sources.is_empty():
         notes = (RELEASED_TABLES_NOTE, NAIVE_TEST_NOTE, OLDER_TEXTS_NOTE, CONDITIONS_NOTE)

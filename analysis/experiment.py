@@ -108,6 +108,28 @@ SOURCE_COLUMNS: dict[str, pl.DataType] = {
 """The columns of `PaperComparison.sources`, in order."""
 
 
+def explicit_source_rows(explicit: pl.DataFrame, kind: str, ours: str) -> list[dict[str, object]]:
+    """One `SOURCE_COLUMNS` row per language of an explicit-check kind's trials (the check is
+    the same in both designs, so it names none); `ours` says which of its texts are ours."""
+    from ibias.analysis import labels
+
+    checks = explicit.filter(pl.col("experiment") == kind)
+    counted = checks.group_by("language").agg(pl.len()).rows()
+    per_language = {str(lang): int(n) for lang, n in counted}
+    return [
+        {
+            "experiment": kind,
+            "design": None,
+            "language": lang,
+            "condition": "explicit check (the same in both designs)",
+            "trials": per_language[lang],
+            "from_authors": "",
+            "ours": ours,
+        }
+        for lang in labels.ordered("languages", per_language)
+    ]
+
+
 TablesFn = Callable[[TableContext], dict[str, pl.DataFrame]]
 FiguresFn = Callable[[Mapping[str, pl.DataFrame], Sequence[str], Path], list[Figure]]
 SectionFn = Callable[[SectionContext], str]

@@ -15,6 +15,7 @@ from ibias.analysis.experiment import (
     PaperComparison,
     SectionContext,
     TableContext,
+    explicit_source_rows,
 )
 from ibias.analysis.figures import Figure
 from ibias.analysis.report import (
@@ -367,25 +368,6 @@ def _design_row(r: Mapping[str, object]) -> dict[str, object]:
     }
 
 
-def _explicit_rows(explicit: pl.DataFrame) -> list[dict[str, object]]:
-    """One `SOURCE_COLUMNS` row per language of the explicit check (the same in both designs)."""
-    checks = explicit.filter(pl.col("experiment") == word_association.EXPLICIT_EXPERIMENT)
-    counted = checks.group_by("language").agg(pl.len()).rows()
-    per_language = {str(lang): int(n) for lang, n in counted}
-    return [
-        {
-            "experiment": word_association.EXPLICIT_EXPERIMENT,
-            "design": None,
-            "language": lang,
-            "condition": "explicit check (the same in both designs)",
-            "trials": per_language[lang],
-            "from_authors": "",
-            "ours": _EXPLICIT_OURS,
-        }
-        for lang in labels.ordered("languages", per_language)
-    ]
-
-
 def _paper(
     views: Mapping[str, pl.DataFrame],
     explicit: pl.DataFrame,
@@ -396,7 +378,13 @@ def _paper(
     del extras
     trials = views.get(KIND)
     rows = _design_rows(trials) if trials is not None and trials.height else []
-    sources = pl.DataFrame([*rows, *_explicit_rows(explicit)], schema=SOURCE_COLUMNS)
+    sources = pl.DataFrame(
+        [
+            *rows,
+            *explicit_source_rows(explicit, word_association.EXPLICIT_EXPERIMENT, _EXPLICIT_OURS),
+        ],
+        schema=SOURCE_COLUMNS,
+    )
     main = kind(KIND)
     version = main.parser.version if main is not None and main.parser is not None else None
     headline = (
