@@ -149,3 +149,22 @@ def test_builtin_units_are_imported_only_when_needed_and_unregistering_prevents_
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["['word_association', 'prompts']", "[]"]
+
+
+def test_analyze_of_a_store_whose_kind_only_a_broken_plugin_could_give_is_refused(
+    site: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "s.duckdb"
+    replies = tmp_path / "shapes.jsonl"
+    line = '{"experiment": "shapes", "model_id": "human", "language": "en", '
+    replies.write_text(line + '"item": {"shape": "square"}, "content": "A square."}\n')
+    imported = _ibias(site, "import", str(replies), "--store", str(store), plugins="shapes")
+    assert imported.returncode == 0, imported.stderr
+    # Only the broken plugin is chosen: nothing loaded provides the store's `shapes` trials.
+    done = _ibias(site, "analyze", "--store", str(store), "--out", str(tmp_path / "out"),
+                  plugins="colours")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0] == BROKEN_LINE and len(lines) == 2 and "Traceback" not in done.stderr
+    assert "the store's trials of kind 'shapes'" in lines[1]
+    assert "plugin 'colours' (ibias_broken:UNIT) failed to load" in lines[1]
