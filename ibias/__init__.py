@@ -56,7 +56,21 @@ if TYPE_CHECKING:
     import polars as pl
 
     from ibias.analysis.analyze import AnalysisResult
-    from ibias.analysis.experiment import ExperimentAnalysis, SectionContext, TableContext
+    from ibias.analysis.cross import (
+        CrossAnalysis,
+        CrossContext,
+        CrossEntry,
+        register_cross,
+        unregister_cross,
+    )
+    from ibias.analysis.experiment import (
+        ExperimentAnalysis,
+        LoadContext,
+        Overall,
+        Section,
+        SectionContext,
+        TableContext,
+    )
     from ibias.prompts.base import (
         Experiment,
         Message,
@@ -103,6 +117,14 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "AnalysisResult": "ibias.analysis.analyze",
     "ExperimentAnalysis": "ibias.analysis.experiment",
+    "LoadContext": "ibias.analysis.experiment",
+    "Overall": "ibias.analysis.experiment",
+    "Section": "ibias.analysis.experiment",
+    "CrossAnalysis": "ibias.analysis.cross",
+    "CrossContext": "ibias.analysis.cross",
+    "CrossEntry": "ibias.analysis.cross",
+    "register_cross": "ibias.analysis.cross",
+    "unregister_cross": "ibias.analysis.cross",
     "SectionContext": "ibias.analysis.experiment",
     "TableContext": "ibias.analysis.experiment",
     "Experiment": "ibias.prompts.base",
@@ -155,6 +177,9 @@ __all__ = [
     "Column",
     "Config",
     "ConfigError",
+    "CrossAnalysis",
+    "CrossContext",
+    "CrossEntry",
     "Error",
     "Experiment",
     "ExperimentAnalysis",
@@ -163,9 +188,11 @@ __all__ = [
     "ImportResult",
     "Item",
     "Limits",
+    "LoadContext",
     "Message",
     "ModelConfig",
     "NoParams",
+    "Overall",
     "Parser",
     "Persona",
     "PlanReport",
@@ -180,6 +207,7 @@ __all__ = [
     "Roster",
     "RunResult",
     "Sampling",
+    "Section",
     "SectionContext",
     "SendingOptions",
     "SettingsError",
@@ -200,10 +228,12 @@ __all__ = [
     "plan",
     "provider",
     "register",
+    "register_cross",
     "rng_for",
     "run",
     "sql",
     "unregister",
+    "unregister_cross",
 ]
 
 
