@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ibias.prompts import registry
@@ -86,8 +85,12 @@ def estimate_tokens(text_chars: int) -> int:
 def unit_persona(seed: int, model: str, persona: Persona) -> Persona:
     """The persona units answer with: answering as (seed, model), which keys the persona's
     person and name effects (`Persona.answering_as`), and never refusing, because refusals
-    are decided once, in `answer_for`, so the profile's rate is the rate a client observes."""
-    return replace(persona.answering_as(seed, model), refusal_rate=0.0)
+    are decided once, in `answer_for`, so the profile's rate is the rate a client observes.
+
+    Built in one call rather than two `dataclasses.replace`s: this runs for every answer, and
+    each `replace` re-ran `Persona.__init__` (5 µs against 1 µs a call). `experiments` is the
+    persona's own read-only mapping, which `Persona` keeps as it is."""
+    return Persona(0.0, persona.experiments, (seed, model))
 
 
 def unit_reply(
