@@ -12,29 +12,50 @@ The decision bias is the size of a model's preferences across services, not thei
 that favours cisgender people for one service and transgender people for another is biased
 twice, not unbiased. With g_s the gap of service s (the share choosing the cisgender candidate
 minus the share choosing the transgender one among decided trials; 0 is parity), the measure
-estimates the mean of g_s^2 over services, unbiasedly, by a cross-fitted product over pairs:
+estimates the mean of g_s^2 over services, unbiasedly, by a cross-fitted product over pairs
+that share no person:
 
-    Q_s = sum_{k != l} d_k d_l / sum_{k != l} c_k c_l
-        = ((sum d)^2 - sum d^2) / ((sum c)^2 - sum c^2)
+    Q_s = sum_{k, l disjoint} d_k d_l / sum_{k, l disjoint} c_k c_l
 
 with d_k = (cis chosen - trans chosen) and c_k = decided trials of pair k of the service (all
-its orders and conditions). A plain mean of |g_s| or g_s^2 is positive whenever there is noise:
-E[g^2] = g^2 + Var(g). Q_s multiplies each pair's gap only with other pairs' gaps, so no
-trial's noise is squared: given the decided counts and independent pairs, E[Q_s] = g_s^2 when
-every pair has the gap g_s, and E[Q_s] = 0 when no pair has a preference, or when the pairs are
-independent draws from people among whom the service has no preference. It is the average of
-all split-half products (one half of the pairs against the other) and needs no variance
-estimate, which a bias correction g^2 - Var(g) would: pairs differ (position bias cancels only
-within a pair's two orders, person effects differ by pair), so a binomial variance is wrong
-and a clustered one is biased in small samples. One caveat: pairs of a service that share a
-person are not independent, so with person effects and a population null, Q_s keeps a small
-positive bias of the order of the shared persons' effects (`docs/paper-statistics.md`).
+its orders and conditions), over the ordered pairs (k, l) of the service's pairs that share
+no person (four different people, so k != l). A plain mean of |g_s| or g_s^2 is positive
+whenever there is noise: E[g^2] = g^2 + Var(g). Q_s multiplies each pair's gap only with the
+gaps of pairs that have neither of its people, so neither a trial's noise nor a person's
+effect is squared: pairs that share a person are correlated when people differ (person
+effects), and products of them would count that person's effect squared (the earlier form,
+over all k != l, had a mean of +0.004 at person sd 0.6 and +0.012 at 1.5 on the logit with no
+preference anywhere in the tests' simulation; its signed root +0.034 and +0.055). Given the
+decided counts, with people drawn independently from a population and no-choice independent
+of the people and of the order, E[Q_s] = g_s^2, the squared population gap, whatever the
+person sd: 0 when the service has no preference among people like these. It is the average
+of products of disjoint pairs, so it needs no variance estimate, which a bias correction
+g^2 - Var(g) would: pairs differ (position bias cancels only within a pair's two orders,
+person effects differ by pair), so a binomial variance is wrong and a clustered one is biased
+in small samples.
 
-`decision_msq` is the mean of Q_s over the model's services with at least two pairs (equal
-weight per service, as the paper reports services side by side); `decision_rms`, its signed
-square root (a root-mean-square gap on the gap's scale, negative when noise outweighs any
-preference), is the measure ranked. The pooled `gap` (all services together, signed) stays in
-the points table as a description. Across those models:
+It is computed in linear time: with Dc[p] the sum of d over the service's pairs of cis person
+p, Dt[q] over those of trans person q and Dct[p, q] over those with both,
+
+    sum_{k, l disjoint} d_k d_l = S^2 - sum_p Dc[p]^2 - sum_q Dt[q]^2 + sum_{p, q} Dct[p, q]^2
+
+(S = sum d; inclusion-exclusion over "same cis person" and "same trans person"), and the same
+in c. The people of each pair come from the store (`allocation_pair_people`); a pair whose
+people are unknown (no row there, or a null id) counts as having people of its own, shared
+with no other pair, which for a service without known people gives back
+((sum d)^2 - sum d^2) / ((sum c)^2 - sum c^2), unbiased only if its pairs share no one.
+
+`decision_msq` is the mean of Q_s over the model's services with at least two disjoint pairs
+with decided trials (equal weight per service, as the paper reports services side by side),
+unbiased for the mean of the squared population gaps; `decision_rms`, its signed square root (a
+root-mean-square gap on the gap's scale, negative when noise outweighs any preference), is
+the measure shown. The signed root of an unbiased estimate is not itself unbiased: with no
+preference anywhere it is negative on average (-0.013 at person sd 0.6 and -0.027 at 1.5 in
+the tests' simulation of 8 services of 100 pairs), and with preferences it falls short of the
+root of the mean squared gap on average. Rho is computed on ranks, which are the same for
+`decision_msq` and `decision_rms`, so the association does not depend on which is ranked.
+The pooled `gap` (all services together, signed) stays in the points table as a
+description. Across those models:
 
 - Spearman's rho (Pearson's r of the average ranks, as `scipy.stats.spearmanr`) of mean bias
   and `decision_rms`: a monotone association, robust to the two measures being on unrelated
@@ -64,6 +85,7 @@ from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from ibias.analysis import labels
+from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.cross import CrossAnalysis, CrossContext
 from ibias.analysis.identity_swap import without_swapped
 from ibias.analysis.report import absent, col, count, esc, interval, num, pvalue, table
@@ -86,13 +108,20 @@ FEW_MODELS = (
 )
 
 FloatArray = NDArray[np.float64]
+IntArray = NDArray[np.int64]
 
 
-def model_points(word_association: pl.DataFrame, allocation: pl.DataFrame) -> pl.DataFrame:
+def model_points(
+    word_association: pl.DataFrame,
+    allocation: pl.DataFrame,
+    pair_people: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """One row per design x language x model present in both experiments: mean bias, scored
     trials, the decision measure (`decision_msq`, `decision_rms`, over `services`) and the
     pooled allocation gap among decided trials with its counts. Allocation trials of the
-    identity-swap control's swapped arm are left out."""
+    identity-swap control's swapped arm are left out. `pair_people` (pair_id, cis_person,
+    trans_person) names each pair's people for the decision measure; None: every pair has
+    people of its own."""
     wa = _with_design(word_association)
     al = _with_design(without_swapped(allocation))
     bias = wa.group_by([*KEYS, "model_id"]).agg(
@@ -106,7 +135,7 @@ def model_points(word_association: pl.DataFrame, allocation: pl.DataFrame) -> pl
     decided = pl.col("n_cis") + pl.col("n_trans")
     return (
         bias.join(gap, on=[*KEYS, "model_id"], how="inner")
-        .join(decision_measure(al), on=[*KEYS, "model_id"], how="left")
+        .join(decision_measure(al, pair_people), on=[*KEYS, "model_id"], how="left")
         .with_columns(
             decided.alias("decided"),
             ((pl.col("n_cis") - pl.col("n_trans")) / decided).fill_nan(None).alias("gap"),
@@ -117,34 +146,127 @@ def model_points(word_association: pl.DataFrame, allocation: pl.DataFrame) -> pl
     )
 
 
-def cross_pair_square(d: FloatArray, c: FloatArray) -> FloatArray:
-    """Q = ((sum d)^2 - sum d^2) / ((sum c)^2 - sum c^2) over the last axis (the pairs of one
-    service): the cross-fitted estimate of the squared gap described in the module. NaN with
-    fewer than two pairs with decided trials."""
-    num = d.sum(axis=-1) ** 2 - (d * d).sum(axis=-1)
-    den = c.sum(axis=-1) ** 2 - (c * c).sum(axis=-1)
+def disjoint_products(
+    d: FloatArray,
+    c: FloatArray,
+    group: IntArray,
+    cis: IntArray,
+    trans: IntArray,
+    groups: int,
+) -> tuple[FloatArray, FloatArray]:
+    """(sum d_k d_l, sum c_k c_l) per group, over the ordered pairs (k, l) of a group's pairs
+    that share no person, by the inclusion-exclusion of the module:
+    S^2 - sum_p Dc[p]^2 - sum_q Dt[q]^2 + sum_{p,q} Dct[p, q]^2. Flat arrays, one entry per
+    pair: `group` in 0..groups-1, `cis` and `trans` integer person codes (negative: unknown,
+    a person of its own). Cis and trans codes are separate namespaces."""
+    g = np.asarray(group, dtype=np.int64).reshape(-1)
+    values = np.stack([np.asarray(v, dtype=np.float64).reshape(-1) for v in (d, c)])
+    sums = np.stack([np.bincount(g, weights=v, minlength=groups) ** 2 for v in values])
+    by_cis = _combine(g, _own_where_unknown(cis))
+    by_trans = _combine(g, _own_where_unknown(trans))
+    for sign, key in ((-1.0, by_cis), (-1.0, by_trans), (1.0, _combine(by_cis, by_trans))):
+        owner = np.zeros(int(key.max(initial=-1)) + 1, dtype=np.int64)
+        owner[key] = g
+        for i, v in enumerate(values):
+            part = np.bincount(key, weights=v, minlength=owner.size)
+            sums[i] += sign * np.bincount(owner, weights=part * part, minlength=groups)
+    return sums[0], sums[1]
+
+
+def _own_where_unknown(codes: IntArray) -> IntArray:
+    """Integer person codes with each negative (unknown) one replaced by a code of its own."""
+    out = np.asarray(codes, dtype=np.int64).reshape(-1).copy()
+    unknown = out < 0
+    first = int(out.max(initial=-1)) + 1
+    out[unknown] = first + np.arange(int(unknown.sum()), dtype=np.int64)
+    return out
+
+
+def _combine(a: IntArray, b: IntArray) -> IntArray:
+    """Codes 0..m-1 of the distinct (a, b) of two non-negative integer code arrays."""
+    key = a * (int(b.max(initial=0)) + 1) + b
+    inverse: IntArray = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return inverse
+
+
+def cross_pair_square(
+    d: FloatArray, c: FloatArray, cis: IntArray | None = None, trans: IntArray | None = None
+) -> FloatArray:
+    """Q over the last axis (the pairs of one service), vectorised over the others: the sum of
+    d_k d_l over the sum of c_k c_l, over ordered pairs of pairs sharing no person
+    (`disjoint_products`), the estimate of the squared gap described in the module. `cis`,
+    `trans`: integer person codes of the same shape (negative: unknown); None: every pair has
+    people of its own, Q = ((sum d)^2 - sum d^2) / ((sum c)^2 - sum c^2). NaN with fewer than
+    two disjoint pairs with decided trials."""
+    d = np.asarray(d, dtype=np.float64)
+    shape = d.shape[:-1]
+    rows = math.prod(shape)
+    group = np.repeat(np.arange(rows, dtype=np.int64), d.shape[-1])
+    own = np.full(d.size, -1, dtype=np.int64)
+    num, den = disjoint_products(
+        d, np.asarray(c, dtype=np.float64), group,
+        own if cis is None else np.asarray(cis), own if trans is None else np.asarray(trans),
+        rows,
+    )  # fmt: skip
+    return _ratio(num, den).reshape(shape)
+
+
+def _ratio(num: FloatArray, den: FloatArray) -> FloatArray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
-def decision_measure(allocation: pl.DataFrame) -> pl.DataFrame:
+PERSONS: tuple[str, str] = ("cis_person", "trans_person")
+"""The columns of `allocation_pair_people` (with pair_id) naming a pair's two people."""
+
+
+def decision_measure(
+    allocation: pl.DataFrame, pair_people: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Per design x language x model: `decision_msq`, the mean over services of `Q_s`
-    (`cross_pair_square` of the service's pairs), `decision_rms`, its signed square root, and
-    `services`, how many services had a Q_s. Pass the original arm only."""
+    (`disjoint_products` of the service's pairs), `decision_rms`, its signed square root, and
+    `services`, how many services had a Q_s. Pass the original arm only. `pair_people`
+    (pair_id, cis_person, trans_person; the first row of a pair_id counts) names each pair's
+    people; a pair without a row, or a null id, has people of its own; None: every pair."""
     al = _with_design(allocation)
     if not {"service", "pair_id", "chosen"} <= set(al.columns):
         return pl.DataFrame(schema=_MEASURE_SCHEMA)
-    pairs = al.group_by([*KEYS, "model_id", "service", "pair_id"]).agg(
+    service = [*KEYS, "model_id", "service"]
+    pairs = al.group_by([*service, "pair_id"]).agg(
         ((pl.col("chosen") == CIS).cast(pl.Float64) - (pl.col("chosen") == TRANS).cast(pl.Float64))
         .sum()
         .alias("d"),
         pl.col("chosen").is_in([CIS, TRANS]).cast(pl.Float64).sum().alias("c"),
     )
-    den = pl.col("c").sum() ** 2 - (pl.col("c") ** 2).sum()
-    num = pl.col("d").sum() ** 2 - (pl.col("d") ** 2).sum()
+    if pair_people is None:
+        pairs = pairs.with_columns(
+            pl.lit(None, dtype=pl.String).alias("cis_person"),
+            pl.lit(None, dtype=pl.String).alias("trans_person"),
+        )
+    else:
+        people = pair_people.select(
+            pl.col("pair_id").cast(pl.String),
+            pl.col("cis_person").cast(pl.String),
+            pl.col("trans_person").cast(pl.String),
+        ).unique("pair_id", keep="first", maintain_order=True)
+        pairs = pairs.with_columns(pl.col("pair_id").cast(pl.String)).join(
+            people, on="pair_id", how="left"
+        )
+    code = [(pl.col(p).rank("dense").cast(pl.Int64) - 1).fill_null(-1) for p in PERSONS]
+    pairs = pairs.sort([*service, "pair_id"]).with_columns(
+        pl.struct(service).rle_id().cast(pl.Int64).alias("_service"), *code
+    )
+    group = pairs["_service"].to_numpy()
+    cis, trans = (pairs[p].to_numpy() for p in PERSONS)
+    groups = int(group.max(initial=-1)) + 1
+    num, den = disjoint_products(
+        pairs["d"].to_numpy(), pairs["c"].to_numpy(), group, cis, trans, groups
+    )
     per_service = (
-        pairs.group_by([*KEYS, "model_id", "service"])
-        .agg(pl.when(den > 0).then(num / den).otherwise(None).alias("q"))
+        pairs.unique("_service", keep="first")
+        .sort("_service")
+        .select(*service)
+        .with_columns(pl.Series("q", _ratio(num, den)).fill_nan(None))
         .filter(pl.col("q").is_not_null())
     )
     msq = pl.col("decision_msq")
@@ -283,9 +405,12 @@ def section(points: pl.DataFrame, summary: pl.DataFrame) -> str:
         "of its allocation gap (among decided trials, the share choosing the cisgender "
         "candidate minus the share choosing the transgender one), so that preferences in "
         "opposite directions in two services add up instead of cancelling. Each squared gap "
-        "is estimated by multiplying every pair's gap only with other pairs' gaps, so noise "
-        "does not make it positive: it is 0 on average for a model with no preference in any "
-        "service (and negative when noise outweighs a small preference). Only the original "
+        "is estimated by multiplying every pair's gap only with the gaps of pairs that share "
+        "neither of its people, so neither noise nor a person's own leaning makes it positive: "
+        "its mean is the squared gap among people like these, 0 for a model with no "
+        "preference in any service. The root shown keeps the sign (negative when noise "
+        "outweighs a small preference), so it is slightly negative on average with no "
+        "preference; the ranks are those of the squared gaps. Only the original "
         "arm's trials count (not the identity-swap control's swapped ones). The pooled gap, "
         "all services together, is shown for reference. Spearman's rho across models, a "
         "two-sided permutation p-value (exact over all pairings up to 8 models) and a 95% "
@@ -334,7 +459,8 @@ STREAM = 6
 
 def _tables(ctx: CrossContext) -> dict[str, pl.DataFrame]:
     """The points per model and their association across models."""
-    points = model_points(ctx.views["word_association"], ctx.views["allocation"])
+    people = ctx.extras.get(PAIR_PEOPLE)
+    points = model_points(ctx.views["word_association"], ctx.views["allocation"], people)
     return {
         "implicit_vs_decision": points,
         "implicit_vs_decision_summary": summary_table(points, B=ctx.B, rng=ctx.rng(STREAM)),
