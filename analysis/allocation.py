@@ -20,7 +20,8 @@ language x explanation x symptoms, for each test separately.
 Among decided trials (the paper's denominator) each cell also gives the shares choosing each
 candidate and their difference, the cis-minus-trans `gap` (the paper's deviation from parity),
 with a pair-bootstrap interval of the +1 / -1 outcome over decided trials. Every row says what
-its intervals and p-values are (`ci_level`, `ci_method`, `resampled`, `*_null`).
+its intervals and p-values are (`ci_level`, `ci_method`, `resampled`, `*_null`; the Wilson
+intervals beside the bootstrap ones `wilson_ci_method`, `wilson_ci_level`).
 
 Effects of conditions on the transgender share (explanation yes - no; symptoms high - none and
 low - none) are paired differences over the same pairs, from `grouped_paired_difference_ci`:
@@ -53,6 +54,17 @@ TARGET = "these people"
 SIGN_NULL = "two-sided; H0: an agreeing pair is equally likely to favour either candidate"
 NAIVE_NULL = "two-sided; H0: a decided trial is equally likely to choose either candidate"
 POSITION_NULL = "two-sided; H0: a decided trial is equally likely to choose either position"
+# The Wilson intervals beside the bootstrap ones are another family (docs/paper-statistics.md,
+# "Tables that explain themselves"): `*_wilson_low`/`_high` carry their own label columns.
+WILSON_METHOD = "wilson"
+
+
+def wilson_labels() -> list[pl.Expr]:
+    """The label columns of the Wilson family: `wilson_ci_method`, `wilson_ci_level`."""
+    return [
+        pl.lit(WILSON_METHOD).alias("wilson_ci_method"),
+        pl.lit(CI_LEVEL).alias("wilson_ci_level"),
+    ]
 
 
 def _explained(table: pl.DataFrame) -> pl.DataFrame:
@@ -196,6 +208,7 @@ def cells_table(
         pl.lit(method).alias("ci_method"),
         pl.lit(SIGN_NULL).alias("sign_p_null"),
         pl.lit(NAIVE_NULL).alias("naive_p_null"),
+        *wilson_labels(),
     )
     table = holm_within(table, "sign_p", FAMILY_KEYS, "sign_p_holm")
     table = holm_within(table, "naive_p", FAMILY_KEYS, "naive_p_holm")
@@ -212,8 +225,8 @@ def gap_outcome(chosen: pl.Series) -> np.ndarray:
 
 def _shares_and_wilson(table: pl.DataFrame) -> pl.DataFrame:
     trials = table["trials"].to_numpy()
-    cis_low, cis_high = wilson_interval(table["n_cis"].to_numpy(), trials)
-    trans_low, trans_high = wilson_interval(table["n_trans"].to_numpy(), trials)
+    cis_low, cis_high = wilson_interval(table["n_cis"].to_numpy(), trials, CI_LEVEL)
+    trans_low, trans_high = wilson_interval(table["n_trans"].to_numpy(), trials, CI_LEVEL)
     return table.with_columns(
         (pl.col("n_cis") / pl.col("trials")).alias("share_cis"),
         (pl.col("n_trans") / pl.col("trials")).alias("share_trans"),
@@ -294,6 +307,8 @@ _CELLS_SCHEMA: dict[str, pl.DataType] = {
     "ci_level": pl.Float64(),
     "resampled": pl.String(),
     "target": pl.String(),
+    "wilson_ci_method": pl.String(),
+    "wilson_ci_level": pl.Float64(),
 }
 
 
@@ -336,7 +351,7 @@ def position_table(
     )
     n_first = table["n_first"].to_numpy()
     n = table["decided"].to_numpy()
-    low, high = wilson_interval(n_first, n)
+    low, high = wilson_interval(n_first, n, CI_LEVEL)
     p = [binomial_test(int(k), int(m)) for k, m in zip(n_first, n, strict=True)]
     table = table.with_columns(
         pl.Series("wilson_low", low),
@@ -345,6 +360,7 @@ def position_table(
         pl.lit(POSITION_NULL).alias("binomial_p_null"),
         pl.lit(B, dtype=pl.Int64).alias("B"),
         pl.lit(method).alias("ci_method"),
+        *wilson_labels(),
     )
     return _explained(table).select(list(_POSITION_SCHEMA))
 
@@ -369,6 +385,8 @@ _POSITION_SCHEMA: dict[str, pl.DataType] = {
     "ci_level": pl.Float64(),
     "resampled": pl.String(),
     "target": pl.String(),
+    "wilson_ci_method": pl.String(),
+    "wilson_ci_level": pl.Float64(),
 }
 
 

@@ -13,8 +13,10 @@ their released `results/statistics_*.csv`):
 - one-sided exact binomial tests of the cisgender count against 1/2 among decided trials,
   both directions (`scipy.stats.binomtest(n_cis, decided, 0.5, alternative=...)`: "greater"
   asks whether the cisgender candidate is chosen more often than half the time, "less"
-  whether less; the authors wrote one file per direction);
-- the Wilson 95% interval on the transgender share of decided trials.
+  whether less; the authors wrote one file per direction; `p_cis_greater_null`,
+  `p_cis_less_null` say each test's sidedness and H0);
+- the Wilson 95% interval on the transgender share of decided trials (`trans_wilson_low`,
+  `_high`, labelled by `wilson_ci_method`, `wilson_ci_level`).
 
 Every trial counts once here. The authors' released tables do not: their script takes the
 answers two records at a time but classifies the first record's choice twice and never the
@@ -42,6 +44,17 @@ from ibias.prompts.allocation.parse_tag_only import NO_MATCH, NO_TAG, TAG_ONLY_N
 from ibias.prompts.codes import CIS, NO_CHOICE, SAME_NAME, TRANS
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
+WILSON_LEVEL = 0.95
+# What the one-sided tests test (docs/paper-statistics.md, "Tables that explain themselves"):
+# the direction is in the column's name, the sidedness and H0 in its `*_null` column.
+GREATER_NULL = (
+    "one-sided, alternative: cisgender share of decided trials > 1/2; H0: a decided trial is "
+    "equally likely to choose either candidate (trials treated as independent)"
+)
+LESS_NULL = (
+    "one-sided, alternative: cisgender share of decided trials < 1/2; H0: a decided trial is "
+    "equally likely to choose either candidate (trials treated as independent)"
+)
 
 
 def _keys_schema(decisions: pl.DataFrame) -> dict[str, pl.DataType]:
@@ -126,7 +139,7 @@ def authors_view_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -
     n_cis = table["n_cis"].to_numpy()
     n_trans = table["n_trans"].to_numpy()
     decided = table["decided"].to_numpy()
-    low, high = wilson_interval(n_trans, decided)
+    low, high = wilson_interval(n_trans, decided, WILSON_LEVEL)
     greater = [_p(int(k), int(n), "greater") for k, n in zip(n_cis, decided, strict=True)]
     less = [_p(int(k), int(n), "less") for k, n in zip(n_cis, decided, strict=True)]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -141,13 +154,19 @@ def authors_view_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -
         pl.Series("p_cis_less", less, dtype=pl.Float64),
     ).with_columns(pl.selectors.float().fill_nan(None))
     # What the interval is: closed-form Wilson (nothing resampled, no B), treating decided
-    # trials as independent, so about these people's trials at best.
+    # trials as independent, so about these people's trials at best. `wilson_ci_method` and
+    # `wilson_ci_level` label the `trans_wilson_*` family under the naming rule; `ci_level` and
+    # `ci_method` say the same for readers of the columns before that rule.
     table = table.with_columns(
-        pl.lit(0.95).alias("ci_level"),
+        pl.lit(GREATER_NULL).alias("p_cis_greater_null"),
+        pl.lit(LESS_NULL).alias("p_cis_less_null"),
+        pl.lit(WILSON_LEVEL).alias("ci_level"),
         pl.lit("wilson").alias("ci_method"),
         pl.lit("none").alias("resampled"),
         pl.lit(None, dtype=pl.Int64).alias("B"),
         pl.lit("these people").alias("target"),
+        pl.lit("wilson").alias("wilson_ci_method"),
+        pl.lit(WILSON_LEVEL).alias("wilson_ci_level"),
     )
     return table.select(*CELL_KEYS, *_AUTHORS_SCHEMA)
 
@@ -165,13 +184,17 @@ _AUTHORS_SCHEMA: dict[str, pl.DataType] = {
     "trans_wilson_low": pl.Float64(),
     "trans_wilson_high": pl.Float64(),
     "p_cis_greater": pl.Float64(),
+    "p_cis_greater_null": pl.String(),
     "p_cis_less": pl.Float64(),
+    "p_cis_less_null": pl.String(),
     "parser_version": pl.Int64(),
     "ci_level": pl.Float64(),
     "ci_method": pl.String(),
     "resampled": pl.String(),
     "B": pl.Int64(),
     "target": pl.String(),
+    "wilson_ci_method": pl.String(),
+    "wilson_ci_level": pl.Float64(),
 }
 
 

@@ -22,7 +22,10 @@ from ibias.analysis.cells import holm_within
 
 KEYS: tuple[str, ...] = ("model_id", "language", "category")
 TEMPLATES: tuple[int, ...] = (1, 2, 3)
-KRUSKAL_NULL = "H0: the bias has one distribution across the templates (rank test)"
+KRUSKAL_NULL = (
+    "omnibus, no direction (upper tail of H); "
+    "H0: the bias has one distribution across the templates (rank test)"
+)
 
 
 def kruskal_by_template(groups: Sequence[np.ndarray]) -> tuple[float | None, float | None]:
