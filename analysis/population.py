@@ -1,63 +1,98 @@
-"""Population-level intervals and tests for allocation: a two-way bootstrap over persons.
+"""Population-level intervals and tests for allocation: people like these, with power.
 
 Why. The roster reuses each person in several pairs (the controlled design's 25 x 25 people
 make 100 pairs; the paper's pairs reuse its 100 people too). The pair bootstrap of
 `analysis.bootstrap` treats the pairs as independent draws: right for *these people* (the
 roster-conditional target, where only the models' answers are random), too narrow for *people
-like these* (the population target, where the people are random as well): with person effects
-of demo size its intervals cover the population value 0.80-0.88 of the time.
+like these* (the population target, where the people are random as well).
 
-How. Owen's pigeonhole bootstrap for crossed designs (Owen 2007, "The pigeonhole bootstrap",
-Ann. Appl. Stat. 1(2)): each replicate draws the cis persons of a cell with replacement and,
-independently, its trans persons; a pair enters with multiplicity (times its cis person was
-drawn) x (times its trans person was drawn), with all of its trials. The statistic is the same
-ratio as the pair bootstrap's (a share, a gap, or a paired difference of two shares) with those
-weights. Pairs whose two persons were not both drawn carry weight 0.
+The statistic is the same ratio as the pair bootstrap's (a share, a gap among decided trials,
+or a paired difference of two ratios over the pairs seen under both conditions); the methods
+differ only in how they measure its spread over rosters of people (`METHODS`):
 
-The pigeonhole bootstrap is conservative: besides the cis-person and trans-person variance it
-adds about twice the pair-level (answer) variance, so with much answer noise its intervals are
-wider than needed (measured in tests/analysis/test_population_coverage.py: coverage about
-0.98-0.99 for a nominal 0.95). We accept that: it never understates the uncertainty about
-people in general, needs no model of how people differ, and is what the test of no identity
-preference is read from (docs/paper-statistics.md says why not a crossed mixed model).
+- `two-way-cr2` (the default, chosen by the simulation study of bench/bench_population.py; the
+  grid and the choice are in docs/paper-statistics.md): the two-way cluster-robust variance of
+  Cameron, Gelbach & Miller (2011), V = V_cis + V_trans - V_pair, of the linearised ratio. Each
+  one-way term is bias-reduced (CR2, Bell & McCaffrey 2002): for a mean, or a contrast of two
+  arms' means, CR2 divides each cluster's score by sqrt(1 - h) with h the cluster's share of the
+  arm's trials, which makes every term unbiased when the trials are independent and equally
+  variable. The reference is Student's t on min(G_cis, G_trans) - 1 degrees of freedom (the
+  fewer side's persons are what the variance learns from). When V <= 0 (possible: it is a
+  difference) the larger one-way term is used instead.
+- `two-way-cr1`: the same with the G/(G-1) factors instead of CR2.
+- `pigeonhole-corrected`: the variance of the pigeonhole replicates (below) less twice the
+  pair-level (answer) variance, which the pigeonhole counts three times; same t reference.
+- `pigeonhole`: Owen's pigeonhole bootstrap for crossed designs (Owen 2007, Ann. Appl. Stat.
+  1(2)): each replicate draws the cell's cis persons with replacement and, independently, its
+  trans persons; a pair enters with weight (draws of its cis person) x (draws of its trans
+  person), with all its trials; percentile interval and the two-sided percentile p-value of the
+  null, 2 x min(replicates <= null, replicates >= null), counted as (k + 1) / (B + 1). Valid
+  but conservative: with much answer noise its test has little power (docs/paper-statistics.md
+  has the measurements).
 
-The test of no preference: the two-sided percentile-bootstrap p-value of the null value
-(0 for a gap or effect), 2 x min(replicates <= null, replicates >= null) counted as
-(k + 1) / (B + 1) and capped at 1: p < alpha when the null lies outside the (1 - alpha)
-percentile interval (up to one replicate), so the test and the interval agree.
+The t methods' test of `null` is the two-sided t-test (estimate - null) / se on the same
+degrees of freedom as the interval, so the test and the interval agree. A cell whose variance
+is exactly 0 (every trial the same outcome) gets the interval [estimate, estimate] and p = 0
+(1 when the estimate is the null). A cell with fewer than two persons on either side has no
+interval.
 
-Vectorised: cells whose pairs link the same persons in the same way (every model, language and
-condition of one service shows the same pairs) share one draw of person weights, and all of
-their statistics come from one matrix product (B x pairs) @ (pairs x columns). Intervals are
-percentile intervals whatever `--ci` says (BCa needs a jackknife that a crossed design lacks).
+Vectorised: the t methods work on per-pair sums with `np.bincount` over every cell at once;
+the bootstrap methods group cells whose pairs link the same persons in the same way (every
+model, language and condition of one service shows the same pairs) under one draw of person
+weights, and compute all their statistics from one matrix product (B x pairs) @ (pairs x
+columns). Intervals ignore `--ci` (BCa needs a jackknife that a crossed design lacks).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import stats as scipy_stats
 
 from ibias.analysis.bootstrap import _factorize
 
 FloatArray = NDArray[np.float64]
 
-METHOD = "percentile"
-RESAMPLED = "cis and trans persons"
+METHODS: tuple[str, ...] = ("two-way-cr2", "two-way-cr1", "pigeonhole-corrected", "pigeonhole")
+"""The population methods (`analyze --population-method`), the default first."""
+DEFAULT_METHOD = "two-way-cr2"
+BOOTSTRAP_METHODS = frozenset({"pigeonhole", "pigeonhole-corrected"})
+
+#: What each method's intervals are, for the tables' `ci_method` and `resampled` columns.
+CI_LABELS: dict[str, tuple[str, str]] = {
+    "two-way-cr2": (
+        "t, two-way cluster-robust CR2",
+        "none: cis and trans persons as crossed clusters",
+    ),
+    "two-way-cr1": (
+        "t, two-way cluster-robust CR1",
+        "none: cis and trans persons as crossed clusters",
+    ),
+    "pigeonhole-corrected": (
+        "t, pigeonhole variance less twice the pair variance",
+        "cis and trans persons (pigeonhole)",
+    ),
+    "pigeonhole": ("percentile, pigeonhole", "cis and trans persons (pigeonhole)"),
+}
+METHOD = CI_LABELS["pigeonhole"][0]
+RESAMPLED = CI_LABELS["pigeonhole"][1]
 TARGET = "people like these"
 CONDITIONAL_TARGET = "these people"
 
 
 @dataclass(frozen=True)
 class PopulationCI:
-    """A pigeonhole-bootstrap interval and test for one cell.
+    """A population interval and test for one cell.
 
     `pairs`, `cis_persons`, `trans_persons` count the units; `n_dropped` the trials left out
     (NaN outcome, or a pair seen under one condition only of a paired difference);
-    `undefined` the replicates whose denominator was 0 (left out of the quantiles)."""
+    `undefined` the bootstrap replicates whose denominator was 0 (left out); `se` and `df` the
+    standard error and t degrees of freedom of the t methods (NaN for the percentile
+    pigeonhole); `method` one of `METHODS`."""
 
     estimate: float
     low: float
@@ -70,6 +105,9 @@ class PopulationCI:
     level: float
     n_dropped: int = 0
     undefined: int = 0
+    se: float = float("nan")
+    df: float = float("nan")
+    method: str = "pigeonhole"
 
 
 def _check_settings(B: object, level: float) -> None:
@@ -97,27 +135,26 @@ def _pairs(
     return unit.reshape(-1).astype(np.intp), units
 
 
-def grouped_pigeonhole_ci(
+@dataclass(frozen=True)
+class _Prepared:
+    """Per pair (the unique cell x cis person x trans person, sorted by cell): its cell, cis
+    and trans person codes (`units`) and its sums (`cols`: outcome and trials; with
+    `paired`, those of the treated and then of the untreated trials)."""
+
+    units: NDArray[np.intp]
+    cols: FloatArray
+    keys: list[Any]
+    dropped: NDArray[np.int64]
+    paired: bool
+
+
+def _prepare(
     outcome: ArrayLike,
     cis_person: ArrayLike | Sequence[Hashable],
     trans_person: ArrayLike | Sequence[Hashable],
     groups: ArrayLike | Sequence[Hashable],
-    *,
-    treated: ArrayLike | None = None,
-    null: float = 0.0,
-    B: int = 2000,
-    level: float = 0.95,
-    rng: np.random.Generator,
-) -> dict[Any, PopulationCI]:
-    """Per cell (group): the ratio estimate, its pigeonhole interval and the p-value of `null`.
-
-    Without `treated` the estimate is sum(outcome) / trials over the cell's non-NaN trials (a
-    share, or with outcomes +1 / -1 / NaN the gap among decided trials), as in
-    `bootstrap.grouped_cluster_bootstrap_share_ci`. With `treated` (one boolean per trial) it is
-    the paired difference ratio(treated) - ratio(untreated) over the pairs seen under both, as
-    in `bootstrap.grouped_paired_difference_ci`. A pair is one (cell, cis person, trans
-    person)."""
-    _check_settings(B, level)
+    treated: ArrayLike | None,
+) -> _Prepared:
     y = np.asarray(outcome, dtype=np.float64)
     if y.ndim != 1:
         raise ValueError("outcome: expected a 1-D array")
@@ -128,10 +165,6 @@ def grouped_pigeonhole_ci(
     defined = ~np.isnan(y)
     dropped = np.bincount(cell[~defined], minlength=len(keys)).astype(np.int64)
     y, cell, cis, trans = y[defined], cell[defined], cis[defined], trans[defined]
-    if treated is None:
-        t = np.ones(y.shape[0], dtype=bool)
-    else:
-        t = np.asarray(treated).astype(bool)[defined]
     unit, units = _pairs(cell, cis, trans)
     k = units.shape[0]
     if treated is None:
@@ -140,6 +173,7 @@ def grouped_pigeonhole_ci(
         ).astype(np.float64)
         complete = np.ones(k, dtype=bool)
     else:
+        t = np.asarray(treated).astype(bool)[defined]
         cols = np.column_stack(
             [
                 np.bincount(unit, weights=np.where(t, y, 0.0), minlength=k),
@@ -154,7 +188,179 @@ def grouped_pigeonhole_ci(
             units[~complete, 0], weights=lost, minlength=len(keys)
         ).astype(np.int64)
     units, cols = units[complete], cols[complete]
-    return _cells(units, cols, keys, dropped, treated is not None, null, B, level, rng)
+    order = np.argsort(units[:, 0], kind="stable")
+    return _Prepared(units[order], cols[order], keys, dropped, treated is not None)
+
+
+def grouped_population_ci(
+    outcome: ArrayLike,
+    cis_person: ArrayLike | Sequence[Hashable],
+    trans_person: ArrayLike | Sequence[Hashable],
+    groups: ArrayLike | Sequence[Hashable],
+    *,
+    treated: ArrayLike | None = None,
+    null: float = 0.0,
+    method: str = DEFAULT_METHOD,
+    B: int = 2000,
+    level: float = 0.95,
+    rng: np.random.Generator | None = None,
+) -> dict[Any, PopulationCI]:
+    """Per cell (group): the ratio estimate, its interval for people like these by `method`
+    (one of `METHODS`, module docstring) and the two-sided p-value of `null`.
+
+    Without `treated` the estimate is sum(outcome) / trials over the cell's non-NaN trials (a
+    share, or with outcomes +1 / -1 / NaN the gap among decided trials), as in
+    `bootstrap.grouped_cluster_bootstrap_share_ci`. With `treated` (one boolean per trial) it is
+    the paired difference ratio(treated) - ratio(untreated) over the pairs seen under both, as
+    in `bootstrap.grouped_paired_difference_ci`. A pair is one (cell, cis person, trans
+    person). `B` and `rng` are used by the bootstrap methods only."""
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
+    _check_settings(B, level)
+    prepared = _prepare(outcome, cis_person, trans_person, groups, treated)
+    if method in BOOTSTRAP_METHODS:
+        if rng is None:
+            raise ValueError(f"rng: the {method} method draws replicates and needs a generator")
+        cells = _corrected_cells if method == "pigeonhole-corrected" else _cells
+        return cells(prepared, null, B, level, rng)
+    return _sandwich(prepared, null, level, cr2=method == "two-way-cr2")
+
+
+def grouped_pigeonhole_ci(
+    outcome: ArrayLike,
+    cis_person: ArrayLike | Sequence[Hashable],
+    trans_person: ArrayLike | Sequence[Hashable],
+    groups: ArrayLike | Sequence[Hashable],
+    *,
+    treated: ArrayLike | None = None,
+    null: float = 0.0,
+    B: int = 2000,
+    level: float = 0.95,
+    rng: np.random.Generator,
+) -> dict[Any, PopulationCI]:
+    """`grouped_population_ci` with the percentile pigeonhole bootstrap."""
+    return grouped_population_ci(
+        outcome, cis_person, trans_person, groups, treated=treated, null=null,
+        method="pigeonhole", B=B, level=level, rng=rng,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# The two-way cluster-robust variance (t methods)
+# --------------------------------------------------------------------------------------------
+
+
+def _scores(prep: _Prepared) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per cell its estimate, and per pair its linearised score columns and trial counts.
+
+    Columns: one per arm (one, or treated and untreated). A pair's score in an arm is
+    (sum of its outcomes - estimate x its trials) / the arm's trials of the cell, so that the
+    statistic's error is, to first order, the sum of the scores (treated minus untreated)."""
+    cell = prep.units[:, 0]
+    n_keys = len(prep.keys)
+    arms = [(0, 1), (2, 3)] if prep.paired else [(0, 1)]
+    estimate = np.zeros(n_keys)
+    score = np.empty((cell.shape[0], len(arms)))
+    trials = np.empty((cell.shape[0], len(arms)))
+    for a, (yi, ni) in enumerate(arms):
+        total_y = np.bincount(cell, weights=prep.cols[:, yi], minlength=n_keys)
+        total_n = np.bincount(cell, weights=prep.cols[:, ni], minlength=n_keys)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = total_y / total_n
+        estimate = estimate + (ratio if a == 0 else -ratio)
+        safe = np.where(total_n > 0, total_n, 1.0)
+        score[:, a] = (prep.cols[:, yi] - ratio[cell] * prep.cols[:, ni]) / safe[cell]
+        trials[:, a] = prep.cols[:, ni] / safe[cell]  # the pair's share of the arm's trials
+    return estimate, score, trials
+
+
+def _one_way(
+    cluster: NDArray[np.intp],
+    cell: NDArray[np.intp],
+    score: FloatArray,
+    share: FloatArray,
+    n_keys: int,
+    cr2: bool,
+) -> tuple[FloatArray, NDArray[np.int64]]:
+    """Per cell the one-way cluster-robust variance of the statistic with clusters `cluster`
+    (codes per pair, nested in cells), and the number of clusters.
+
+    CR2: each cluster's score in an arm divided by sqrt(1 - the cluster's share of the arm's
+    trials) (the bias-reduced adjustment for a mean); CR1: the plain scores times G/(G-1)."""
+    codes = np.unique(cluster, return_inverse=True)[1].reshape(-1)
+    m = int(codes.max(initial=-1)) + 1
+    cell_of = np.zeros(m, dtype=np.intp)
+    cell_of[codes] = cell
+    per_arm = []
+    for a in range(score.shape[1]):
+        s = np.bincount(codes, weights=score[:, a], minlength=m)
+        if cr2:
+            h = np.bincount(codes, weights=share[:, a], minlength=m)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                s = s / np.sqrt(1.0 - h)
+        per_arm.append(s)
+    total = per_arm[0] if len(per_arm) == 1 else per_arm[0] - per_arm[1]
+    v: FloatArray = np.bincount(cell_of, weights=total * total, minlength=n_keys).astype(np.float64)
+    g = np.bincount(cell_of, minlength=n_keys).astype(np.int64)
+    if not cr2:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v = v * g / (g - 1)
+    return v, g
+
+
+def _sandwich(prep: _Prepared, null: float, level: float, *, cr2: bool) -> dict[Any, PopulationCI]:
+    """Every cell's two-way cluster-robust interval and t-test at once."""
+    n_keys = len(prep.keys)
+    cell, cis, trans = prep.units[:, 0], prep.units[:, 1], prep.units[:, 2]
+    estimate, score, share = _scores(prep)
+    n_cis_all = int(cis.max(initial=-1)) + 1
+    n_trans_all = int(trans.max(initial=-1)) + 1
+    v_cis, g_cis = _one_way(cell * n_cis_all + cis, cell, score, share, n_keys, cr2)
+    v_trans, g_trans = _one_way(cell * n_trans_all + trans, cell, score, share, n_keys, cr2)
+    v_pair, g_pair = _one_way(np.arange(cell.shape[0]), cell, score, share, n_keys, cr2)
+    v = v_cis + v_trans - v_pair
+    v = np.where(v > 0, v, np.maximum(v_cis, v_trans))
+    df = (np.minimum(g_cis, g_trans) - 1).astype(np.float64)
+    return _t_results(prep, estimate, v, df, g_pair, g_cis, g_trans, null, level,
+                      "two-way-cr2" if cr2 else "two-way-cr1")  # fmt: skip
+
+
+def _t_results(
+    prep: _Prepared,
+    estimate: FloatArray,
+    variance: FloatArray,
+    df: FloatArray,
+    pairs: NDArray[np.int64],
+    cis_persons: NDArray[np.int64],
+    trans_persons: NDArray[np.int64],
+    null: float,
+    level: float,
+    method: str,
+    B: int = 0,
+    undefined: NDArray[np.int64] | None = None,
+) -> dict[Any, PopulationCI]:
+    """The t interval and two-sided t-test per cell from its estimate, variance and df."""
+    with np.errstate(invalid="ignore"):
+        se = np.sqrt(variance)
+    usable = (df >= 1) & np.isfinite(se) & np.isfinite(estimate)
+    safe_df = np.where(usable, df, 1.0)
+    q = scipy_stats.t.ppf(0.5 + level / 2.0, safe_df)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.abs(estimate - null) / se
+    p = np.where(se > 0, 2.0 * scipy_stats.t.sf(z, safe_df), np.where(estimate == null, 1.0, 0.0))
+    low = np.where(usable, estimate - q * se, np.nan)
+    high = np.where(usable, estimate + q * se, np.nan)
+    p = np.where(usable, p, np.nan)
+    out: dict[Any, PopulationCI] = {}
+    for c, key in enumerate(prep.keys):
+        out[key] = PopulationCI(
+            float(estimate[c]) if pairs[c] else np.nan, float(low[c]), float(high[c]),
+            float(p[c]), int(pairs[c]), int(cis_persons[c]), int(trans_persons[c]), B, level,
+            int(prep.dropped[c]), 0 if undefined is None else int(undefined[c]),
+            se=float(se[c]) if usable[c] else np.nan, df=float(df[c]) if usable[c] else np.nan,
+            method=method,
+        )  # fmt: skip
+    return out
 
 
 def _statistic(sums: FloatArray, paired: bool) -> FloatArray:
@@ -194,28 +400,25 @@ def _quantiles(
     return lows, highs
 
 
-def _cells(
-    units: NDArray[np.intp],
-    cols: FloatArray,
-    keys: list[Any],
-    dropped: NDArray[np.int64],
-    paired: bool,
-    null: float,
-    B: int,
-    level: float,
-    rng: np.random.Generator,
-) -> dict[Any, PopulationCI]:
-    """Group cells by their pair structure and bootstrap each structure once."""
-    alpha = (1.0 - level) / 2.0
-    order = np.argsort(units[:, 0], kind="stable")
-    units, cols = units[order], cols[order]
-    rows_of, by_structure = _structures(units, len(keys))
-    out: dict[Any, PopulationCI] = {}
-    for c in range(len(keys)):
-        if not rows_of[c].size:
-            out[keys[c]] = PopulationCI(
-                np.nan, np.nan, np.nan, np.nan, 0, 0, 0, B, level, int(dropped[c])
-            )
+@dataclass(frozen=True)
+class _Structure:
+    """The replicates of every cell that shares one pair structure (same persons, same
+    pairs): `cells` (codes), `reps` (B, cells), `estimates`, the unit counts and whether a
+    cell's pair sums vary at all (`spread`)."""
+
+    cells: list[int]
+    reps: FloatArray
+    estimates: FloatArray
+    pairs: int
+    n_cis: int
+    n_trans: int
+    spread: NDArray[np.bool_]
+
+
+def _replicates(prep: _Prepared, B: int, rng: np.random.Generator) -> Iterator[_Structure]:
+    """Group cells by their pair structure and draw each structure's person weights once."""
+    units, cols = prep.units, prep.cols
+    rows_of, by_structure = _structures(units, len(prep.keys))
     for cells in by_structure.values():
         first = rows_of[cells[0]]
         _, cis = np.unique(units[first, 1], return_inverse=True)
@@ -226,28 +429,82 @@ def _cells(
         sums = weights @ stacked  # (B, C*k)
         n_cols, k = cols.shape[1], len(cells)
         # (B, k) replicates and (k,) estimates of every cell of this structure at once.
-        reps = _statistic(sums.reshape(B, k, n_cols), paired)
-        estimates = _statistic(stacked.sum(axis=0).reshape(k, n_cols), paired)
+        yield _Structure(
+            cells, _statistic(sums.reshape(B, k, n_cols), prep.paired),
+            _statistic(stacked.sum(axis=0).reshape(k, n_cols), prep.paired), int(first.size),
+            n_cis, n_trans, np.ptp(stacked, axis=0).reshape(k, n_cols).any(axis=1),
+        )  # fmt: skip
+
+
+def _cells(
+    prep: _Prepared, null: float, B: int, level: float, rng: np.random.Generator
+) -> dict[Any, PopulationCI]:
+    """The percentile pigeonhole interval and p-value of every cell."""
+    keys, dropped = prep.keys, prep.dropped
+    alpha = (1.0 - level) / 2.0
+    out: dict[Any, PopulationCI] = {
+        key: PopulationCI(np.nan, np.nan, np.nan, np.nan, 0, 0, 0, B, level, int(dropped[c]))
+        for c, key in enumerate(keys)
+    }
+    for st in _replicates(prep, B, rng):
+        reps = st.reps
         finite = np.isfinite(reps)
-        lows, highs = _quantiles(reps, finite, alpha)
         usable = finite.sum(axis=0)
+        lows, highs = _quantiles(reps, finite, alpha)
         below = np.count_nonzero(finite & (reps <= null), axis=0)
         above = np.count_nonzero(finite & (reps >= null), axis=0)
-        spread = np.ptp(stacked, axis=0).reshape(k, n_cols).any(axis=1)
-        for i, c in enumerate(cells):
-            estimate = float(estimates[i])
+        for i, c in enumerate(st.cells):
+            estimate = float(st.estimates[i])
             if usable[i] == 0 or not np.isfinite(estimate):
                 low = high = p = np.nan
             else:
                 low, high = float(lows[i]), float(highs[i])
-                if not spread[i]:
+                if not st.spread[i]:
                     low = high = estimate
                 p = _p_value(int(below[i]), int(above[i]), int(usable[i]), null, estimate)
             out[keys[c]] = PopulationCI(
-                estimate, low, high, p, int(first.size), n_cis, n_trans, B, level,
+                estimate, low, high, p, st.pairs, st.n_cis, st.n_trans, B, level,
                 int(dropped[c]), int(B - usable[i]),
             )  # fmt: skip
-    return {k: out[k] for k in keys}
+    return out
+
+
+def _corrected_cells(
+    prep: _Prepared, null: float, B: int, level: float, rng: np.random.Generator
+) -> dict[Any, PopulationCI]:
+    """The replicates' variance per cell, then `_corrected`'s t interval."""
+    n_keys = len(prep.keys)
+    variance = np.full(n_keys, np.nan)
+    counts = np.zeros((3, n_keys), dtype=np.int64)  # pairs, cis persons, trans persons
+    undefined = np.zeros(n_keys, dtype=np.int64)
+    for st in _replicates(prep, B, rng):
+        finite = np.isfinite(st.reps)
+        with np.errstate(all="ignore"):
+            variance[st.cells] = np.nanvar(np.where(finite, st.reps, np.nan), axis=0, ddof=1)
+        counts[:, st.cells] = np.array([[st.pairs], [st.n_cis], [st.n_trans]])
+        undefined[st.cells] = B - finite.sum(axis=0)
+    return _corrected(prep, variance, counts, undefined, null, B, level)
+
+
+def _corrected(
+    prep: _Prepared,
+    variance: FloatArray,
+    counts: NDArray[np.int64],
+    undefined: NDArray[np.int64],
+    null: float,
+    B: int,
+    level: float,
+) -> dict[Any, PopulationCI]:
+    """The pigeonhole replicates' variance less twice the pair-level variance (each pair's
+    weight, a product of two draw counts, has variance 3 where a pair bootstrap's has 1), never
+    below the pair-level variance itself; t on min(G_cis, G_trans) - 1 df."""
+    estimate, score, _ = _scores(prep)
+    pair_score = score[:, 0] if score.shape[1] == 1 else score[:, 0] - score[:, 1]
+    v_pair = np.bincount(prep.units[:, 0], weights=pair_score**2, minlength=len(prep.keys))
+    v = np.maximum(variance - 2.0 * v_pair, v_pair)
+    df = (np.minimum(counts[1], counts[2]) - 1).astype(np.float64)
+    return _t_results(prep, estimate, v, df, counts[0], counts[1], counts[2], null, level,
+                      "pigeonhole-corrected", B, undefined)  # fmt: skip
 
 
 def _pair_weights(
