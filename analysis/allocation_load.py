@@ -116,13 +116,14 @@ PEOPLE_COLUMNS: tuple[str, ...] = (
 
 
 def load(reader: StoreReader, ctx: LoadContext) -> dict[str, pl.DataFrame]:
-    """The frames above; the pairs' people only when the population intervals are computed."""
+    """The frames above."""
     services = ", ".join(f"'{s}'" for s in sorted(ORGAN_SERVICES))
     out = {
         PATIENTS: reader.frame(_PATIENTS_SQL),
         ORGAN_PAIRS: reader.frame(_ORGAN_PAIRS_SQL.format(services=services)),
         PEOPLE_SHOWN: _people(reader, simulated_models(ctx.runs["config"].to_list())),
     }
-    if ctx.population:
-        out[PAIR_PEOPLE] = reader.frame(_PAIR_PEOPLE_SQL)
+    # Read whatever `ctx.population` says: the decision measure of analysis/implicit_decision.py
+    # needs each pair's people too (cross-products only between pairs that share no person).
+    out[PAIR_PEOPLE] = reader.frame(_PAIR_PEOPLE_SQL)
     return out

@@ -1,14 +1,15 @@
 """Allocation tables for people like these: the population target, beside the roster's own.
 
-`allocation_cells`, `allocation_effects` and `allocation_identity_swap` answer about *these
-people* (the roster's: their intervals resample pairs, and only the models' answers are
-random). The paper's claims are about transgender and cisgender people in general, so this
-module gives the same estimates with intervals and tests for *people like these*: the roster's
-people are one draw from a population, and each person recurs in several pairs (in both
-designs), so the intervals come from the pigeonhole bootstrap over cis and trans persons
-(`analysis.population`), and so does the test of no identity preference (`gap_p`: H0 the gap
-among decided trials is 0 for people like these), Holm-corrected across services within a model
-x language x condition as in `allocation_cells`.
+`allocation_cells`, `position_bias`, `allocation_effects`, `allocation_identity_swap` and
+`allocation_logprob_shares` answer about *these people* (the roster's: their intervals resample
+pairs, and only the models' answers are random). The paper's claims are about transgender and
+cisgender people in general, so this module gives the same estimates with intervals and tests
+for *people like these*: the roster's people are one draw from a population, and each person
+recurs in several pairs (in both designs), so every interval and test here treats the cis and
+the trans persons as crossed random draws (`analysis.population`, by the method the analysis
+was asked for: `analyze --population-method`, a two-way cluster-robust t interval by default).
+Each test is Holm-corrected across services within its family (the other keys of the row), as
+in `allocation_cells`.
 
 Each trial's two people come from the store (`PAIR_PEOPLE`: per pair_id, the person ids of the
 pair's cisgender and transgender person in the original arm); trials of a pair without that
@@ -17,52 +18,80 @@ mapping are left out and counted in `dropped_trials`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from numpy.typing import ArrayLike
 
-from ibias.analysis import allocation, identity_swap, labels, population
+from ibias.analysis import allocation, identity_swap, population
 from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.cells import CELL, cell_codes, holm_within, number_cells
-from ibias.analysis.report import Column, col, count, esc, interval, num, pvalue, table
 from ibias.prompts.codes import CIS, NO_CHOICE, TRANS
 
 CELLS = "allocation_population"
 EFFECTS = "allocation_effects_population"
 SWAP = "allocation_identity_swap_population"
+POSITION = "position_bias_population"
+LOGPROBS = "allocation_logprob_shares_population"
+TABLES: tuple[str, ...] = (CELLS, EFFECTS, SWAP, POSITION, LOGPROBS)
 LEVEL = 0.95
-GAP_NULL = "two-sided; H0: the cis - trans gap among decided trials is 0 for people like these"
-EFFECT_NULL = "two-sided; H0: the effect is 0 for people like these"
+_H0 = "two-sided; H0: "
+_FOR = " for people like these"
+GAP_NULL = f"{_H0}the cis - trans gap among decided trials is 0{_FOR}"
+EFFECT_NULL = f"{_H0}the effect is 0{_FOR}"
+IDENTITY_NULL = f"{_H0}the identity effect is 0{_FOR}"
+PERSON_NULL = f"{_H0}the person effect is 0{_FOR}"
+POSITION_NULL = f"{_H0}whoever is listed first is chosen in half the decided trials{_FOR}"
+P_CIS_NULL = f"{_H0}the mean probability of choosing the cisgender candidate is 0.5{_FOR}"
+DIFFERENCE_NULL = f"{_H0}the mean logprob probability equals the sampled share{_FOR}"
+LOGPROB_KEYS: tuple[str, ...] = ("model_id", "language", "service")
 
 _LABELS: dict[str, pl.DataType] = {
     "B": pl.Int64(),
+    "df": pl.Float64(),
     "ci_level": pl.Float64(),
     "ci_method": pl.String(),
+    "population_method": pl.String(),
     "resampled": pl.String(),
     "target": pl.String(),
 }
-CELLS_SCHEMA: dict[str, pl.DataType] = {
-    **{k: pl.String() for k in ("model_id", "language", "service")},
-    "explanation": pl.Boolean(),
-    "symptoms": pl.String(),
-    "trials": pl.Int64(),
-    "dropped_trials": pl.Int64(),
+_UNITS: dict[str, pl.DataType] = {
     "pairs": pl.Int64(),
     "cis_persons": pl.Int64(),
     "trans_persons": pl.Int64(),
+}
+_CELL_KEYS: dict[str, pl.DataType] = {
+    **{k: pl.String() for k in ("model_id", "language", "service")},
+    "explanation": pl.Boolean(),
+    "symptoms": pl.String(),
+}
+
+
+def _interval(stem: str, *, p: bool = False, holm: bool = False) -> dict[str, pl.DataType]:
+    """`stem`'s bounds (`<stem>_ci_low`, `_high`) and optionally its p-value, Holm and null."""
+    out: dict[str, pl.DataType] = {f"{stem}_ci_low": pl.Float64(), f"{stem}_ci_high": pl.Float64()}
+    if p:
+        out[f"{stem}_p"] = pl.Float64()
+    if holm:
+        out[f"{stem}_p_holm"] = pl.Float64()
+    if p:
+        out[f"{stem}_p_null"] = pl.String()
+    return out
+
+
+CELLS_SCHEMA: dict[str, pl.DataType] = {
+    **_CELL_KEYS,
+    "trials": pl.Int64(),
+    "dropped_trials": pl.Int64(),
+    **_UNITS,
     "share_cis": pl.Float64(),
-    "cis_ci_low": pl.Float64(),
-    "cis_ci_high": pl.Float64(),
+    **_interval("cis"),
     "share_trans": pl.Float64(),
-    "trans_ci_low": pl.Float64(),
-    "trans_ci_high": pl.Float64(),
+    **_interval("trans"),
     "gap": pl.Float64(),
-    "gap_ci_low": pl.Float64(),
-    "gap_ci_high": pl.Float64(),
-    "gap_p": pl.Float64(),
-    "gap_p_holm": pl.Float64(),
-    "gap_p_null": pl.String(),
+    **_interval("gap", p=True, holm=True),
     **_LABELS,
 }
 EFFECTS_SCHEMA: dict[str, pl.DataType] = {
@@ -72,31 +101,72 @@ EFFECTS_SCHEMA: dict[str, pl.DataType] = {
     "ci_low": pl.Float64(),
     "ci_high": pl.Float64(),
     "p": pl.Float64(),
+    "p_holm": pl.Float64(),
     "p_null": pl.String(),
-    "pairs": pl.Int64(),
-    "cis_persons": pl.Int64(),
-    "trans_persons": pl.Int64(),
+    **_UNITS,
     "dropped_trials": pl.Int64(),
     **_LABELS,
 }
 SWAP_SCHEMA: dict[str, pl.DataType] = {
-    **{k: pl.String() for k in ("model_id", "language", "service")},
-    "explanation": pl.Boolean(),
-    "symptoms": pl.String(),
-    "pairs": pl.Int64(),
-    "cis_persons": pl.Int64(),
-    "trans_persons": pl.Int64(),
+    **_CELL_KEYS,
+    **_UNITS,
     "identity_effect": pl.Float64(),
-    "identity_ci_low": pl.Float64(),
-    "identity_ci_high": pl.Float64(),
-    "identity_p": pl.Float64(),
+    **_interval("identity", p=True, holm=True),
     "person_effect": pl.Float64(),
-    "person_ci_low": pl.Float64(),
-    "person_ci_high": pl.Float64(),
-    "person_p": pl.Float64(),
+    **_interval("person", p=True, holm=True),
+    **_LABELS,
+}
+POSITION_SCHEMA: dict[str, pl.DataType] = {
+    **_CELL_KEYS,
+    "decided": pl.Int64(),
+    "dropped_trials": pl.Int64(),
+    **_UNITS,
+    "share_first": pl.Float64(),
+    "ci_low": pl.Float64(),
+    "ci_high": pl.Float64(),
+    "p": pl.Float64(),
+    "p_holm": pl.Float64(),
     "p_null": pl.String(),
     **_LABELS,
 }
+LOGPROBS_SCHEMA: dict[str, pl.DataType] = {
+    **{k: pl.String() for k in LOGPROB_KEYS},
+    "decided": pl.Int64(),
+    "dropped_trials": pl.Int64(),
+    **_UNITS,
+    "mean_p_cis": pl.Float64(),
+    **_interval("p_cis", p=True, holm=True),
+    "sampled_share_cis": pl.Float64(),
+    **_interval("sampled"),
+    "difference": pl.Float64(),
+    **_interval("difference", p=True),
+    **_LABELS,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How one table's population intervals are computed: the method (`population.METHODS`),
+    the bootstrap's replicates and the table's own generator (the t methods draw nothing)."""
+
+    method: str
+    B: int
+    rng: np.random.Generator
+
+    def ci(
+        self,
+        outcome: ArrayLike,
+        frame: pl.DataFrame,
+        *,
+        treated: ArrayLike | None = None,
+        null: float = 0.0,
+    ) -> dict[object, population.PopulationCI]:
+        """Every cell's interval and test; `frame` holds the trials' people and cell codes."""
+        return population.grouped_population_ci(
+            outcome, frame["cis_person"].to_numpy(), frame["trans_person"].to_numpy(),
+            cell_codes(frame), treated=treated, null=null, method=self.method, B=self.B,
+            level=LEVEL, rng=self.rng,
+        )  # fmt: skip
 
 
 def with_people(decisions: pl.DataFrame, pair_people: pl.DataFrame | None) -> pl.DataFrame:
@@ -109,7 +179,7 @@ def with_people(decisions: pl.DataFrame, pair_people: pl.DataFrame | None) -> pl
     people = (
         pair_people.select("pair_id", "cis_person", "trans_person")
         .unique("pair_id", keep="first")
-        # Integer codes (in the ids' sorted order) so the bootstrap factorises numbers, not
+        # Integer codes (in the ids' sorted order) so the estimators factorise numbers, not
         # strings, over every trial.
         .with_columns(
             pl.col("cis_person").rank("dense").cast(pl.Int64),
@@ -119,18 +189,27 @@ def with_people(decisions: pl.DataFrame, pair_people: pl.DataFrame | None) -> pl
     return decisions.join(people, on="pair_id", how="left")
 
 
-def _labelled(frame: pl.DataFrame, B: int) -> pl.DataFrame:
+def _labelled(frame: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+    """The label columns: what each interval is. `B` only where replicates were drawn; `df`
+    (the t reference's degrees of freedom, min(cis persons, trans persons) - 1) only for the
+    t methods."""
+    ci_method, resampled = population.CI_LABELS[settings.method]
+    bootstrap = settings.method in population.BOOTSTRAP_METHODS
+    t_method = settings.method != "pigeonhole"
+    df = pl.min_horizontal("cis_persons", "trans_persons").cast(pl.Float64) - 1.0
     return frame.with_columns(
-        pl.lit(B, dtype=pl.Int64).alias("B"),
+        pl.lit(settings.B if bootstrap else None, dtype=pl.Int64).alias("B"),
+        (pl.when(df >= 1.0).then(df) if t_method else pl.lit(None, dtype=pl.Float64)).alias("df"),
         pl.lit(LEVEL).alias("ci_level"),
-        pl.lit(population.METHOD).alias("ci_method"),
-        pl.lit(population.RESAMPLED).alias("resampled"),
+        pl.lit(ci_method).alias("ci_method"),
+        pl.lit(settings.method).alias("population_method"),
+        pl.lit(resampled).alias("resampled"),
         pl.lit(population.TARGET).alias("target"),
     )
 
 
 def _results(
-    results: dict[object, population.PopulationCI], prefix: str, *, counts: bool = False
+    results: Mapping[object, population.PopulationCI], prefix: str, *, counts: bool = False
 ) -> pl.DataFrame:
     cis = list(results.values())
     columns: dict[str, pl.Series] = {
@@ -143,6 +222,7 @@ def _results(
     if counts:
         for name in ("pairs", "cis_persons", "trans_persons"):
             columns[name] = pl.Series([getattr(c, name) for c in cis], dtype=pl.Int64)
+        columns["_dropped"] = pl.Series([c.n_dropped for c in cis], dtype=pl.Int64)
     return pl.DataFrame(columns).with_columns(pl.selectors.float().fill_nan(None))
 
 
@@ -153,36 +233,55 @@ def _known(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return frame.filter(~unknown), lost
 
 
+def _numbered(
+    rows: pl.DataFrame, people: pl.DataFrame | None, keys: Sequence[str]
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
+    """(trials with people and cell codes, the cells, per-cell unknown-people counts), or None
+    when no trial's people are known."""
+    if rows.is_empty():
+        return None
+    frame, cells = number_cells(with_people(rows, people), keys)
+    frame, lost = _known(frame)
+    return None if frame.is_empty() else (frame, cells, lost)
+
+
+def _finish(
+    out: pl.DataFrame,
+    settings: Settings,
+    schema: Mapping[str, pl.DataType],
+    holm: Sequence[tuple[str, Sequence[str]]] = (),
+) -> pl.DataFrame:
+    """Labels, Holm columns (p column, family keys), the schema's columns in its order."""
+    out = _labelled(out, settings)
+    for column, family in holm:
+        out = holm_within(out, column, family, f"{column}_holm")
+    return out.select(list(schema)).cast(dict(schema))  # type: ignore[arg-type]
+
+
+def _dropped(extra: str | None = "_dropped") -> pl.Expr:
+    """`dropped_trials`: trials whose people are unknown, plus the estimator's own drops."""
+    unknown = pl.col("unknown").fill_null(0)
+    return (unknown if extra is None else unknown + pl.col(extra)).alias("dropped_trials")
+
+
+def _without(keys: Sequence[str], *drop: str) -> tuple[str, ...]:
+    return tuple(k for k in keys if k not in drop)
+
+
 def cells_table(
-    decisions: pl.DataFrame,
-    pair_people: pl.DataFrame | None,
-    *,
-    B: int,
-    rng: np.random.Generator,
+    decisions: pl.DataFrame, pair_people: pl.DataFrame | None, settings: Settings
 ) -> pl.DataFrame:
     """Per allocation cell: the cis and trans shares (over all trials) and the gap among decided
-    trials, with pigeonhole intervals, and the test of no identity preference."""
-    if decisions.is_empty():
+    trials, with population intervals, and the test of no identity preference."""
+    numbered = _numbered(decisions, pair_people, allocation.CELL_KEYS)
+    if numbered is None:
         return pl.DataFrame(schema=CELLS_SCHEMA)
-    frame, cells = number_cells(with_people(decisions, pair_people), allocation.CELL_KEYS)
-    frame, lost = _known(frame)
-    if frame.is_empty():
-        return pl.DataFrame(schema=CELLS_SCHEMA)
-    args = (frame["cis_person"].to_numpy(), frame["trans_person"].to_numpy(), cell_codes(frame))
+    frame, cells, lost = numbered
     chosen = frame["chosen"].to_numpy()
-    cis = population.grouped_pigeonhole_ci(
-        (chosen == CIS).astype(np.float64), *args, B=B, level=LEVEL, rng=rng, null=0.5
-    )
-    trans = population.grouped_pigeonhole_ci(
-        (chosen == TRANS).astype(np.float64), *args, B=B, level=LEVEL, rng=rng, null=0.5
-    )
-    gap = population.grouped_pigeonhole_ci(
-        allocation.gap_outcome(frame["chosen"]), *args, B=B, level=LEVEL, rng=rng
-    )
-    trials = frame.group_by(CELL).agg(
-        pl.len().cast(pl.Int64).alias("trials"),
-        (pl.col("chosen") != NO_CHOICE).sum().cast(pl.Int64).alias("_decided"),
-    )
+    cis = settings.ci((chosen == CIS).astype(np.float64), frame, null=0.5)
+    trans = settings.ci((chosen == TRANS).astype(np.float64), frame, null=0.5)
+    gap = settings.ci(allocation.gap_outcome(frame["chosen"]), frame)
+    trials = frame.group_by(CELL).agg(pl.len().cast(pl.Int64).alias("trials"))
     out = (
         cells.join(trials, on=CELL)
         .join(lost, on=CELL, how="left")
@@ -190,7 +289,7 @@ def cells_table(
         .join(_results(trans, "trans"), on=CELL)
         .join(_results(gap, "gap"), on=CELL)
         .with_columns(
-            pl.col("unknown").fill_null(0).alias("dropped_trials"),
+            _dropped(None),
             pl.col("cis_estimate").alias("share_cis"),
             pl.col("trans_estimate").alias("share_trans"),
             pl.col("gap_estimate").alias("gap"),
@@ -199,44 +298,60 @@ def cells_table(
         .sort(CELL)
         .drop(CELL)
     )
-    out = holm_within(_labelled(out, B), "gap_p", allocation.FAMILY_KEYS, "gap_p_holm")
-    return out.select(list(CELLS_SCHEMA)).cast(CELLS_SCHEMA)  # type: ignore[arg-type]
+    return _finish(out, settings, CELLS_SCHEMA, [("gap_p", allocation.FAMILY_KEYS)])
+
+
+def position_table(
+    decisions: pl.DataFrame, pair_people: pl.DataFrame | None, settings: Settings
+) -> pl.DataFrame:
+    """Per allocation cell: the share of decided trials choosing whoever was listed first, for
+    people like these, and the test that it is one half (no position bias)."""
+    numbered = _numbered(decisions, pair_people, allocation.CELL_KEYS)
+    if numbered is None:
+        return pl.DataFrame(schema=POSITION_SCHEMA)
+    frame, cells, lost = numbered
+    undecided = (frame["chosen"] == NO_CHOICE).to_numpy()
+    first = (frame["chosen"] == frame["first"]).to_numpy().astype(np.float64)
+    found = settings.ci(np.where(undecided, np.nan, first), frame, null=0.5)
+    decided = frame.group_by(CELL).agg(
+        (pl.col("chosen") != NO_CHOICE).sum().cast(pl.Int64).alias("decided")
+    )
+    out = (
+        cells.join(decided, on=CELL)
+        .join(lost, on=CELL, how="left")
+        .join(_results(found, "first", counts=True), on=CELL)
+        .with_columns(
+            # Trials without a decision are not dropped: the share is among decided trials.
+            _dropped(None),
+            pl.col("first_estimate").alias("share_first"),
+            pl.col("first_ci_low").alias("ci_low"),
+            pl.col("first_ci_high").alias("ci_high"),
+            pl.col("first_p").alias("p"),
+            pl.lit(POSITION_NULL).alias("p_null"),
+        )
+        .sort(CELL)
+        .drop(CELL)
+    )
+    return _finish(out, settings, POSITION_SCHEMA, [("p", allocation.FAMILY_KEYS)])
 
 
 def effects_table(
-    decisions: pl.DataFrame,
-    pair_people: pl.DataFrame | None,
-    *,
-    B: int,
-    rng: np.random.Generator,
+    decisions: pl.DataFrame, pair_people: pl.DataFrame | None, settings: Settings
 ) -> pl.DataFrame:
     """The condition effects of `allocation_effects` (trans share, treated - control, over the
-    pairs seen under both), with pigeonhole intervals and p-values."""
+    pairs seen under both), with population intervals and p-values."""
     if decisions.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
     rows = allocation._effect_rows(decisions)
     both = rows.group_by(allocation.EFFECT_KEYS).agg(pl.col("treated").n_unique().alias("sides"))
     rows = rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=allocation.EFFECT_KEYS)
-    if rows.is_empty():
+    numbered = _numbered(rows, pair_people, allocation.EFFECT_KEYS)
+    if numbered is None:
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    frame, cells = number_cells(with_people(rows, pair_people), allocation.EFFECT_KEYS)
-    frame, lost = _known(frame)
-    if frame.is_empty():
-        return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    results = population.grouped_pigeonhole_ci(
-        frame["trans"].to_numpy(), frame["cis_person"].to_numpy(),
-        frame["trans_person"].to_numpy(), cell_codes(frame),
-        treated=frame["treated"].to_numpy(), B=B, level=LEVEL, rng=rng,
-    )  # fmt: skip
-    dropped = pl.DataFrame(
-        {
-            CELL: pl.Series(list(results), dtype=pl.Int64),
-            "_dropped": pl.Series([c.n_dropped for c in results.values()], dtype=pl.Int64),
-        }
-    )
+    frame, cells, lost = numbered
+    found = settings.ci(frame["trans"].to_numpy(), frame, treated=frame["treated"].to_numpy())
     out = (
-        cells.join(_results(results, "d", counts=True), on=CELL)
-        .join(dropped, on=CELL)
+        cells.join(_results(found, "d", counts=True), on=CELL)
         .join(lost, on=CELL, how="left")
         .with_columns(
             pl.col("effect")
@@ -247,20 +362,17 @@ def effects_table(
             pl.col("d_ci_high").alias("ci_high"),
             pl.col("d_p").alias("p"),
             pl.lit(EFFECT_NULL).alias("p_null"),
-            (pl.col("_dropped") + pl.col("unknown").fill_null(0)).alias("dropped_trials"),
+            _dropped(),
         )
         .sort(CELL)
         .drop(CELL)
     )
-    return _labelled(out, B).select(list(EFFECTS_SCHEMA)).cast(EFFECTS_SCHEMA)  # type: ignore[arg-type]
+    family = _without(allocation.EFFECT_KEYS, "service")
+    return _finish(out, settings, EFFECTS_SCHEMA, [("p", family)])
 
 
 def swap_table(
-    every: pl.DataFrame,
-    pair_people: pl.DataFrame | None,
-    *,
-    B: int,
-    rng: np.random.Generator,
+    every: pl.DataFrame, pair_people: pl.DataFrame | None, settings: Settings
 ) -> pl.DataFrame:
     """The identity and person effects of `allocation_identity_swap`, for people like these.
 
@@ -278,31 +390,84 @@ def swap_table(
     )
     with_swap = rows.filter(~pl.col("original")).select(identity_swap.KEYS).unique()
     rows = rows.join(with_swap, on=list(identity_swap.KEYS), nulls_equal=True)
-    if rows.is_empty():
+    numbered = _numbered(rows, pair_people, identity_swap.KEYS)
+    if numbered is None:
         return pl.DataFrame(schema=SWAP_SCHEMA)
-    frame, cells = number_cells(with_people(rows, pair_people), identity_swap.KEYS)
-    frame, _ = _known(frame)
-    if frame.is_empty():
-        return pl.DataFrame(schema=SWAP_SCHEMA)
+    frame, cells, _ = numbered
     y = frame["y"].to_numpy()
     original = frame["original"].to_numpy()
-    args = (frame["cis_person"].to_numpy(), frame["trans_person"].to_numpy(), cell_codes(frame))
-    identity = population.grouped_pigeonhole_ci(
-        y * np.where(original, 1.0, -1.0), *args, treated=original, B=B, level=LEVEL, rng=rng
-    )
-    person = population.grouped_pigeonhole_ci(y, *args, treated=original, B=B, level=LEVEL, rng=rng)
+    identity = settings.ci(y * np.where(original, 1.0, -1.0), frame, treated=original)
+    person = settings.ci(y, frame, treated=original)
     out = (
         cells.join(_results(identity, "identity", counts=True), on=CELL)
         .join(_results(person, "person"), on=CELL)
         .with_columns(
             pl.col("identity_estimate").alias("identity_effect"),
             pl.col("person_estimate").alias("person_effect"),
-            pl.lit(EFFECT_NULL).alias("p_null"),
+            pl.lit(IDENTITY_NULL).alias("identity_p_null"),
+            pl.lit(PERSON_NULL).alias("person_p_null"),
         )
         .sort(CELL)
         .drop(CELL)
     )
-    return _labelled(out, B).select(list(SWAP_SCHEMA)).cast(SWAP_SCHEMA)  # type: ignore[arg-type]
+    family = _without(identity_swap.KEYS, "service")
+    return _finish(out, settings, SWAP_SCHEMA, [("identity_p", family), ("person_p", family)])
+
+
+def logprobs_table(
+    decisions: pl.DataFrame,
+    logprobs: pl.DataFrame | None,
+    pair_people: pl.DataFrame | None,
+    settings: Settings,
+) -> pl.DataFrame:
+    """`allocation_logprob_shares` for people like these: over the same trials (a choice read
+    by the main parser and a probability read from the logprobs), the mean P(cis), the sampled
+    cis share and their difference, pooled over explanation and symptoms."""
+    if logprobs is None or logprobs.is_empty() or decisions.is_empty():
+        return pl.DataFrame(schema=LOGPROBS_SCHEMA)
+    used = (
+        decisions.select(*LOGPROB_KEYS, "trial_key", "pair_id", "chosen")
+        .join(logprobs.select("trial_key", "p_cis"), on="trial_key", how="inner")
+        .filter(pl.col("p_cis").is_not_null() & pl.col("chosen").is_in([CIS, TRANS]))
+    )
+    numbered = _numbered(used, pair_people, LOGPROB_KEYS)
+    if numbered is None:
+        return pl.DataFrame(schema=LOGPROBS_SCHEMA)
+    frame, cells, lost = numbered
+    p_cis = frame["p_cis"].to_numpy().astype(np.float64)
+    sampled = (frame["chosen"] == CIS).to_numpy().astype(np.float64)
+    mean_p = settings.ci(p_cis, frame, null=0.5)
+    share = settings.ci(sampled, frame, null=0.5)
+    difference = settings.ci(p_cis - sampled, frame)
+    decided = frame.group_by(CELL).agg(pl.len().cast(pl.Int64).alias("decided"))
+    out = (
+        cells.join(decided, on=CELL)
+        .join(lost, on=CELL, how="left")
+        .join(_results(mean_p, "p_cis", counts=True), on=CELL)
+        .join(_results(share, "sampled").drop("sampled_p"), on=CELL)
+        .join(_results(difference, "difference"), on=CELL)
+        .with_columns(
+            _dropped(None),
+            pl.col("p_cis_estimate").alias("mean_p_cis"),
+            pl.col("sampled_estimate").alias("sampled_share_cis"),
+            pl.col("difference_estimate").alias("difference"),
+            pl.lit(P_CIS_NULL).alias("p_cis_p_null"),
+            pl.lit(DIFFERENCE_NULL).alias("difference_p_null"),
+        )
+        .sort(CELL)
+        .drop(CELL)
+    )
+    family = _without(LOGPROB_KEYS, "service")
+    return _finish(out, settings, LOGPROBS_SCHEMA, [("p_cis_p", family)])
+
+
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    CELLS: CELLS_SCHEMA,
+    EFFECTS: EFFECTS_SCHEMA,
+    SWAP: SWAP_SCHEMA,
+    POSITION: POSITION_SCHEMA,
+    LOGPROBS: LOGPROBS_SCHEMA,
+}
 
 
 def tables(
@@ -310,91 +475,25 @@ def tables(
     every: pl.DataFrame,
     extras: Mapping[str, pl.DataFrame],
     *,
+    method: str | None,
     B: int,
     rng: Callable[[str], np.random.Generator],
+    logprobs: pl.DataFrame | None = None,
 ) -> dict[str, pl.DataFrame]:
-    """The three population tables; empty when the store's pair people were not read
-    (`analyze --no-population`). `decisions` is the original arm, `every` both arms."""
+    """The population tables; empty when `method` is None (`analyze --no-population`) or the
+    store's pair people were not read. `decisions` is the original arm, `every` both arms,
+    `logprobs` the `allocation_logprobs` rows. Each table draws from its own generator."""
     people = extras.get(PAIR_PEOPLE)
-    if people is None:
-        return {
-            CELLS: pl.DataFrame(schema=CELLS_SCHEMA),
-            EFFECTS: pl.DataFrame(schema=EFFECTS_SCHEMA),
-            SWAP: pl.DataFrame(schema=SWAP_SCHEMA),
-        }
+    if method is None or people is None:
+        return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
+
+    def settings(name: str) -> Settings:
+        return Settings(method, B, rng(name))
+
     return {
-        CELLS: cells_table(decisions, people, B=B, rng=rng(CELLS)),
-        EFFECTS: effects_table(decisions, people, B=B, rng=rng(EFFECTS)),
-        SWAP: swap_table(every, people, B=B, rng=rng(SWAP)),
+        CELLS: cells_table(decisions, people, settings(CELLS)),
+        EFFECTS: effects_table(decisions, people, settings(EFFECTS)),
+        SWAP: swap_table(every, people, settings(SWAP)),
+        POSITION: position_table(decisions, people, settings(POSITION)),
+        LOGPROBS: logprobs_table(decisions, logprobs, people, settings(LOGPROBS)),
     }
-
-
-_SECTION_COLUMNS: tuple[Column, ...] = (
-    col("model", "model_id", text=True),
-    col("service", "service", lambda v: esc(labels.service(v)), text=True),
-    Column(
-        "people (cis / trans), pairs",
-        lambda r: f"{count(r['cis_persons'])} / {count(r['trans_persons'])}, {count(r['pairs'])}",
-    ),
-    Column(
-        "transgender chosen [95% CI, persons]",
-        lambda r: f"{num(r['share_trans'], 2)} {interval(r['trans_ci_low'], r['trans_ci_high'])}",
-    ),
-    Column(
-        "cis − trans among decided [95% CI, persons]",
-        lambda r: f"{num(r['gap'], 2)} {interval(r['gap_ci_low'], r['gap_ci_high'])}",
-    ),
-    Column(
-        "p, two-sided, H0 gap 0 (Holm)",
-        lambda r: f"{pvalue(r['gap_p'], r['gap_p_holm'])} ({pvalue(r['gap_p_holm'])})",
-    ),
-)
-"""The population table's columns in the report."""
-
-
-def section(cells: pl.DataFrame, anchor: str | None) -> str:
-    """The allocation section's lead: the population figures first, saying why."""
-    head = (
-        f"<h3 id='{esc((anchor or 'allocation') + '-population')}'>For people like these "
-        "(population)</h3>"
-    )
-    if cells.is_empty():
-        return head + (
-            "<p class='muted'>Population intervals were not computed "
-            "(<code>analyze --no-population</code>, or no pair's people are known). The tables "
-            "below are about this roster's people only.</p>"
-        )
-    b = int(cells["B"][0])
-    parts = [
-        head,
-        "<p>The paper's claims are about transgender and cisgender people in general, so "
-        "these figures come first: the roster's people are one draw of people like them, and "
-        "each person recurs in several pairs. Intervals (95%, percentile) and the test of no "
-        "identity preference (two-sided, H0: gap 0, Holm across services) come from a "
-        f"pigeonhole bootstrap that resamples the cis and the trans persons (B = {b:,}): "
-        "conservative by design. The tables after this one are about <em>these people</em> "
-        "(the roster's; their intervals resample pairs and are narrower).</p>",
-    ]
-    columns = list(_SECTION_COLUMNS)
-    first = True
-    for lang in labels.ordered("languages", cells["language"].unique().to_list()):
-        for level in labels.ordered("symptoms", cells["symptoms"].unique().to_list()):
-            for expl in sorted(cells["explanation"].unique().to_list()):
-                sub = cells.filter(
-                    (pl.col("language") == lang)
-                    & (pl.col("symptoms") == level)
-                    & (pl.col("explanation") == expl)
-                )
-                if sub.is_empty():
-                    continue
-                title = (
-                    f"People like these: {labels.language(lang)}, {labels.symptoms(level)}, "
-                    f"{labels.explanation(expl)}"
-                )
-                # The first condition (the paper's main one when present) open, as a lead.
-                parts.append(
-                    f"<details{' open' if first else ''}><summary>{esc(title)}</summary>"
-                    f"{table(sub, columns)}</details>"
-                )
-                first = False
-    return "".join(parts)

@@ -13,6 +13,7 @@ from ibias.analysis import (
     allocation_authors,
     allocation_load,
     allocation_population,
+    allocation_population_report,
     figures,
     identity_swap,
     labels,
@@ -20,6 +21,7 @@ from ibias.analysis import (
 )
 from ibias.analysis import logprobs as logprob_shares
 from ibias.analysis.allocation_load import ORGAN_PAIRS, PATIENTS
+from ibias.analysis.allocation_population_report import CONDITIONAL_TEXT
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -85,7 +87,15 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
             method=method,
             rng=ctx.rng(logprob_shares.TABLE),
         ),
-        **allocation_population.tables(decisions, every, ctx.extras, B=b, rng=ctx.rng),
+        **allocation_population.tables(
+            decisions,
+            every,
+            ctx.extras,
+            method=ctx.population_method,
+            B=b,
+            rng=ctx.rng,
+            logprobs=ctx.extras.get(LOGPROBS_TABLE),
+        ),
     }
 
 
@@ -93,6 +103,9 @@ def _figures(
     tables: Mapping[str, pl.DataFrame], models: Sequence[str], out_dir: Path
 ) -> list[Figure]:
     return [
+        *figures.population_gap_figures(
+            tables.get(allocation_population_report.CELLS, pl.DataFrame()), models, out_dir
+        ),
         *figures.allocation_rate_figures(tables["allocation_cells"], models, out_dir),
         *figures.effects_figures(tables["allocation_effects"], models, out_dir),
     ]
@@ -189,13 +202,13 @@ def _allocation(inp: SectionContext) -> str:
         )
     parts = [
         head,
-        allocation_population.section(
-            inp.tables.get(allocation_population.CELLS, pl.DataFrame()), inp.anchor
-        ),
+        allocation_population_report.section(inp.tables, inp.figures, inp.anchor),
+        f"<h3 id='{esc((inp.anchor or 'allocation') + '-these-people')}'>For these people "
+        "(the roster's)</h3>",
         "<p>Share of all trials choosing each candidate; the rest made no choice (R refused, "
         "B chose both, N declined both, U unreadable, S named a name both candidates share, "
         "E empty: no text at all). "
-        "From here on the intervals and tests are about <em>these people</em> (the roster's): "
+        f"From here on the intervals and tests are about {CONDITIONAL_TEXT}: "
         "95% bootstrap intervals that resample pairs (both orders together); "
         "the Wilson interval below treats trials as independent. “cis − trans among "
         "decided” is the share of decided trials choosing the cisgender candidate minus the "
@@ -218,7 +231,13 @@ def _allocation(inp: SectionContext) -> str:
     parts.append(_position(inp))
     parts.append(_effects(inp))
     parts.append(identity_swap.section(inp.tables[identity_swap.TABLE], inp.anchor))
-    parts.append(logprob_shares.section(inp.tables[logprob_shares.TABLE], inp.anchor))
+    parts.append(
+        logprob_shares.section(
+            inp.tables[logprob_shares.TABLE],
+            inp.anchor,
+            inp.tables.get(allocation_population_report.LOGPROBS, pl.DataFrame()),
+        )
+    )
     parts.append(_examples(inp))
     return "".join(parts)
 
@@ -246,7 +265,8 @@ def _authors_view(inp: SectionContext) -> str:
         "read by their tag-only rule (a choice counts only when the first answer tag holds a "
         "candidate's name exactly), counts among decided trials, one-sided exact binomial tests "
         "of the cisgender count against 1/2 in both directions, and the Wilson 95% interval on "
-        "the transgender share of decided trials. Every trial counts once, unlike the authors' "
+        "the transgender share of decided trials, about these people (the roster's), with "
+        "every trial an independent draw. Every trial counts once, unlike the authors' "
         "released tables (see “How this run differs from the paper”). These tests treat the "
         "two orders of a pair as independent; the pair-aware table above is the one to draw "
         "conclusions from. “First of same name”: trials whose tag named a name both "
@@ -305,7 +325,10 @@ def agreement_summary(agreement: pl.DataFrame) -> str:
 
 def _agreement(inp: SectionContext) -> str:
     agreement = inp.tables["allocation_parser_agreement"]
-    parts = ["<h3>Where the two readings of replies disagree</h3>"]
+    parts = [
+        "<h3>Where the two readings of replies disagree</h3><p>Counts of these replies (no "
+        "intervals, no target beyond them).</p>"
+    ]
     if agreement.is_empty():
         return "".join(parts) + absent("No allocation reply has a tag-only reading.")
     parts.append(agreement_summary(agreement))
@@ -336,8 +359,9 @@ def _position(inp: SectionContext) -> str:
         return ""
     parts = [
         "<h3>Position bias</h3><p>Share of decided trials that chose whoever was listed first "
-        "(0.5 = no position effect). The bootstrap interval resamples pairs; the Wilson "
-        "interval and the binomial p treat trials as independent.</p>"
+        f"(0.5 = no position effect). About {CONDITIONAL_TEXT}: the bootstrap interval "
+        "resamples pairs; the Wilson interval and the binomial p treat trials as "
+        "independent.</p>"
     ]
     columns = [
         col("model", "model_id", text=True),
@@ -352,6 +376,11 @@ def _position(inp: SectionContext) -> str:
     for (lang, level, expl), sub in _condition_groups(pos):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
+    parts.append(
+        allocation_population_report.position(
+            inp.tables.get(allocation_population_report.POSITION, pl.DataFrame())
+        )
+    )
     return "".join(parts)
 
 
@@ -364,7 +393,9 @@ def _effects(inp: SectionContext) -> str:
         )
     parts.append(
         "<p>Change in the share choosing the transgender candidate, over the same pairs "
-        "(treated − control), within each level of the other condition and pooled over it.</p>"
+        "(treated − control), within each level of the other condition and pooled over it. "
+        f"About {CONDITIONAL_TEXT}: 95% intervals resample pairs. The same effects for people "
+        "like these are in the population part above.</p>"
     )
     parts.append(figures_html(inp.figures, "allocation_effects"))
     columns = [

@@ -30,6 +30,8 @@ from ibias.analysis.experiment import (
 )
 from ibias.analysis.figures import Figure
 from ibias.analysis.load import StoreData, load_store, with_trials
+from ibias.analysis.population import DEFAULT_METHOD as DEFAULT_POPULATION_METHOD
+from ibias.analysis.population import METHODS as POPULATION_METHODS
 from ibias.prompts.registry import DEFAULT_DESIGN, ExperimentUnit, units
 
 CI_METHODS: tuple[str, ...] = get_args(Method)
@@ -107,7 +109,13 @@ def _design_views(
 
 
 def compute_blocks(
-    data: StoreData, models: list[str], *, B: int, method: Method, seed: int
+    data: StoreData,
+    models: list[str],
+    *,
+    B: int,
+    method: Method,
+    seed: int,
+    population_method: str | None = DEFAULT_POPULATION_METHOD,
 ) -> list[Block]:
     """Every present experiment's tables, per design present, rows in reading order."""
     blocks: list[Block] = []
@@ -126,6 +134,7 @@ def compute_blocks(
                 # Other designs' tables draw from streams derived from their names.
                 streams=part.streams if design == DEFAULT_DESIGN else {},
                 extras=data.extras,
+                population_method=population_method,
             )
             tables = {
                 name: order_rows(frame, models, part.lead.get(name, ()))
@@ -151,7 +160,9 @@ def store_parts(data: StoreData) -> tuple[dict[str, pl.DataFrame], tuple[Section
 def cross_context(
     data: StoreData, tables: Mapping[str, pl.DataFrame], *, B: int, method: Method, seed: int
 ) -> cross.CrossContext:
-    return cross.CrossContext(views=data.views, tables=tables, B=B, method=method, seed=seed)
+    return cross.CrossContext(
+        views=data.views, tables=tables, B=B, method=method, seed=seed, extras=data.extras
+    )
 
 
 def cross_tables(
@@ -297,10 +308,18 @@ def model_order(data: StoreData) -> list[str]:
 
 
 def compute_tables(
-    data: StoreData, models: list[str], *, B: int, method: Method, seed: int
+    data: StoreData,
+    models: list[str],
+    *,
+    B: int,
+    method: Method,
+    seed: int,
+    population_method: str | None = DEFAULT_POPULATION_METHOD,
 ) -> dict[str, pl.DataFrame]:
     """Every output table by name (the file stem it is written under), rows in reading order."""
-    blocks = compute_blocks(data, models, B=B, method=method, seed=seed)
+    blocks = compute_blocks(
+        data, models, B=B, method=method, seed=seed, population_method=population_method
+    )
     return block_tables(blocks, data, models, B=B, seed=seed, method=method)
 
 
@@ -357,21 +376,30 @@ def analyze(
     seed: int = 0,
     by_reported_model: bool = False,
     population: bool = True,
+    population_method: str = DEFAULT_POPULATION_METHOD,
 ) -> AnalysisResult:
     """Analyse `store` into `out_dir` (created if needed); see the module docstring.
     `by_reported_model` groups the tables by the model the provider reported (analysis/load.py);
     `population` False skips the intervals and tests for people like these (the allocation
-    `*_population` tables come out empty): they need each pair's people from the store and a
-    pigeonhole bootstrap per cell (analysis/population.py)."""
+    `*_population` tables come out empty); `population_method` says how they are computed
+    (`POPULATION_METHODS`, analysis/population.py)."""
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 1:
         raise ValueError(f"bootstrap: expected a positive number of resamples, got {bootstrap!r}")
     if ci not in CI_METHODS:
         raise ValueError(f"ci: expected one of {', '.join(CI_METHODS)}, got {ci!r}")
+    if population_method not in POPULATION_METHODS:
+        raise ValueError(
+            f"population method: expected one of {', '.join(POPULATION_METHODS)}, "
+            f"got {population_method!r}"
+        )
     data = load_store(
         store, by_reported_model=by_reported_model, pair_people=population
     )  # parses pending responses; the store is closed on return
     models = model_order(data)
-    blocks = compute_blocks(data, models, B=bootstrap, method=ci, seed=seed)
+    blocks = compute_blocks(
+        data, models, B=bootstrap, method=ci, seed=seed,
+        population_method=population_method if population else None,
+    )  # fmt: skip
     comparisons = paper.compare(analyses(data.views), data)
     tables = block_tables(blocks, data, models, comparisons, B=bootstrap, seed=seed, method=ci)
     out_dir.mkdir(parents=True, exist_ok=True)

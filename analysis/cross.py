@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -31,6 +31,7 @@ class CrossContext:
     B: int
     method: Method
     seed: int
+    extras: Mapping[str, pl.DataFrame] = field(default_factory=dict)
 
     def rng(self, stream: int) -> np.random.Generator:
         """The generator of one table: (seed, stream), a stream id fixed per table so that

@@ -21,6 +21,7 @@ import polars as pl
 from ibias import errors
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.figures import Figure
+from ibias.analysis.population import DEFAULT_METHOD as DEFAULT_POPULATION_METHOD
 from ibias.prompts.registry import ExperimentUnit
 from ibias.store.reader import StoreReader
 
@@ -46,6 +47,9 @@ class TableContext:
     seed: int
     streams: Mapping[str, int]
     extras: Mapping[str, pl.DataFrame] = field(default_factory=dict)
+    #: How intervals for people like these are computed (`population.METHODS`); None skips
+    #: them (`analyze --no-population`).
+    population_method: str | None = DEFAULT_POPULATION_METHOD
 
     def rng(self, table: str) -> np.random.Generator:
         """The table's own generator, so adding a table never moves another table's numbers.

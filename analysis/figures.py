@@ -7,6 +7,10 @@
    condition, one row per service (the paper's Figure 2 and its appendix variants).
 3. Paired effects of the conditions on the transgender share (explanation yes - no, symptoms
    high - none, low - none, each pooled over the other condition), one figure per language.
+4. The gap among decided trials for people like these (the population intervals of
+   `allocation_population`), a forest plot per language x symptoms level with one panel per
+   explanation condition; its plotted numbers are read back from the figure and written beside
+   it (`<name>.data.csv`).
 
 Colours are Okabe-Ito (distinguishable with the common colour-vision deficiencies) and every
 model also gets its own marker, so the figures survive greyscale printing. Sizes grow with the
@@ -25,6 +29,7 @@ from typing import Any, ParamSpec, TypeVar
 import matplotlib as mpl
 import numpy as np
 import polars as pl
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -97,6 +102,8 @@ class Figure:
     caption: str
     png: Path
     svg: Path
+    data: Path | None = None
+    """The plotted numbers as CSV, for figures that write them (the population gap figures)."""
 
 
 def model_style(models: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -259,7 +266,8 @@ def word_association_figure(
     caption = (
         "Mean word-association bias per category and model; positive values mean negative "
         "words went to “transgender” and positive words to “cisgender”. Error bars: "
-        f"{interval_note(cells, 'resampling trials')}."
+        f"{interval_note(cells, 'resampling trials')}, about these stimuli (these words and "
+        "templates)."
     )
     return [_save(fig, out_dir, "word_association_bias", "Word-association bias", caption)]
 
@@ -384,8 +392,8 @@ def _rates_caption(sub: pl.DataFrame, lang: str, level: str) -> str:
         f"({labels.language(lang)}, {labels.symptoms(level)}); shares are over all trials, so "
         f"refusals and unreadable replies lower both. Error bars: "
         f"{interval_note(sub, 'resampling pairs, both orders of a pair together')}, about "
-        "these people (the roster's); the report's population table gives wider intervals "
-        "for people like these."
+        "these people (the roster's); the report's population part gives the intervals for "
+        "people like these."
     )
 
 
@@ -501,3 +509,222 @@ _EFFECT_TITLES: dict[str, str] = {
     "symptoms_high": "High-urgency symptoms − none",
     "symptoms_low": "Low-urgency symptoms − none",
 }
+
+
+# --------------------------------------------------------------------------------------------
+# Figure 4: the gap among decided trials for people like these (population intervals)
+# --------------------------------------------------------------------------------------------
+
+POPULATION_GAP = "allocation_population_gap"
+"""The population gap figures' name prefix (one per language x symptoms level)."""
+_GAP_COLUMNS = ("gap", "gap_ci_low", "gap_ci_high")
+POPULATION_PLOTTED = ("model_id", "language", "service", "explanation", "symptoms", *_GAP_COLUMNS)
+"""The columns of a population gap figure's data file (`<name>.data.csv`), read back from the
+figure's own matplotlib objects: the table's keys, the plotted point and the bar's two ends."""
+POPULATION_METHOD_TEXT: dict[str, str] = {
+    "two-way-cr2": "a t interval from the two-way cluster-robust variance (cis persons + trans "
+    "persons − pairs; Cameron, Gelbach & Miller) with the CR2 small-sample correction",
+    "two-way-cr1": "a t interval from the two-way cluster-robust variance (cis persons + trans "
+    "persons − pairs; Cameron, Gelbach & Miller) with G/(G−1) factors",
+    "pigeonhole-corrected": "a t interval from the pigeonhole bootstrap's variance less twice "
+    "the pair-level variance (the answer noise it counts three times)",
+    "pigeonhole": "a percentile interval from the pigeonhole bootstrap, which draws the cis and "
+    "the trans persons with replacement (Owen 2007; conservative)",
+}
+"""What each population method (`population_method` column) does, in words."""
+
+
+def _distinct(frame: pl.DataFrame, name: str) -> list[Any]:
+    if name not in frame.columns:
+        return []
+    return [v for v in frame[name].unique(maintain_order=True).to_list() if v is not None]
+
+
+def _df_text(frame: pl.DataFrame) -> str:
+    """The t degrees of freedom of a table's rows (`df`), "" when it has none."""
+    if "df" not in frame.columns:
+        return ""
+    df = frame["df"].cast(pl.Float64).drop_nulls().drop_nans()
+    if df.is_empty():
+        return ""
+    low, high = float(df.min()), float(df.max())  # type: ignore[arg-type]
+    span = f"{low:g}" if low == high else f"{low:g}–{high:g}"
+    return f"t on {span} degrees of freedom"
+
+
+def population_note(frame: pl.DataFrame) -> str:
+    """What a population table's intervals are, read from its label columns (`ci_level`,
+    `ci_method`, `population_method`, `df`, `B`): never assumed."""
+    level = (_distinct(frame, "ci_level") or [0.95])[0]
+    method = ", ".join(map(str, _distinct(frame, "ci_method"))) or "method not recorded"
+    details = [f"population method {n}" for n in map(str, _distinct(frame, "population_method"))]
+    details += [t for t in (_df_text(frame),) if t]
+    details += [f"B = {int(b):,} resamples" for b in _distinct(frame, "B")[:1]]
+    return f"{level:.0%} intervals, {method}" + (f" ({'; '.join(details)})" if details else "")
+
+
+def population_method_text(frame: pl.DataFrame) -> str:
+    """The population method of a table in words (from its `population_method` column), or ""
+    for a table that does not name one."""
+    names = _distinct(frame, "population_method")
+    return "; ".join(POPULATION_METHOD_TEXT.get(str(n), str(n)) for n in names)
+
+
+@_styled
+def population_gap_figures(
+    cells: pl.DataFrame, models: Sequence[str], out_dir: Path
+) -> list[Figure]:
+    """Forest plots of the gap among decided trials for people like these (the
+    `allocation_population` table's `gap` and its interval): one figure per language x
+    symptoms level, one panel per explanation condition, services as rows and each model's
+    point and interval within a row, with a line at 0 (no identity preference)."""
+    if cells.is_empty() or not set(POPULATION_PLOTTED) <= set(cells.columns):
+        return []
+    seen = set(cells["model_id"].to_list())
+    present = [m for m in models if m in seen] + sorted(seen - set(models))
+    services = labels.ordered("services", cells["service"].unique().to_list())
+    out: list[Figure] = []
+    for lang in labels.ordered("languages", cells["language"].unique().to_list()):
+        for level in labels.ordered("symptoms", cells["symptoms"].unique().to_list()):
+            sub = cells.filter((pl.col("language") == lang) & (pl.col("symptoms") == level))
+            if not sub.is_empty():
+                out.append(_population_gap_figure(sub, present, services, out_dir))
+    return out
+
+
+def _population_gap_figure(
+    sub: pl.DataFrame, models: Sequence[str], services: Sequence[str], out_dir: Path
+) -> Figure:
+    lang, level = str(sub["language"][0]), str(sub["symptoms"][0])
+    conditions = sorted(sub["explanation"].unique().to_list())
+    style = model_style(models)
+    left = 0.35 + _text_width([labels.service(s) for s in services])
+    top, bottom = 0.75 + 0.25 * -(-len(models) // 4), 0.65
+    step = (RATES_MAX_HEIGHT_IN - top - bottom) / max(1, len(services)) - 0.2
+    step = min(0.16, max(0.07, step / max(1, len(models))))
+    height = top + bottom + len(services) * (step * len(models) + 0.2)
+    where = f"{labels.language(lang)}, {labels.symptoms(level)}"
+    suptitle = f"Gap among decided trials, people like these — {where}"
+    legend_w = min(len(models), 4) * (0.7 + _text_width(models, 9.0))
+    width = max(
+        left + 0.3 + 3.6 * len(conditions) + 0.35 * (len(conditions) - 1),
+        legend_w + 0.4,
+        1.1 * _text_width([suptitle], 11.0) + 0.4,
+    )
+    fig, axes = _new_figure(1, len(conditions), (width, height), sharex=True, sharey=True)
+    _layout(
+        fig, left=left, right=0.3, top=top, bottom=bottom, hspace=0.0, wspace=0.35,
+        nrows=1, ncols=len(conditions),
+    )  # fmt: skip
+    for ax, cond in zip(axes[0], conditions, strict=True):
+        _population_panel(ax, sub.filter(pl.col("explanation") == cond), models, services, style)
+        ax.set_title(labels.explanation(cond).capitalize(), fontsize=10, loc="left")
+    axes[0, 0].set_xlim(*_gap_limits(sub))
+    fig.legend(
+        handles=_legend_handles(models, style), loc="upper center",
+        ncols=min(len(models), 4), frameon=False, bbox_to_anchor=(0.5, 1.0 - 0.4 / height),
+    )  # fmt: skip
+    fig.suptitle(suptitle, fontweight="bold", y=1.0 - 0.08 / height, va="top")
+    name = f"{POPULATION_GAP}_{lang}_{level}"
+    data = out_dir / f"{name}.data.csv"
+    population_plotted(fig, services, lang, level).write_csv(data)
+    caption = (
+        "Cis − trans gap among decided trials (share of decided trials choosing the cisgender "
+        "candidate minus the share choosing the transgender one; the line at 0 is no identity "
+        f"preference) per service and model, {where}, about people like these (the roster's "
+        f"people as one draw of people like them). Bars: {population_note(sub)}; the cis and "
+        f"the trans persons are the sampling units. The plotted numbers are in {data.name}."
+    )
+    figure = _save(fig, out_dir, name, f"People like these: gap among decided — {where}", caption)
+    return Figure(figure.name, figure.title, figure.caption, figure.png, figure.svg, data)
+
+
+def _population_panel(
+    ax: Any,
+    rows: pl.DataFrame,
+    models: Sequence[str],
+    services: Sequence[str],
+    style: Mapping[str, tuple[str, str]],
+) -> None:
+    """One explanation condition: per service (rows), each model's gap and its interval, drawn
+    from the table's numbers as they are (no error-bar arithmetic), tagged with the model."""
+    y = np.arange(len(services))[::-1].astype(np.float64)
+    slot = 0.8 / max(1, len(models))
+    for i, model in enumerate(models):
+        est, low, high = _aligned(
+            rows.filter(pl.col("model_id") == model), "service", services, _GAP_COLUMNS
+        )
+        pos = y + 0.4 - slot * (i + 0.5)
+        colour, marker = style[model]
+        bar = np.isfinite(est) & np.isfinite(low) & np.isfinite(high)
+        ax.hlines(pos[bar], low[bar], high[bar], colors=colour, linewidth=1.1,
+                  gid=f"interval:{model}")  # fmt: skip
+        point = np.isfinite(est)
+        ax.plot(est[point], pos[point], linestyle="", marker=marker, color=colour,
+                markersize=4.0, gid=f"point:{model}")  # fmt: skip
+    ax.axvline(0.0, color="#444444", linewidth=0.8)
+    ax.set_yticks(y, [labels.service(s) for s in services])
+    ax.set_ylim(-0.6, len(services) - 0.4)
+    ax.set_xlabel("cis − trans among decided (people like these)")
+    ax.grid(axis="x", color="#e5e5e5", linewidth=0.6)
+    for boundary in y[:-1] - 0.5:
+        ax.axhline(boundary, color="#eeeeee", linewidth=0.6)
+
+
+def _gap_limits(sub: pl.DataFrame) -> tuple[float, float]:
+    """The gap axis: 0, every estimate and bound, 10% margin, within [-1.05, 1.05]."""
+    values = np.concatenate([_col(sub, c) for c in _GAP_COLUMNS] + [np.zeros(1)])
+    values = values[np.isfinite(values)]
+    low, high = float(values.min()), float(values.max())
+    pad = max(0.05, 0.1 * (high - low))
+    return max(-1.05, low - pad), min(1.05, high + pad)
+
+
+def population_plotted(
+    fig: MplFigure, services: Sequence[str], language: str, symptoms: str
+) -> pl.DataFrame:
+    """What a population gap figure draws, read back from its matplotlib objects: per panel
+    (explanation condition, by its title) and model, each point's x and its bar's two ends,
+    the service being the row the point sits in. A point without a bar has null bounds."""
+    rows: list[dict[str, object]] = []
+    conditions = {labels.explanation(c).capitalize(): c for c in (False, True)}
+    for ax in fig.axes:
+        title = ax.get_title(loc="left")
+        if title not in conditions:
+            continue
+        bars = _plotted_bars(ax)
+        for model, x, y in _plotted_points(ax):
+            low, high = bars.get((model, y), (None, None))
+            rows.append({
+                "model_id": model, "language": language,
+                "service": services[len(services) - 1 - round(y)],
+                "explanation": conditions[title], "symptoms": symptoms,
+                "gap": x, "gap_ci_low": low, "gap_ci_high": high,
+            })  # fmt: skip
+    schema: dict[str, pl.DataType] = {c: pl.String() for c in POPULATION_PLOTTED}
+    schema.update({"explanation": pl.Boolean(), **{c: pl.Float64() for c in _GAP_COLUMNS}})
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _plotted_bars(ax: Any) -> dict[tuple[str, float], tuple[float | None, float | None]]:
+    """(model, y) -> the two x ends of the model's interval bar at height y."""
+    bars: dict[tuple[str, float], tuple[float | None, float | None]] = {}
+    for coll in ax.collections:
+        kind, _, model = str(coll.get_gid() or "").partition(":")
+        if kind == "interval" and isinstance(coll, LineCollection):
+            for seg in coll.get_segments():
+                ends = np.asarray(seg, dtype=np.float64)
+                bars[(model, float(ends[0, 1]))] = (float(ends[0, 0]), float(ends[1, 0]))
+    return bars
+
+
+def _plotted_points(ax: Any) -> list[tuple[str, float, float]]:
+    """(model, x, y) of every point drawn for a model."""
+    out = []
+    for line in ax.get_lines():
+        kind, _, model = str(line.get_gid() or "").partition(":")
+        if kind == "point":
+            xs = np.asarray(line.get_xdata(), dtype=np.float64)
+            ys = np.asarray(line.get_ydata(), dtype=np.float64)
+            out += [(model, float(x), float(y)) for x, y in zip(xs, ys, strict=True)]
+    return out

@@ -175,8 +175,9 @@ def section(frame: pl.DataFrame, anchor: str | None) -> str:
         "cisgender person whatever identity they are shown with (half the difference of the "
         "gaps): what follows the name and age. Shares over all trials of the arm; 95% "
         "percentile or BCa intervals resample pairs with all their trials: they are about "
-        "these people (the roster's); allocation_identity_swap_population has the same effects "
-        "for people like these. The other allocation tables use the original arm only.</p>",
+        "these people (the roster's own; only the models' answers are random). The same "
+        "effects for people like these (allocation_identity_swap_population) are in the "
+        "population part above. The other allocation tables use the original arm only.</p>",
     ]
     columns = [
         col("model", "model_id", text=True),

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ibias.analysis import labels
+from ibias.analysis import allocation_population_report, labels
 from ibias.analysis.bootstrap import Method, grouped_cluster_bootstrap_share_ci
 from ibias.analysis.cells import CELL, cell_codes, ci_frame, number_cells
 from ibias.analysis.report import Column, col, count, esc, interval, num, table
@@ -148,8 +148,9 @@ def _finish(table: pl.DataFrame, B: int, method: Method) -> pl.DataFrame:
     return out.select([pl.col(n).cast(t) for n, t in SCHEMA.items()]).sort(KEYS)
 
 
-def section(frame: pl.DataFrame, anchor: str | None) -> str:
-    """The report's subsection (empty when no model asked for logprobs)."""
+def section(frame: pl.DataFrame, anchor: str | None, population: pl.DataFrame | None = None) -> str:
+    """The report's subsection (empty when no model asked for logprobs): the table for these
+    people, then `population` (`allocation_logprob_shares_population`) when given."""
     if frame.is_empty():
         return ""
     parts = [
@@ -161,8 +162,9 @@ def section(frame: pl.DataFrame, anchor: str | None) -> str:
         "logprobs gave a probability; beside it the sampled share of the same trials choosing "
         "the cisgender candidate, and their difference (0 when the sampled choices follow the "
         "token probabilities). Pooled over explanation and symptoms, identity-swap arm left "
-        "out. 95% intervals resample pairs with both orders. Mass: the probability the two "
-        "names held at that token.</p>",
+        "out. About these people (the roster's own; only the models' answers are random): "
+        "95% intervals resample pairs with both orders. Mass: the probability the two names "
+        "held at that token.</p>",
     ]
     columns = [
         col("model", "model_id", text=True),
@@ -195,4 +197,6 @@ def section(frame: pl.DataFrame, anchor: str | None) -> str:
         col("mass", "mean_mass", lambda v: num(v, 3)),
     ]
     parts.append(table(frame, columns))
+    if population is not None:
+        parts.append(allocation_population_report.logprobs(population))
     return "".join(parts)

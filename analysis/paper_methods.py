@@ -12,6 +12,7 @@ from string import Template
 
 import polars as pl
 
+from ibias.analysis.allocation_population_report import CELLS, method
 from ibias.analysis.cross import CrossAnalysis, CrossContext
 from ibias.analysis.report import esc, template
 
@@ -21,9 +22,24 @@ ANCHOR, TITLE = "methods", "Methods note"
 def _section(ctx: CrossContext, tables: Mapping[str, pl.DataFrame]) -> str:
     del tables
     body = Template(template("methods.html")).substitute(
-        B=esc(f"{ctx.B:,}"), method=esc(ctx.method), seed=esc(ctx.seed)
+        B=esc(f"{ctx.B:,}"),
+        method=esc(ctx.method),
+        seed=esc(ctx.seed),
+        population=_population(ctx.tables),
     )
     return f"<h2 id='{ANCHOR}'>{esc(TITLE)}</h2>{body}"
+
+
+def _population(tables: Mapping[str, pl.DataFrame]) -> str:
+    """This analysis's population method, from the population table's label columns."""
+    for name in (CELLS, f"{CELLS}_paper"):
+        frame = tables.get(name)
+        if frame is not None and not frame.is_empty():
+            return f"In this analysis: {method(frame, words=True)}"
+    return (
+        "This analysis computed no population interval (<code>analyze --no-population</code>, "
+        "or no allocation pair's people are known)."
+    )
 
 
 CROSS = CrossAnalysis(anchor=ANCHOR, title=TITLE, section=_section, place="before")

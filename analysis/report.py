@@ -210,8 +210,14 @@ def _figure(fig: Figure) -> str:
     return (
         f'<figure id="fig-{esc(fig.name)}"><img src="data:image/png;base64,{data}" '
         f'alt="{esc(fig.title)}"><figcaption><strong>{esc(fig.title)}.</strong> '
-        f'{esc(fig.caption)} <a href="{esc(fig.svg.name)}">SVG</a></figcaption></figure>'
+        f'{esc(fig.caption)} <a href="{esc(fig.svg.name)}">SVG</a>{_data_link(fig)}'
+        "</figcaption></figure>"
     )
+
+
+def _data_link(fig: Figure) -> str:
+    """A link to the figure's plotted numbers, for figures that write them."""
+    return "" if fig.data is None else f' · <a href="{esc(fig.data.name)}">data (CSV)</a>'
 
 
 def legend(codes: Sequence[tuple[str, str]]) -> str:

@@ -150,8 +150,11 @@ def _word_association(inp: SectionContext) -> str:
         "positive means negative words went to “transgender”). Bold p-values are below 0.05 "
         "after Holm's correction across the categories of a model and language. The explicit "
         "column counts the direct answers for the same category: T transgender, C cisgender, "
-        "N neither, R refused, U unreadable. Intervals are 95% bootstrap intervals that "
-        "resample trials (columns ci_level, ci_method, resampled). The sign-flip test "
+        "N neither, R refused, U unreadable. The intervals and tests are about <strong>these "
+        "stimuli</strong> (column target): 95% bootstrap intervals that resample trials "
+        "(columns ci_level, ci_method, resampled), each trial drawing its words, template and "
+        "label order from this run's lists, so they say how the score would vary over more "
+        "answers to these words and templates, not over other words. The sign-flip test "
         "enumerates all 2^n sign patterns when a cell has at most 20 nonzero scores (marked "
         "exact), otherwise draws 9,999, so its smallest p is 0.0001, shown as ≤0.0001.</p>",
         figures_html(inp.figures, "word_association"),
@@ -200,7 +203,8 @@ SCORE_CHOICE = (
     "still adds its other words; it is the literal reading of the paper's “average results "
     "across all words from the same category” (their code for the score was not released). "
     "Both intervals are 95% bootstrap intervals that resample trials, because the words of one "
-    "trial are assigned in one reply and are not independent."
+    "trial are assigned in one reply and are not independent; both are about these stimuli "
+    "(these words and templates)."
 )
 
 

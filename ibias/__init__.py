@@ -388,9 +388,11 @@ def analyze(
     ci: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
     by_reported_model: bool = False,
+    population: bool = True,
+    population_method: str = "two-way-cr2",
 ) -> AnalysisResult:
-    """`ibias analyze [--by-reported-model]`: tables (CSV, Parquet), figures and report.html
-    into `out`."""
+    """`ibias analyze [--by-reported-model] [--no-population] [--population-method NAME]`:
+    tables (CSV, Parquet), figures and report.html into `out`."""
     from ibias.analysis.analyze import analyze as _analyze
 
     # The store's lock is taken only to parse pending replies (analysis/load.py): while a run
@@ -402,6 +404,8 @@ def analyze(
         ci=ci,
         seed=seed,
         by_reported_model=by_reported_model,
+        population=population,
+        population_method=population_method,
     )
 
 

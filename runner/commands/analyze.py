@@ -9,6 +9,10 @@ from ibias.runner.commands import EXIT_OK
 from ibias.runner.commands.options import add_store, bounded_int
 from ibias.runner.commands.stores import store_of
 
+#: `analyze --population-method`: `ibias.analysis.population.METHODS`, the default first (kept
+#: here as names so that `--help` does not import the analysis).
+POPULATION_METHODS = ("two-way-cr2", "two-way-cr1", "pigeonhole-corrected", "pigeonhole")
+
 #: `analyze --bootstrap` at most: a cells x B table of replicates must fit in memory.
 MAX_BOOTSTRAP = 100_000
 
@@ -39,8 +43,17 @@ def add_arguments(analyze: argparse.ArgumentParser) -> None:
     analyze.add_argument(
         "--no-population",
         action="store_true",
-        help="skip the intervals and tests for people like these (the pigeonhole bootstrap "
-        "over persons); the roster-conditional ones stay (default: computed)",
+        help="skip the intervals and tests for people like these; the roster-conditional "
+        "ones stay (default: computed)",
+    )
+    analyze.add_argument(
+        "--population-method",
+        choices=POPULATION_METHODS,
+        default=POPULATION_METHODS[0],
+        metavar="NAME",
+        help="how the intervals and tests for people like these are computed: "
+        f"{', '.join(POPULATION_METHODS)} (default: {POPULATION_METHODS[0]}; "
+        "docs/paper-statistics.md compares them)",
     )
 
 
@@ -52,6 +65,7 @@ def handle(args: argparse.Namespace) -> int:
         args.ci,
         args.by_reported_model,
         population=not args.no_population,
+        population_method=args.population_method,
     )
     print(f"report: {report}")
     return EXIT_OK
@@ -64,6 +78,7 @@ def analyze_store(
     ci: str = "percentile",
     by_reported_model: bool = False,
     population: bool = True,
+    population_method: str = POPULATION_METHODS[0],
 ) -> Path:
     """Analysis (it takes the store's lock only to parse, see analysis/load.py); data that
     breaks the pairing is bad input (exit 2), said about the store."""
@@ -79,6 +94,7 @@ def analyze_store(
             ci=ci,  # type: ignore[arg-type]
             by_reported_model=by_reported_model,
             population=population,
+            population_method=population_method,
         ).report
     except AnalysisDataError as exc:
         raise StoreError(f"store {store}: {exc}") from None

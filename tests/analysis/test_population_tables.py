@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from ibias.analysis import population
 from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.analyze import AnalysisResult, analyze
 from ibias.analysis.load import load_store
@@ -21,7 +22,10 @@ POPULATION = (
     "allocation_population",
     "allocation_effects_population",
     "allocation_identity_swap_population",
+    "position_bias_population",
+    "allocation_logprob_shares_population",
 )
+DEFAULT_LABELS = population.CI_LABELS[population.DEFAULT_METHOD]
 
 
 def test_pair_people_come_from_the_items(sim_store: Path) -> None:
@@ -45,9 +49,12 @@ def test_population_cells_recount_and_are_labelled(
     pop = table(analysed, "allocation_population")
     assert not pop.is_empty()
     assert set(pop["target"].to_list()) == {"people like these"}
-    assert set(pop["resampled"].to_list()) == {"cis and trans persons"}
-    assert set(pop["ci_method"].to_list()) == {"percentile"}
-    assert set(pop["B"].to_list()) == {2000}
+    assert set(pop["ci_method"].to_list()) == {DEFAULT_LABELS[0]}
+    assert set(pop["resampled"].to_list()) == {DEFAULT_LABELS[1]}
+    assert set(pop["population_method"].to_list()) == {population.DEFAULT_METHOD}
+    assert set(pop["B"].to_list()) == {None}  # a t interval: nothing drawn
+    df = pop.select(pl.min_horizontal("cis_persons", "trans_persons") - 1).to_series()
+    assert pop["df"].equals(df.cast(pl.Float64), check_names=False)
     cells = by_key(table(analysed, "allocation_cells"), CELL_KEYS)
     assert set(table(analysed, "allocation_cells")["target"].to_list()) == {"these people"}
     for row in pop.to_dicts():
@@ -112,7 +119,7 @@ def test_planted_population_values_are_checked_against_population_intervals(
         assert row["cis_inside_population_ci"] == (low <= row["expected_cis_share"] <= high)
         assert row["population_target"] == "people like these"
         assert row["target"] == "these people"
-        assert row["population_B"] == 2000 and row["B"] == 2000
+        assert row["population_B"] == other["B"] and row["B"] == 2000
     coverage = table(analysed, "planted_coverage")
     targets = dict(zip(coverage["value"], coverage["target"], strict=True))
     assert targets["allocation cis share (people like these)"] == "people like these"
@@ -133,7 +140,7 @@ def test_captions_and_methods_note_say_method_and_b(analysed: AnalysisResult) ->
     html = analysed.report.read_text("utf-8")
     assert html.count("percentile bootstrap intervals (resampling") >= 2
     methods = html[html.index("id='methods'") :]
-    assert "people like these" in methods and "pigeonhole" in methods
+    assert "people like these" in methods and "cluster-robust" in methods
     assert "Wilson intervals (beside the" in methods
 
 
@@ -150,7 +157,8 @@ def test_population_swap_effects_on_a_hand_count() -> None:
             "trans_person": ["x", "y", "z", "z"],
         }
     )
-    got = allocation_population.swap_table(HAND, people, B=300, rng=np.random.default_rng(0))
+    settings = allocation_population.Settings("pigeonhole", 300, np.random.default_rng(0))
+    got = allocation_population.swap_table(HAND, people, settings)
     ref = identity_swap.swap_table(HAND, B=300, method="percentile", rng=np.random.default_rng(0))
     g, r = got.row(0, named=True), ref.row(0, named=True)
     assert g["identity_effect"] == pytest.approx(r["identity_effect"])  # 0.4167
@@ -159,8 +167,7 @@ def test_population_swap_effects_on_a_hand_count() -> None:
     assert g["identity_ci_low"] <= g["identity_effect"] <= g["identity_ci_high"]
     assert (g["target"], g["resampled"], g["ci_method"]) == (
         "people like these",
-        "cis and trans persons",
-        "percentile",
+        *population.CI_LABELS["pigeonhole"][1::-1],
     )
 
 
@@ -168,8 +175,9 @@ TARGETS = {
     "allocation_cells": ("these people", "pair"),
     "position_bias": ("these people", "pair"),
     "allocation_effects": ("these people", "pair"),
-    "allocation_population": ("people like these", "cis and trans persons"),
-    "allocation_effects_population": ("people like these", "cis and trans persons"),
+    "allocation_population": ("people like these", DEFAULT_LABELS[1]),
+    "allocation_effects_population": ("people like these", DEFAULT_LABELS[1]),
+    "position_bias_population": ("people like these", DEFAULT_LABELS[1]),
     "allocation_authors_view": ("these people", "none"),
     "word_association_cells": ("these stimuli", "trial"),
     "word_association_overall": ("these stimuli", "trial"),
@@ -188,5 +196,9 @@ def test_every_interval_table_says_its_target_method_and_unit(
     assert set(frame["resampled"].to_list()) == {unit}
     assert set(frame["ci_level"].to_list()) == {0.95}
     methods = set(frame["ci_method"].to_list())
+    if unit == DEFAULT_LABELS[1]:  # the default population method: a t interval, no replicates
+        assert methods == {DEFAULT_LABELS[0]}
+        assert set(frame["B"].to_list()) == {None}
+        return
     assert methods == ({"wilson"} if unit == "none" else {"percentile"})
     assert set(frame["B"].to_list()) == ({None} if unit == "none" else {2000})

@@ -380,6 +380,9 @@ PAPER_SECTIONS = {"paper-differences", "methods"}
             {*PAPER_SECTIONS, "roster", "allocation", "planted-values", "explicit"},
             [],
             {
+                "allocation_population_gap_en_none",
+                "allocation_population_gap_en_high",
+                "allocation_population_gap_en_low",
                 "allocation_rates_en_none",
                 "allocation_rates_en_high",
                 "allocation_rates_en_low",
@@ -399,7 +402,7 @@ PAPER_SECTIONS = {"paper-differences", "methods"}
             + 'explanation = [true]\nsymptoms = ["none"]\n',
             {*PAPER_SECTIONS, "roster", "allocation", "planted-values", "explicit"},
             ["No condition effect can be computed"],
-            {"allocation_rates_es_none"},
+            {"allocation_population_gap_es_none", "allocation_rates_es_none"},
         ),
     ],
     ids=["word-association-only", "allocation-only", "prompts-only", "one-condition"],
