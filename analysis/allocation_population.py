@@ -69,9 +69,15 @@ _CELL_KEYS: dict[str, pl.DataType] = {
 }
 
 
-def _interval(stem: str, *, p: bool = False, holm: bool = False) -> dict[str, pl.DataType]:
-    """`stem`'s bounds (`<stem>_ci_low`, `_high`) and optionally its p-value, Holm and null."""
+def _interval(
+    stem: str, *, p: bool = False, holm: bool = False, df: bool = True
+) -> dict[str, pl.DataType]:
+    """`stem`'s bounds (`<stem>_ci_low`, `_high`), its own t degrees of freedom (`<stem>_df`,
+    unless it is the table's headline, whose are `df`) and optionally its p-value, Holm and
+    null."""
     out: dict[str, pl.DataType] = {f"{stem}_ci_low": pl.Float64(), f"{stem}_ci_high": pl.Float64()}
+    if df:
+        out[f"{stem}_df"] = pl.Float64()
     if p:
         out[f"{stem}_p"] = pl.Float64()
     if holm:
@@ -91,7 +97,7 @@ CELLS_SCHEMA: dict[str, pl.DataType] = {
     "share_trans": pl.Float64(),
     **_interval("trans"),
     "gap": pl.Float64(),
-    **_interval("gap", p=True, holm=True),
+    **_interval("gap", p=True, holm=True, df=False),
     **_LABELS,
 }
 EFFECTS_SCHEMA: dict[str, pl.DataType] = {
@@ -111,7 +117,7 @@ SWAP_SCHEMA: dict[str, pl.DataType] = {
     **_CELL_KEYS,
     **_UNITS,
     "identity_effect": pl.Float64(),
-    **_interval("identity", p=True, holm=True),
+    **_interval("identity", p=True, holm=True, df=False),
     "person_effect": pl.Float64(),
     **_interval("person", p=True, holm=True),
     **_LABELS,
@@ -135,7 +141,7 @@ LOGPROBS_SCHEMA: dict[str, pl.DataType] = {
     "dropped_trials": pl.Int64(),
     **_UNITS,
     "mean_p_cis": pl.Float64(),
-    **_interval("p_cis", p=True, holm=True),
+    **_interval("p_cis", p=True, holm=True, df=False),
     "sampled_share_cis": pl.Float64(),
     **_interval("sampled"),
     "difference": pl.Float64(),
@@ -190,16 +196,12 @@ def with_people(decisions: pl.DataFrame, pair_people: pl.DataFrame | None) -> pl
 
 
 def _labelled(frame: pl.DataFrame, settings: Settings) -> pl.DataFrame:
-    """The label columns: what each interval is. `B` only where replicates were drawn; `df`
-    (the t reference's degrees of freedom, min(cis persons, trans persons) - 1) only for the
-    t methods."""
+    """The label columns: what each interval is. `B` only where replicates were drawn (`df`,
+    the t reference's degrees of freedom, comes with each statistic's results)."""
     ci_method, resampled = population.CI_LABELS[settings.method]
     bootstrap = settings.method in population.BOOTSTRAP_METHODS
-    t_method = settings.method != "pigeonhole"
-    df = pl.min_horizontal("cis_persons", "trans_persons").cast(pl.Float64) - 1.0
     return frame.with_columns(
         pl.lit(settings.B if bootstrap else None, dtype=pl.Int64).alias("B"),
-        (pl.when(df >= 1.0).then(df) if t_method else pl.lit(None, dtype=pl.Float64)).alias("df"),
         pl.lit(LEVEL).alias("ci_level"),
         pl.lit(ci_method).alias("ci_method"),
         pl.lit(settings.method).alias("population_method"),
@@ -218,6 +220,7 @@ def _results(
         f"{prefix}_ci_low": pl.Series([c.low for c in cis], dtype=pl.Float64),
         f"{prefix}_ci_high": pl.Series([c.high for c in cis], dtype=pl.Float64),
         f"{prefix}_p": pl.Series([c.p for c in cis], dtype=pl.Float64),
+        f"{prefix}_df": pl.Series([c.df for c in cis], dtype=pl.Float64),
     }
     if counts:
         for name in ("pairs", "cis_persons", "trans_persons"):
@@ -293,6 +296,7 @@ def cells_table(
             pl.col("cis_estimate").alias("share_cis"),
             pl.col("trans_estimate").alias("share_trans"),
             pl.col("gap_estimate").alias("gap"),
+            pl.col("gap_df").alias("df"),
             pl.lit(GAP_NULL).alias("gap_p_null"),
         )
         .sort(CELL)
@@ -327,6 +331,7 @@ def position_table(
             pl.col("first_ci_low").alias("ci_low"),
             pl.col("first_ci_high").alias("ci_high"),
             pl.col("first_p").alias("p"),
+            pl.col("first_df").alias("df"),
             pl.lit(POSITION_NULL).alias("p_null"),
         )
         .sort(CELL)
@@ -361,6 +366,7 @@ def effects_table(
             pl.col("d_ci_low").alias("ci_low"),
             pl.col("d_ci_high").alias("ci_high"),
             pl.col("d_p").alias("p"),
+            pl.col("d_df").alias("df"),
             pl.lit(EFFECT_NULL).alias("p_null"),
             _dropped(),
         )
@@ -404,6 +410,7 @@ def swap_table(
         .with_columns(
             pl.col("identity_estimate").alias("identity_effect"),
             pl.col("person_estimate").alias("person_effect"),
+            pl.col("identity_df").alias("df"),
             pl.lit(IDENTITY_NULL).alias("identity_p_null"),
             pl.lit(PERSON_NULL).alias("person_p_null"),
         )
@@ -451,6 +458,7 @@ def logprobs_table(
             pl.col("p_cis_estimate").alias("mean_p_cis"),
             pl.col("sampled_estimate").alias("sampled_share_cis"),
             pl.col("difference_estimate").alias("difference"),
+            pl.col("p_cis_df").alias("df"),
             pl.lit(P_CIS_NULL).alias("p_cis_p_null"),
             pl.lit(DIFFERENCE_NULL).alias("difference_p_null"),
         )

@@ -389,7 +389,7 @@ def analyze(
     seed: int = 0,
     by_reported_model: bool = False,
     population: bool = True,
-    population_method: str = "two-way-cr2",
+    population_method: str = "two-way-cr2-satterthwaite",
 ) -> AnalysisResult:
     """`ibias analyze [--by-reported-model] [--no-population] [--population-method NAME]`:
     tables (CSV, Parquet), figures and report.html into `out`."""

@@ -11,7 +11,13 @@ from ibias.runner.commands.stores import store_of
 
 #: `analyze --population-method`: `ibias.analysis.population.METHODS`, the default first (kept
 #: here as names so that `--help` does not import the analysis).
-POPULATION_METHODS = ("two-way-cr2", "two-way-cr1", "pigeonhole-corrected", "pigeonhole")
+POPULATION_METHODS = (
+    "two-way-cr2-satterthwaite",
+    "two-way-cr2",
+    "two-way-cr1",
+    "pigeonhole-corrected",
+    "pigeonhole",
+)
 
 #: `analyze --bootstrap` at most: a cells x B table of replicates must fit in memory.
 MAX_BOOTSTRAP = 100_000

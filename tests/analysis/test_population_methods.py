@@ -96,7 +96,7 @@ def reference(
 
 
 @pytest.mark.parametrize("paired", [False, True])
-@pytest.mark.parametrize("method", ["two-way-cr2", "two-way-cr1"])
+@pytest.mark.parametrize("method", ["two-way-cr2", "two-way-cr1"])  # min(G) - 1 df
 def test_t_methods_equal_the_matrix_sandwich(paired: bool, method: str) -> None:
     for seed in (3, 4, 5):
         d = _design(np.random.default_rng(seed))
@@ -113,6 +113,71 @@ def test_t_methods_equal_the_matrix_sandwich(paired: bool, method: str) -> None:
             assert g.df == df
             assert (g.low, g.high) == (pytest.approx(low, rel=1e-9), pytest.approx(high, rel=1e-9))
             assert g.p == pytest.approx(p, rel=1e-9)
+
+
+def _satterthwaite_reference(d: dict[str, np.ndarray], cell: int, paired: bool) -> float:
+    """tr(A)^2 / tr(A^2) for A = M Omega M at the trial level: M = I - H the residual maker of
+    the cell's regression, Omega = sum over cis and trans clusters minus pair clusters of
+    u u' with u the cluster's CR2 score weights (1 / (N_arm sqrt(1 - h)) on its trials of an
+    arm, signed by the contrast)."""
+    m = (d["cell"] == cell) & ~np.isnan(d["y"])
+    y, c, t, tr = d["y"][m], d["cis"][m], d["trans"][m], d["treated"][m]
+    if paired:
+        keep = _complete(y, c, t, tr)
+        y, c, t, tr = y[keep], c[keep], t[keep], tr[keep]
+        x = np.column_stack([tr, ~tr]).astype(float)
+        arms = [(tr, 1.0), (~tr, -1.0)]
+    else:
+        x = np.ones((y.shape[0], 1))
+        arms = [(np.ones(y.shape[0], dtype=bool), 1.0)]
+    resid = np.eye(y.shape[0]) - x @ np.linalg.inv(x.T @ x) @ x.T
+    pair = np.unique(np.column_stack([c, t]), axis=0, return_inverse=True)[1].reshape(-1)
+    omega = np.zeros((y.shape[0], y.shape[0]))
+    for codes, s in ((c, 1.0), (t, 1.0), (pair, -1.0)):
+        for g in np.unique(codes):
+            u = np.zeros(y.shape[0])
+            for arm, sign in arms:
+                here = arm & (codes == g)
+                h = here.sum() / arm.sum()
+                u[here] = sign / (arm.sum() * np.sqrt(1.0 - h))
+            omega += s * np.outer(u, u)
+    a = resid @ omega @ resid
+    return float(np.trace(a) ** 2 / np.sum(a * a.T))
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_satterthwaite_df_is_the_quadratic_forms_ratio(paired: bool) -> None:
+    for seed in (3, 4):
+        d = _design(np.random.default_rng(seed))
+        got = grouped_population_ci(
+            d["y"], d["cis"], d["trans"], d["cell"],
+            treated=d["treated"] if paired else None, method="two-way-cr2-satterthwaite",
+        )  # fmt: skip
+        plain = grouped_population_ci(
+            d["y"], d["cis"], d["trans"], d["cell"],
+            treated=d["treated"] if paired else None, method="two-way-cr2",
+        )  # fmt: skip
+        for cell in (0, 1, 2):
+            expected = min(_satterthwaite_reference(d, cell, paired), plain[cell].df)
+            assert got[cell].df == pytest.approx(expected, rel=1e-9)
+            assert got[cell].se == plain[cell].se  # the same variance, another reference
+            q = stats.t.ppf(0.975, got[cell].df)
+            assert got[cell].high == pytest.approx(got[cell].estimate + q * got[cell].se)
+
+
+def test_satterthwaite_df_of_the_controlled_design_is_about_14() -> None:
+    """25 x 25 people, each in 4 of 100 pairs, two trials per pair: under independent trials
+    the two-way variance is about as noisy as a chi-square on 14 df, not the 24 of
+    min(G) - 1 (which is why the plain CR2 test rejected a true null 6-7% of the time)."""
+    n = 25
+    cis = np.array([i for _ in range(4) for i in range(n)])
+    trans = np.array([(i + o) % n for o in (0, 5, 11, 17) for i in range(n)])
+    y = np.tile([1.0, -1.0], 100)
+    got = grouped_population_ci(
+        y, np.repeat(cis, 2), np.repeat(trans, 2), np.zeros(200),
+        method="two-way-cr2-satterthwaite",
+    )[0]  # fmt: skip
+    assert 13.0 < got.df < 15.0
 
 
 def test_cr2_shares_of_a_hand_sized_cell() -> None:
