@@ -39,12 +39,15 @@ test-local: local
 
 # The long torture runs (20,000 trials, 5% faults, 10 kill -9s; the paper-sized grid stopped
 # 12 times by SIGINT, SIGTERM and kill -9 in every phase; the population coverage test over
-# 1,000 rosters); `make test` runs the short ones.
+# 1,000 rosters; the population-method study over its whole grid, 144 cells x 1,000 rosters,
+# against its documented figures); `make test` runs the short ones.
 torture: $(STAMP)
 	IBIAS_TORTURE=1 $(BIN)/pytest -p no:cacheprovider -s -k long \
 		tests/reliability/test_torture.py tests/reliability/test_resume_full_size.py
 	IBIAS_TORTURE=1 IBIAS_COVERAGE_TABLE=1 $(BIN)/pytest -p no:cacheprovider -s \
 		tests/analysis/test_population_coverage.py
+	IBIAS_TORTURE=1 OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -p no:cacheprovider -s \
+		tests/analysis/test_population_study.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_runner
@@ -53,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_live
 	$(BIN)/python -m bench.bench_grid
 	$(BIN)/python -m bench.bench_limits openai-hidden --rpm 60 120 600 6000
+	$(BIN)/python -m bench.bench_population
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

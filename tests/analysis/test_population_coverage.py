@@ -24,18 +24,23 @@ gamma)) / 2], D ~ N(0, 2 sd^2): share 0.9 S(beta), gap 2 S(beta) - 1, effect 0.9
 S(beta - delta)), identity effect 0.9 (2 S(beta) - 1). The conditional value ("these people")
 is the same function of the roster's own trial probabilities.
 
-Population intervals (`grouped_pigeonhole_ci`) must cover the population value and their
-p-values must reject a true null at most at the stated rates; roster-conditional intervals (the
-pair bootstrap of `analysis.bootstrap`) must cover the conditional value. Planted scenario:
-beta = 0.5, delta = 0.5; null scenario: beta = delta = 0. `make test` runs 200 rosters per sd
-(thresholds 0.91 / 0.09, B = 400); `make torture` (IBIAS_TORTURE=1) runs 1,000 (0.93 / 0.07,
-B = 1,000).
+Population intervals (`grouped_population_ci` with the default method,
+`population.DEFAULT_METHOD`; bench/bench_population.py compares the methods over a grid of
+designs) must cover the population value and their p-values must reject a true null at most at
+the stated rates; roster-conditional intervals (the pair bootstrap of `analysis.bootstrap`)
+must cover the conditional value. Planted scenario:
+beta = 0.5, delta = 0.5; null scenario: beta = delta = 0. `make test` runs 500 rosters per sd
+(thresholds 0.91 / 0.09, B = 400; 500, not 200, because the default method is calibrated, not
+conservative: at a true 0.95 / 0.05 the bounds are 2.5-3 Monte Carlo SEs away with 500 rosters
+and under 2.5 with 200, too close for 16 checks); `make torture` (IBIAS_TORTURE=1) runs 1,000
+(0.93 / 0.07, B = 1,000; B is used by the pair bootstrap and a bootstrap population method).
 Set IBIAS_COVERAGE_TABLE=1 to print the table that bench/BENCHMARKS.md quotes.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,14 +50,14 @@ from ibias.analysis.bootstrap import (
     grouped_cluster_bootstrap_share_ci,
     grouped_paired_difference_ci,
 )
-from ibias.analysis.population import grouped_pigeonhole_ci
+from ibias.analysis.population import DEFAULT_METHOD, grouped_population_ci
 
 TORTURE = os.environ.get("IBIAS_TORTURE") == "1"
-R = 1000 if TORTURE else 200
+R = 1000 if TORTURE else 500
 B = 1000 if TORTURE else 400
 COVER, FALSE_POSITIVE = (0.93, 0.07) if TORTURE else (0.91, 0.09)
 # The pair bootstrap's own coverage of the conditional value is about 0.94 with 100 pairs (the
-# plug-in variance); over 200 rosters its Monte Carlo SE is 0.017, so `make test` holds it to
+# plug-in variance); over 500 rosters its Monte Carlo SE is 0.011, so `make test` holds it to
 # the population bound and `make torture` (1,000 rosters, SE 0.008) to 0.93.
 CONDITIONAL_COVER = 0.93 if TORTURE else 0.91
 N_PEOPLE = 25
@@ -82,7 +87,9 @@ def population_values(beta: float, delta: float, sd: float) -> dict[str, float]:
     }
 
 
-def simulate(rng: np.random.Generator, r: int, sd: float, beta: float, delta: float) -> dict:
+def simulate(
+    rng: np.random.Generator, r: int, sd: float, beta: float, delta: float
+) -> dict[str, Any]:
     """Trials of r rosters as flat arrays (roster, pair, cis / trans person, order, treated,
     original arm, chosen: 1 cis seat, -1 trans seat, 0 none) and the conditional values."""
     u_cis = rng.normal(0.0, sd, (r, N_PEOPLE))
@@ -113,7 +120,7 @@ def simulate(rng: np.random.Generator, r: int, sd: float, beta: float, delta: fl
     return trials
 
 
-def conditional_values(t: dict, r: int) -> dict[str, np.ndarray]:
+def conditional_values(t: dict[str, Any], r: int) -> dict[str, np.ndarray]:
     """The roster-conditional values from the trials' own probabilities (group means)."""
 
     def mean(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -133,7 +140,7 @@ def conditional_values(t: dict, r: int) -> dict[str, np.ndarray]:
     }
 
 
-def intervals(t: dict, rng: np.random.Generator) -> dict[str, tuple[np.ndarray, ...]]:
+def intervals(t: dict[str, Any], rng: np.random.Generator) -> dict[str, tuple[np.ndarray, ...]]:
     """Per statistic: (estimate, population low, high, p, conditional low, high), per roster."""
     chosen, base = t["chosen"], t["original"] & ~t["treated"]
     specs = {
@@ -147,9 +154,9 @@ def intervals(t: dict, rng: np.random.Generator) -> dict[str, tuple[np.ndarray, 
     for name, (mask, y, treat) in specs.items():
         groups, pair = t["roster"][mask], t["pair"][mask]
         tr = None if treat is None else treat[mask]
-        pop = grouped_pigeonhole_ci(
+        pop = grouped_population_ci(
             y[mask], t["cis"][mask], t["trans"][mask], groups, treated=tr, B=B, rng=rng,
-            null=NULLS[name],
+            null=NULLS[name], method=DEFAULT_METHOD,
         )  # fmt: skip
         if tr is None:
             cond = grouped_cluster_bootstrap_share_ci(y[mask], pair, groups, B=B, rng=rng)
@@ -173,13 +180,15 @@ NULLS = {"share": (1 - REFUSE) / 2, "gap": 0.0, "effect": 0.0, "swap": 0.0}
 
 
 def measure(sd: float, seed: int) -> dict[str, dict[str, float]]:
-    rng = np.random.default_rng(seed)
+    # The rosters from one stream, the intervals' resampling from another: the same rosters
+    # whatever B and the method.
+    data, resampling = (np.random.default_rng([seed, stream]) for stream in (0, 1))
     result: dict[str, dict[str, float]] = {}
-    planted = simulate(rng, R, sd, beta=0.5, delta=0.5)
+    planted = simulate(data, R, sd, beta=0.5, delta=0.5)
     truth = population_values(0.5, 0.5, sd)
-    found = intervals(planted, rng)
-    null = simulate(rng, R, sd, beta=0.0, delta=0.0)
-    null_found = intervals(null, rng)
+    null = simulate(data, R, sd, beta=0.0, delta=0.0)
+    found = intervals(planted, resampling)
+    null_found = intervals(null, resampling)
     for name, (_, low, high, _, c_low, c_high) in found.items():
         cond = planted["conditional"][name]
         p_null = null_found[name][3]
@@ -212,7 +221,7 @@ def test_coverage_for_both_targets(sd: float) -> None:
     if os.environ.get("IBIAS_COVERAGE_TABLE") == "1":
         for name, row in table.items():
             cells = ", ".join(f"{k}={v:.3f}" for k, v in row.items())
-            print(f"R={R} B={B} sd={sd} {name}: {cells}")
+            print(f"{DEFAULT_METHOD} R={R} B={B} sd={sd} {name}: {cells}")
     for name, row in table.items():
         assert row["population_coverage"] >= COVER, (name, row)
         assert row["false_positive"] <= FALSE_POSITIVE, (name, row)
