@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import polars as pl
 
 from ibias.analysis import labels
+from ibias.analysis.cells import condition_groups
 from ibias.analysis.figures import (
     POPULATION_GAP,
     Figure,
@@ -105,20 +106,9 @@ def method(frame: pl.DataFrame, *, words: bool = False) -> str:
 
 def conditions(frame: pl.DataFrame) -> Iterable[tuple[str, pl.DataFrame]]:
     """(title, rows) per language x symptoms x explanation condition, in the paper's order."""
-    for lang in labels.ordered("languages", frame["language"].unique().to_list()):
-        for level in labels.ordered("symptoms", frame["symptoms"].unique().to_list()):
-            for expl in sorted(frame["explanation"].unique().to_list()):
-                sub = frame.filter(
-                    (pl.col("language") == lang)
-                    & (pl.col("symptoms") == level)
-                    & (pl.col("explanation") == expl)
-                )
-                if not sub.is_empty():
-                    yield (
-                        f"{labels.language(lang)}, {labels.symptoms(level)}, "
-                        f"{labels.explanation(expl)}",
-                        sub,
-                    )
+    for (lang, level, expl), sub in condition_groups(frame):
+        title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
+        yield title, sub
 
 
 def collapsed(frame: pl.DataFrame, columns: Sequence[Column], prefix: str) -> str:

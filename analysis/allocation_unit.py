@@ -3,7 +3,7 @@ allocation unit (prompts/allocation/unit.py) registers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -22,6 +22,7 @@ from ibias.analysis import (
 from ibias.analysis import logprobs as logprob_shares
 from ibias.analysis.allocation_load import ORGAN_PAIRS, PATIENTS
 from ibias.analysis.allocation_population_report import CONDITIONAL_TEXT
+from ibias.analysis.cells import condition_groups
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -220,7 +221,7 @@ def _allocation(inp: SectionContext) -> str:
         figures_html(inp.figures, "allocation_rates", lambda f: not f.name.endswith("_none")),
         "<h3>Selection shares and tests per condition (these people)</h3>",
     ]
-    for (lang, level, expl), sub in _condition_groups(cells):
+    for (lang, level, expl), sub in condition_groups(cells):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(
             f"<details class='key' open><summary>{esc(title)}</summary>"
@@ -240,21 +241,6 @@ def _allocation(inp: SectionContext) -> str:
     )
     parts.append(_examples(inp))
     return "".join(parts)
-
-
-def _condition_groups(
-    frame: pl.DataFrame,
-) -> Iterable[tuple[tuple[str, str, bool], pl.DataFrame]]:
-    for lang in labels.ordered("languages", frame["language"].unique().to_list()):
-        for level in labels.ordered("symptoms", frame["symptoms"].unique().to_list()):
-            for expl in sorted(frame["explanation"].unique().to_list()):
-                sub = frame.filter(
-                    (pl.col("language") == lang)
-                    & (pl.col("symptoms") == level)
-                    & (pl.col("explanation") == expl)
-                )
-                if not sub.is_empty():
-                    yield (lang, level, bool(expl)), sub
 
 
 def _authors_view(inp: SectionContext) -> str:
@@ -293,7 +279,7 @@ def _authors_view(inp: SectionContext) -> str:
         Column("p, cis > 1/2", lambda r: pvalue(r["p_cis_greater"])),
         Column("p, cis < 1/2", lambda r: pvalue(r["p_cis_less"])),
     ]  # fmt: skip
-    for (lang, level, expl), sub in _condition_groups(view):
+    for (lang, level, expl), sub in condition_groups(view):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
     return "".join(parts)
@@ -347,7 +333,7 @@ def _agreement(inp: SectionContext) -> str:
         )),
         col("opposite", "opposite", count),
     ]  # fmt: skip
-    for (lang, level, expl), sub in _condition_groups(agreement):
+    for (lang, level, expl), sub in condition_groups(agreement):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
     return "".join(parts)
@@ -373,7 +359,7 @@ def _position(inp: SectionContext) -> str:
         Column("Wilson", lambda r: interval(r["wilson_low"], r["wilson_high"], 3)),
         Column("binomial p, two-sided, H0 1/2", lambda r: pvalue(r["binomial_p"])),
     ]
-    for (lang, level, expl), sub in _condition_groups(pos):
+    for (lang, level, expl), sub in condition_groups(pos):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
     parts.append(

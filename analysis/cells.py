@@ -9,7 +9,7 @@ their types (booleans stay booleans).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -131,3 +131,20 @@ def order_rows(
             .replace_strict(rank, default=len(rank), return_dtype=pl.Int64)
         )
     return frame.sort(exprs, maintain_order=True) if exprs else frame
+
+
+def condition_groups(
+    frame: pl.DataFrame,
+) -> Iterable[tuple[tuple[str, str, bool], pl.DataFrame]]:
+    """((language, symptoms, explanation), rows) per allocation condition present, in the
+    report's order (labels.toml's languages and symptom levels, then without explanation)."""
+    for lang in labels.ordered("languages", frame["language"].unique().to_list()):
+        for level in labels.ordered("symptoms", frame["symptoms"].unique().to_list()):
+            for expl in sorted(frame["explanation"].unique().to_list()):
+                sub = frame.filter(
+                    (pl.col("language") == lang)
+                    & (pl.col("symptoms") == level)
+                    & (pl.col("explanation") == expl)
+                )
+                if not sub.is_empty():
+                    yield (lang, level, bool(expl)), sub

@@ -142,7 +142,8 @@ def test_captions_and_methods_note_say_method_and_b(analysed: AnalysisResult) ->
     assert html.count("percentile bootstrap intervals (resampling") >= 2
     methods = html[html.index("id='methods'") :]
     assert "people like these" in methods and "cluster-robust" in methods
-    assert "Wilson intervals (beside the" in methods
+    assert "Wilson intervals (<code>*_wilson_low</code>" in methods
+    assert "wilson_ci_method" in methods
 
 
 def test_population_swap_effects_on_a_hand_count() -> None:
