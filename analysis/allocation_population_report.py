@@ -77,7 +77,7 @@ def people(r: Mapping[str, object]) -> str:
 
 
 PEOPLE = Column("people (cis / trans), pairs", people)
-DF = col("t df", "df", lambda v: num(v, 0))
+DF = col("t df", "df", lambda v: num(v, 1))
 
 
 def with_df(frame: pl.DataFrame, columns: Sequence[Column]) -> list[Column]:

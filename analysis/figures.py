@@ -522,6 +522,9 @@ POPULATION_PLOTTED = ("model_id", "language", "service", "explanation", "symptom
 """The columns of a population gap figure's data file (`<name>.data.csv`), read back from the
 figure's own matplotlib objects: the table's keys, the plotted point and the bar's two ends."""
 POPULATION_METHOD_TEXT: dict[str, str] = {
+    "two-way-cr2-satterthwaite": "a t interval from the two-way cluster-robust variance (cis "
+    "persons + trans persons − pairs; Cameron, Gelbach & Miller) with the CR2 small-sample "
+    "correction, on the Satterthwaite degrees of freedom of that variance (Bell & McCaffrey)",
     "two-way-cr2": "a t interval from the two-way cluster-robust variance (cis persons + trans "
     "persons − pairs; Cameron, Gelbach & Miller) with the CR2 small-sample correction",
     "two-way-cr1": "a t interval from the two-way cluster-robust variance (cis persons + trans "
@@ -547,7 +550,8 @@ def _df_text(frame: pl.DataFrame) -> str:
     df = frame["df"].cast(pl.Float64).drop_nulls().drop_nans()
     if df.is_empty():
         return ""
-    low, high = float(df.min()), float(df.max())  # type: ignore[arg-type]
+    # One decimal: Satterthwaite degrees of freedom are not whole numbers.
+    low, high = round(float(df.min()), 1), round(float(df.max()), 1)  # type: ignore[arg-type]
     span = f"{low:g}" if low == high else f"{low:g}–{high:g}"
     return f"t on {span} degrees of freedom"
 
