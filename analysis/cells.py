@@ -30,6 +30,14 @@ def number_cells(frame: pl.DataFrame, keys: Sequence[str]) -> tuple[pl.DataFrame
     return frame.join(cells, on=list(keys), how="left"), cells
 
 
+def combined_codes(a: NDArray[np.integer], b: NDArray[np.integer]) -> NDArray[np.int64]:
+    """Codes 0..m-1 of the distinct (a, b) of two non-negative integer code arrays, in the
+    sorted order of (a, b): a cluster nested in a cell (cell, person), or a person pair."""
+    key = a.astype(np.int64) * (int(b.max(initial=0)) + 1) + b
+    codes: NDArray[np.int64] = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return codes
+
+
 def cell_codes(frame: pl.DataFrame) -> NDArray[np.int64]:
     return frame[CELL].to_numpy().astype(np.int64)
 

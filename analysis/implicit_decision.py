@@ -86,6 +86,7 @@ from scipy.stats import rankdata
 
 from ibias.analysis import labels
 from ibias.analysis.allocation_load import PAIR_PEOPLE
+from ibias.analysis.cells import combined_codes
 from ibias.analysis.cross import CrossAnalysis, CrossContext
 from ibias.analysis.identity_swap import without_swapped
 from ibias.analysis.report import absent, col, count, esc, interval, num, pvalue, table
@@ -162,9 +163,9 @@ def disjoint_products(
     g = np.asarray(group, dtype=np.int64).reshape(-1)
     values = np.stack([np.asarray(v, dtype=np.float64).reshape(-1) for v in (d, c)])
     sums = np.stack([np.bincount(g, weights=v, minlength=groups) ** 2 for v in values])
-    by_cis = _combine(g, _own_where_unknown(cis))
-    by_trans = _combine(g, _own_where_unknown(trans))
-    for sign, key in ((-1.0, by_cis), (-1.0, by_trans), (1.0, _combine(by_cis, by_trans))):
+    by_cis = combined_codes(g, _own_where_unknown(cis))
+    by_trans = combined_codes(g, _own_where_unknown(trans))
+    for sign, key in ((-1.0, by_cis), (-1.0, by_trans), (1.0, combined_codes(by_cis, by_trans))):
         owner = np.zeros(int(key.max(initial=-1)) + 1, dtype=np.int64)
         owner[key] = g
         for i, v in enumerate(values):
@@ -180,13 +181,6 @@ def _own_where_unknown(codes: IntArray) -> IntArray:
     first = int(out.max(initial=-1)) + 1
     out[unknown] = first + np.arange(int(unknown.sum()), dtype=np.int64)
     return out
-
-
-def _combine(a: IntArray, b: IntArray) -> IntArray:
-    """Codes 0..m-1 of the distinct (a, b) of two non-negative integer code arrays."""
-    key = a * (int(b.max(initial=0)) + 1) + b
-    inverse: IntArray = np.unique(key, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    return inverse
 
 
 def cross_pair_square(

@@ -58,6 +58,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import stats as scipy_stats
 
 from ibias.analysis.bootstrap import _factorize
+from ibias.analysis.cells import combined_codes
 
 FloatArray = NDArray[np.float64]
 
@@ -288,22 +289,20 @@ def _scores(prep: _Prepared) -> tuple[FloatArray, FloatArray, FloatArray]:
 
 
 def _one_way(
-    cluster: NDArray[np.intp],
-    cell: NDArray[np.intp],
+    codes: NDArray[np.integer],
+    cell_of: NDArray[np.intp],
     score: FloatArray,
     share: FloatArray,
     n_keys: int,
     cr2: bool,
 ) -> tuple[FloatArray, NDArray[np.int64]]:
-    """Per cell the one-way cluster-robust variance of the statistic with clusters `cluster`
-    (codes per pair, nested in cells), and the number of clusters.
+    """Per cell the one-way cluster-robust variance of the statistic with clusters `codes`
+    (0..m-1 per pair, nested in cells; `cell_of` each cluster's cell), and the number of
+    clusters.
 
     CR2: each cluster's score in an arm divided by sqrt(1 - the cluster's share of the arm's
     trials) (the bias-reduced adjustment for a mean); CR1: the plain scores times G/(G-1)."""
-    codes = np.unique(cluster, return_inverse=True)[1].reshape(-1)
-    m = int(codes.max(initial=-1)) + 1
-    cell_of = np.zeros(m, dtype=np.intp)
-    cell_of[codes] = cell
+    m = cell_of.shape[0]
     per_arm = []
     for a in range(score.shape[1]):
         s = np.bincount(codes, weights=score[:, a], minlength=m)
@@ -325,18 +324,16 @@ def _sandwich(prep: _Prepared, null: float, level: float, method: str) -> dict[A
     """Every cell's two-way cluster-robust interval and t-test at once."""
     cr2 = method != "two-way-cr1"
     n_keys = len(prep.keys)
-    cell, cis, trans = prep.units[:, 0], prep.units[:, 1], prep.units[:, 2]
+    cl = _clusters(prep)
     estimate, score, share = _scores(prep)
-    n_cis_all = int(cis.max(initial=-1)) + 1
-    n_trans_all = int(trans.max(initial=-1)) + 1
-    v_cis, g_cis = _one_way(cell * n_cis_all + cis, cell, score, share, n_keys, cr2)
-    v_trans, g_trans = _one_way(cell * n_trans_all + trans, cell, score, share, n_keys, cr2)
-    v_pair, g_pair = _one_way(np.arange(cell.shape[0]), cell, score, share, n_keys, cr2)
+    v_cis, g_cis = _one_way(cl.cis, cl.cis_cell, score, share, n_keys, cr2)
+    v_trans, g_trans = _one_way(cl.trans, cl.trans_cell, score, share, n_keys, cr2)
+    v_pair, g_pair = _one_way(np.arange(cl.cell.shape[0]), cl.cell, score, share, n_keys, cr2)
     v = v_cis + v_trans - v_pair
     v = np.where(v > 0, v, np.maximum(v_cis, v_trans))
     df = (np.minimum(g_cis, g_trans) - 1).astype(np.float64)
     if method == SATTERTHWAITE:
-        df = np.fmin(df, _satterthwaite(prep))
+        df = np.fmin(df, _satterthwaite(prep, cl))
     return _t_results(prep, estimate, v, df, g_pair, g_cis, g_trans, null, level, method)
 
 
@@ -368,12 +365,10 @@ class _Arm:
 
 
 def _clusters(prep: _Prepared) -> _Clusters:
-    units = prep.units
-    cell = units[:, 0]
-    codes = []
-    for col in (1, 2):
-        combined = cell * (int(units[:, col].max(initial=-1)) + 1) + units[:, col]
-        codes.append(np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.intp))
+    """Each pair's cis-person and trans-person cluster (codes over all cells), and each
+    cluster's cell."""
+    cell = prep.units[:, 0]
+    codes = [combined_codes(cell, prep.units[:, col]) for col in (1, 2)]
     owner = []
     for code in codes:
         of = np.zeros(int(code.max(initial=-1)) + 1, dtype=np.intp)
@@ -403,7 +398,7 @@ _SIGN = {"pair": -1.0, "cis": 1.0, "trans": 1.0}
 """Each cluster level's sign in V = V_cis + V_trans - V_pair."""
 
 
-def _satterthwaite(prep: _Prepared) -> FloatArray:
+def _satterthwaite(prep: _Prepared, cl: _Clusters) -> FloatArray:
     """Per cell the Satterthwaite degrees of freedom of the two-way CR2 variance under its
     working model (independent trials of equal variance; Bell & McCaffrey 2002).
 
@@ -415,7 +410,6 @@ def _satterthwaite(prep: _Prepared) -> FloatArray:
     part (clusters that share a pair: a person with itself, with each of its pairs, and the two
     persons of a pair) plus a low-rank part (lam_r u_r u_r' per arm r, u = W' n, lam = -1/N),
     so every sum is a `bincount` over all cells at once."""
-    cl = _clusters(prep)
     arms = [_arm(cl, prep.cols[:, i]) for i in ((1, 3) if prep.paired else (1,))]
     ci, ti = cl.cis, cl.trans
     zero = np.zeros(cl.n_keys)
