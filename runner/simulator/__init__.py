@@ -13,7 +13,8 @@ Two sources of randomness keep those apart:
 * faults and latency come from one per-server request stream, so a retry can succeed.
 
 The protocols differ only where the providers do: how a request is read (and refused when
-malformed), and how answers, refusals, errors and rate-limit hints are worded (`Dialect`).
+malformed, or when the real API would refuse it: rules.py, so that a rehearsal fails where the
+real run would), and how answers, refusals, errors and rate-limit hints are worded (`Dialect`).
 Everything else is one simulator: a chat gets the same answer in every protocol, a model's
 limits, bursts and faults are the same whichever protocol reaches it, and the counts are shared.
 A profile's keys read the same in every protocol, worded as each provider words them (each
@@ -27,6 +28,8 @@ The modules, one job each:
   token counts), and the one place the units are asked (`unit_reply`, `unit_choice`);
 * `protocol`: what a protocol is (`Dialect`) and the request it reads (`Ask`);
 * `protocol_openai`, `protocol_anthropic`, `protocol_gemini`: one provider protocol each;
+* `rules`: what the real APIs refuse (by model family, written from the providers' documents,
+  never from the runner's rule table) and which models reason by default;
 * `faults`: per-model state, RPM/TPM buckets, 429 bursts, the fault and latency draws;
 * `logprobs`: OpenAI-style token logprobs, with the units' choice alternatives;
 * `drift`: the versioned model name and its drift (`drift_after`);

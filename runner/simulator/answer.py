@@ -171,15 +171,41 @@ class Reply(NamedTuple):
 
 
 def reply_to(d: Dialect, seed: int, ask: Ask, persona: Persona) -> Reply:
-    """`answer_for` the request, cut at its `max_tokens` (finish "length"), with the token
-    counts protocol `d` reports: what an online request and a batch line both send."""
+    """`answer_for` the request, with the token counts protocol `d` reports: what an online
+    request and a batch line both send.
+
+    Thinking comes first and counts against `max_tokens`, as every provider counts it (OpenAI's
+    `max_completion_tokens` bounds reasoning and answer together, Anthropic's `max_tokens`
+    holds the thinking budget, Gemini's `maxOutputTokens` the thoughts): the answer is cut
+    at what is left (finish "length"), to nothing if the thinking used it all."""
     content, finish = answer_for(seed, ask.model, ask.messages, persona)
     prompt_tokens = estimate_tokens(sum(len(m["content"]) for m in ask.messages))
     completion_tokens = estimate_tokens(len(content))
-    max_tokens = ask.max_tokens
-    if max_tokens is not None and completion_tokens > max_tokens:
-        content = content[: max_tokens * 4]
-        completion_tokens = max_tokens
-        finish = "length"
     thoughts = 0 if finish == "content_filter" else d.thoughts(ask, prompt_tokens)
+    max_tokens = ask.max_tokens
+    if max_tokens is not None:
+        thoughts = min(thoughts, max_tokens)
+        room = max_tokens - thoughts
+        if completion_tokens > room:
+            content = content[: room * 4]
+            completion_tokens = room
+            finish = "length"
     return Reply(content, finish, prompt_tokens, completion_tokens, thoughts, persona)
+
+
+def thought_tokens(thinking: int | None, prompt_tokens: int) -> int:
+    """Thinking tokens a simulated model reports for `Ask.thinking`: none unless thinking was
+    asked for (or is the model's default); then half the prompt plus 8, within a positive
+    budget."""
+    if thinking is None:
+        return 0
+    used = prompt_tokens // 2 + 8
+    return used if thinking < 0 else min(thinking, used)
+
+
+def thought_text(messages: tuple[Message, ...]) -> str:
+    """The summary of a simulated model's thinking (Anthropic's thinking block, Gemini's thought
+    parts): deterministic in the chat, and never part of the answer."""
+    asked = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    gist = " ".join(asked.split())[:80]
+    return f"Considering the request ({gist}) before answering."

@@ -28,8 +28,11 @@ JSON = "application/json"
 class Ask:
     """A completion request reduced to what the simulator answers from.
 
-    `thinking` is the thinking the request asked for (Gemini's `thinkingConfig`): None for
-    none, -1 for dynamic, else a token budget; it decides the thought tokens reported.
+    `thinking` is the thinking (reasoning) the request gets: None for none, -1 for as much as
+    the model likes (dynamic, adaptive, a reasoning model's default), else a token budget; it
+    decides the thought tokens reported (Gemini's `thinkingConfig`, Anthropic's `thinking`,
+    an OpenAI reasoning model: runner/simulator/rules.py). `show_thoughts`: the answer carries
+    the thinking's summary (Anthropic's `display`, Gemini's `includeThoughts`).
     """
 
     model: str
@@ -39,6 +42,7 @@ class Ask:
     logprobs: int | None = None
     """Token logprobs asked for (OpenAI's `logprobs: true`): the `top_logprobs` count, 0 when
     not given; None when not asked."""
+    show_thoughts: bool = False
 
 
 #: A request refused before it is served: status and body.

@@ -1,7 +1,10 @@
 """Anthropic's Messages protocol (POST /v1/messages) as the simulator speaks it.
 
 How a request is read (the service's field list, required `max_tokens` and
-`anthropic-version`, a top-level `system`) and how answers and errors are worded: the
+`anthropic-version`, a top-level `system`; refused where the real API refuses it: rules.py,
+e.g. thinking with a temperature other than 1, a budget not below `max_tokens`, sampling
+parameters from Claude Opus 4.7 on) and how answers and errors are worded: a `thinking` block
+before the text when thinking is on (its tokens inside `output_tokens`), the
 `invalid_request_error`, `authentication_error`, `billing_error`, `permission_error` and
 `not_found_error` of a profile's `fatal_status`, a 400 "credit balance is too low" for
 `insufficient_quota`, `anthropic-ratelimit-*` headers, the 503 fault as a 529
@@ -10,6 +13,7 @@ How a request is read (the service's field list, required `max_tokens` and
 
 from __future__ import annotations
 
+import base64
 import hmac
 import math
 import time
@@ -20,9 +24,14 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from ibias.prompts.base import Message
-from ibias.runner.providers.params import rule_for
+from ibias.prompts.base import Message, stable_hash
+from ibias.runner.simulator.answer import thought_text, thought_tokens
 from ibias.runner.simulator.protocol import Ask, Dialect, Refusal
+from ibias.runner.simulator.rules import (
+    ANTHROPIC_FIELDS,
+    anthropic_refusal,
+    anthropic_thinking,
+)
 
 if TYPE_CHECKING:
     from ibias.runner.simulator.answer import Reply
@@ -43,31 +52,6 @@ _ANTHROPIC_LOW_CREDIT = _anthropic_error(
     "invalid_request_error",
     "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
     "to upgrade or purchase credits.",
-)
-_ANTHROPIC_FIELDS = frozenset(
-    {
-        "model",
-        "messages",
-        "max_tokens",
-        "system",
-        "temperature",
-        "top_p",
-        "top_k",
-        "stop_sequences",
-        "stream",
-        "metadata",
-        "tools",
-        "tool_choice",
-        "thinking",
-        "service_tier",
-        # Optional fields the official SDK may send; accepted and ignored where they do not
-        # apply to a text chat, as the service does.
-        "output_config",
-        "cache_control",
-        "container",
-        "context_management",
-        "mcp_servers",
-    }
 )
 _ANTHROPIC_STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
 #: What a `stop_reason: refusal` answer explains (Anthropic adds `stop_details`).
@@ -95,7 +79,7 @@ def _anthropic_params(body: dict[str, Any]) -> tuple[str, int]:
     """The request's model and `max_tokens`, its other fields checked as the service checks
     them, in the service's order. Raises ValueError with the service's message."""
     for key in body:
-        if key not in _ANTHROPIC_FIELDS:
+        if key not in ANTHROPIC_FIELDS:
             raise ValueError(f"{key}: Extra inputs are not permitted")
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -112,11 +96,9 @@ def _anthropic_params(body: dict[str, Any]) -> tuple[str, int]:
         or not 0 <= temperature <= 1
     ):
         raise ValueError("temperature: range: 0..1")
-    if (
-        temperature is not None
-        and "temperature" in rule_for(None, model, provider="anthropic").rejects
-    ):
-        raise ValueError("`temperature` is deprecated for this model.")
+    refused = anthropic_refusal(model, body, max_tokens)  # what the real API refuses
+    if refused is not None:
+        raise ValueError(refused)
     if body.get("stream"):
         raise ValueError("stream: the simulator does not stream")
     return model, max_tokens
@@ -144,6 +126,12 @@ def _anthropic_messages(body: dict[str, Any]) -> tuple[Message, ...]:
             {"role": role, "content": _anthropic_text(m.get("content"), f"messages.{i}")}
         )
     return tuple(messages)
+
+
+def _signature(ask: Ask) -> str:
+    """A thinking block's opaque `signature`: deterministic in the model and the chat."""
+    digest = stable_hash(["anthropic-signature", ask.model, list(ask.messages)])
+    return base64.b64encode(bytes.fromhex(digest)).decode()
 
 
 def _rfc3339(epoch: float) -> str:
@@ -179,7 +167,8 @@ class AnthropicProtocol(Dialect):
             messages = _anthropic_messages(body)
         except ValueError as exc:
             return _bad(str(exc))
-        return Ask(model, messages, max_tokens)
+        thinking, shown = anthropic_thinking(model, body)
+        return Ask(model, messages, max_tokens, thinking, show_thoughts=shown)
 
     def fatal(self, status: int, model: str) -> Refusal:
         if status == 401:
@@ -245,6 +234,10 @@ class AnthropicProtocol(Dialect):
     def server_error(self) -> bytes:
         return _anthropic_error("api_error", "Internal server error")
 
+    def thoughts(self, ask: Ask, prompt_tokens: int) -> int:
+        """Thinking tokens when thinking is on (rules.py `anthropic_thinking`)."""
+        return thought_tokens(ask.thinking, prompt_tokens)
+
     def success(
         self,
         sim: Simulator,
@@ -255,19 +248,33 @@ class AnthropicProtocol(Dialect):
         headers: dict[str, str],
     ) -> bytes:
         content, finish = reply.content, reply.finish
+        blocks: list[dict[str, Any]] = []
+        if ask.thinking is not None and finish != "content_filter":
+            # The thinking block comes before the text and its tokens are inside
+            # `output_tokens` (docs.claude.com/en/docs/build-with-claude/extended-thinking);
+            # an omitted display leaves its text empty, its signature is always there.
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": thought_text(ask.messages) if ask.show_thoughts else "",
+                    "signature": _signature(ask),
+                }
+            )
+        if content:
+            blocks.append({"type": "text", "text": content})
         body: dict[str, Any] = {
             "id": f"msg_{sim.response_id()}",
             "type": "message",
             "role": "assistant",
             "model": state.reported,
-            "content": [{"type": "text", "text": content}] if content else [],
+            "content": blocks,
             "stop_reason": _ANTHROPIC_STOP.get(finish, finish),
             "stop_sequence": None,
             "usage": {
                 "input_tokens": reply.prompt_tokens,
                 "cache_creation_input_tokens": 0,
                 "cache_read_input_tokens": 0,
-                "output_tokens": reply.completion_tokens,
+                "output_tokens": reply.completion_tokens + reply.thoughts,
             },
         }
         if finish == "content_filter":

@@ -7,8 +7,10 @@ a 400 API_KEY_INVALID for a bad key, FAILED_PRECONDITION (billing), PERMISSION_D
 NOT_FOUND for a profile's `fatal_status`; a 429 naming a used-up `PerDay` quota for
 `insufficient_quota`; no rate-limit headers, but RESOURCE_EXHAUSTED naming the per-minute
 quota with a `RetryInfo`; the 503 fault as UNAVAILABLE; a `content_filter` answer as a blocked
-candidate or a blocked prompt (`gemini_block`); thought tokens when thinking is asked for
-(`gemini_thoughts`).
+candidate or a blocked prompt (`gemini_block`); thought tokens when thinking is asked for or
+is the model's default (`gemini_thoughts`), and thought-summary parts (`"thought": true`) before
+the answer when `includeThoughts` asks for them. Refused where the real API refuses a request
+(rules.py: unknown fields, `temperature` outside 0 to 2, thinking a model cannot do).
 """
 
 from __future__ import annotations
@@ -22,8 +24,14 @@ import orjson
 from aiohttp import web
 
 from ibias.prompts.base import Message, stable_hash
-from ibias.runner.simulator.answer import normalize_messages
+from ibias.runner.simulator.answer import normalize_messages, thought_text, thought_tokens
 from ibias.runner.simulator.protocol import Ask, Dialect, Refusal
+from ibias.runner.simulator.rules import (
+    GEMINI_FIELDS,
+    GEMINI_GENERATION_FIELDS,
+    gemini_refusal,
+    gemini_thinks_by_default,
+)
 
 if TYPE_CHECKING:
     from ibias.runner.simulator.answer import Reply
@@ -57,32 +65,6 @@ _GEMINI_BAD_KEY = _google_error(
         "domain": "googleapis.com",
         "metadata": {"service": "generativelanguage.googleapis.com"},
     },
-)
-_GEMINI_FIELDS = frozenset(
-    {
-        "contents",
-        "systemInstruction",
-        "generationConfig",
-        "safetySettings",
-        "tools",
-        "toolConfig",
-        "cachedContent",
-    }
-)
-_GEMINI_GENERATION_FIELDS = frozenset(
-    {
-        "temperature",
-        "maxOutputTokens",
-        "seed",
-        "thinkingConfig",
-        "topP",
-        "topK",
-        "candidateCount",
-        "stopSequences",
-        "responseMimeType",
-        "presencePenalty",
-        "frequencyPenalty",
-    }
 )
 _GEMINI_THRESHOLDS = frozenset(
     {
@@ -120,12 +102,9 @@ def gemini_block(seed: int, model: str, messages: Sequence[Mapping[str, str]]) -
 
 
 def gemini_thoughts(thinking: int | None, prompt_tokens: int) -> int:
-    """Thought tokens Gemini mode reports: none unless thinking was asked for; then half the
-    prompt plus 8, within a positive budget."""
-    if thinking is None:
-        return 0
-    used = prompt_tokens // 2 + 8
-    return used if thinking < 0 else min(thinking, used)
+    """Thought tokens Gemini mode reports: none unless thinking was asked for (or is the
+    model's default); then half the prompt plus 8, within a positive budget."""
+    return thought_tokens(thinking, prompt_tokens)
 
 
 def _gemini_parts(content: Any, where: str) -> str:
@@ -161,12 +140,13 @@ def _bad(message: str) -> Refusal:
     return 400, _google_error(400, "INVALID_ARGUMENT", message)
 
 
-def _gemini_generation(body: dict[str, Any]) -> tuple[int | None, int | None]:
-    """The request's `maxOutputTokens` and thinking (see `Ask.thinking`), its top-level and
-    generation fields checked as the service checks them, in its order. Raises ValueError
-    with the service's message."""
+def _gemini_generation(model: str, body: dict[str, Any]) -> tuple[int | None, int | None, bool]:
+    """The request's `maxOutputTokens`, thinking (see `Ask.thinking`) and whether thought
+    summaries are asked for (`includeThoughts`), its top-level and generation fields checked
+    as the service checks them, in its order (rules.py). Raises ValueError with the service's
+    message."""
     for key in body:
-        if key not in _GEMINI_FIELDS:
+        if key not in GEMINI_FIELDS:
             raise ValueError(
                 f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.'
             )
@@ -174,7 +154,7 @@ def _gemini_generation(body: dict[str, Any]) -> tuple[int | None, int | None]:
     if not isinstance(config, dict):
         raise ValueError("generationConfig: expected an object")
     for key in config:
-        if key not in _GEMINI_GENERATION_FIELDS:
+        if key not in GEMINI_GENERATION_FIELDS:
             raise ValueError(
                 f'Invalid JSON payload received. Unknown name "{key}" at '
                 "'generation_config': Cannot find field."
@@ -184,14 +164,21 @@ def _gemini_generation(body: dict[str, Any]) -> tuple[int | None, int | None]:
         not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
     ):
         raise ValueError("generation_config.max_output_tokens: must be a positive integer")
-    return max_tokens, _gemini_thinking(config.get("thinkingConfig"))
+    refused = gemini_refusal(model, config)  # what the real API refuses
+    if refused is not None:
+        raise ValueError(refused)
+    think = config.get("thinkingConfig")
+    thinking = _gemini_thinking(think, gemini_thinks_by_default(model))
+    shown = isinstance(think, dict) and think.get("includeThoughts") is True
+    return max_tokens, thinking, shown and thinking is not None
 
 
-def _gemini_thinking(think: Any) -> int | None:
+def _gemini_thinking(think: Any, by_default: bool) -> int | None:
     """A `thinkingConfig` read as `Ask.thinking`: None (no thinking), -1 (dynamic, or a
-    `thinkingLevel`) or a token budget. Raises ValueError with the service's message."""
+    `thinkingLevel`, or a model that thinks by default when the request does not say) or a
+    token budget. Raises ValueError with the service's message."""
     if think is None:
-        return None
+        return -1 if by_default else None
     if not isinstance(think, dict) or set(think) - {
         "thinkingBudget",
         "thinkingLevel",
@@ -207,7 +194,7 @@ def _gemini_thinking(think: Any) -> int | None:
         return budget or None
     if "thinkingLevel" in think:
         return -1
-    return None
+    return -1 if by_default else None
 
 
 def _gemini_safety(body: dict[str, Any]) -> None:
@@ -269,12 +256,12 @@ class GeminiProtocol(Dialect):
         # the docs' curl examples may send) or its JSON name (camelCase): read both.
         body = _camel_keys(body)
         try:
-            max_tokens, thinking = _gemini_generation(body)
+            max_tokens, thinking, shown = _gemini_generation(model, body)
             _gemini_safety(body)
             messages = _gemini_messages(body)
         except ValueError as exc:
             return _bad(str(exc))
-        return Ask(model, messages, max_tokens, thinking)
+        return Ask(model, messages, max_tokens, thinking, show_thoughts=shown)
 
     def fatal(self, status: int, model: str) -> Refusal:
         if status == 401:  # Gemini says "bad key" with a 400 and a reason
@@ -412,9 +399,15 @@ class GeminiProtocol(Dialect):
                     {"finishReason": reason, "index": 0, "safetyRatings": ratings}
                 ]
         else:
+            parts: list[dict[str, Any]] = []
+            if ask.show_thoughts and thoughts:
+                # Thought summaries come first, marked `thought: true`, when `includeThoughts`
+                # asks for them (ai.google.dev/gemini-api/docs/thinking#summaries).
+                parts.append({"text": thought_text(ask.messages), "thought": True})
+            parts.append({"text": content})
             body["candidates"] = [
                 {
-                    "content": {"parts": [{"text": content}], "role": "model"},
+                    "content": {"parts": parts, "role": "model"},
                     "finishReason": _GEMINI_FINISH.get(finish, finish.upper()),
                     "index": 0,
                 }

@@ -1,9 +1,12 @@
 """OpenAI's chat-completions protocol (POST /v1/chat/completions) as the simulator speaks it.
 
-How a request is read and refused when malformed, and how answers, errors and rate-limit hints
-are worded: OpenAI's error codes for a profile's `fatal_status`, a 429 `insufficient_quota`,
-`x-ratelimit-*` and `retry-after(-ms)` headers, the 503 fault as OpenAI's overloaded answer,
-token logprobs on request (logprobs.py) and the `system_fingerprint`.
+How a request is read and refused when malformed or when the real API refuses it (unknown
+fields, a reasoning model's `max_tokens`, `temperature` or logprobs: rules.py), and how answers,
+errors and rate-limit hints are worded: OpenAI's error codes for a profile's `fatal_status`, a
+429 `insufficient_quota`, `x-ratelimit-*` and `retry-after(-ms)` headers, the 503 fault as
+OpenAI's overloaded answer, token logprobs on request with `top_logprobs` alternatives
+(logprobs.py), a reasoning model's `completion_tokens_details.reasoning_tokens` and the
+`system_fingerprint`.
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ from __future__ import annotations
 import hmac
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from ibias.runner.simulator.answer import normalize_messages
+from ibias.runner.simulator.answer import normalize_messages, thought_tokens
 from ibias.runner.simulator.logprobs import token_logprobs
 from ibias.runner.simulator.protocol import Ask, Dialect, Refusal
+from ibias.runner.simulator.rules import openai_refusal, openai_thinking
 
 if TYPE_CHECKING:
     from ibias.runner.simulator.answer import Reply
@@ -91,9 +95,11 @@ def _fatal_body(status: int, model: str) -> bytes:
     return _error("Invalid request.", "invalid_request_error", None)
 
 
-def openai_bad_request(message: str, param: str | None = None) -> Refusal:
-    """OpenAI's 400 `invalid_request_error` naming the parameter at fault."""
-    return 400, _error(message, "invalid_request_error", None, param)
+def openai_bad_request(
+    message: str, param: str | None = None, code: str | None = None, status: int = 400
+) -> Refusal:
+    """OpenAI's `invalid_request_error` (a 400 unless said) naming the parameter at fault."""
+    return status, _error(message, "invalid_request_error", code, param)
 
 
 def _limit_headers(state: ModelState, headers: dict[str, str]) -> None:
@@ -128,6 +134,9 @@ class OpenAIProtocol(Dialect):
         model = body.get("model")
         if not isinstance(model, str) or not model:
             return openai_bad_request("you must provide a model parameter", "model")
+        refused = openai_refusal(model, body)  # what the real API refuses (rules.py)
+        if refused is not None:
+            return openai_bad_request(refused.message, refused.param, refused.code, refused.status)
         raw_messages = body.get("messages")
         if not isinstance(raw_messages, list) or not raw_messages:
             return openai_bad_request("'messages' must be a non-empty array", "messages")
@@ -156,7 +165,7 @@ class OpenAIProtocol(Dialect):
                     "logprobs must be set to true when top_logprobs is set", "top_logprobs"
                 )
         asked = (top or 0) if logprobs else None
-        return Ask(model, messages, max_tokens, logprobs=asked)
+        return Ask(model, messages, max_tokens, openai_thinking(model, body), logprobs=asked)
 
     def fatal(self, status: int, model: str) -> Refusal:
         return status, _fatal_body(status, model)
@@ -208,6 +217,10 @@ class OpenAIProtocol(Dialect):
     def server_error(self) -> bytes:
         return _BODY_500
 
+    def thoughts(self, ask: Ask, prompt_tokens: int) -> int:
+        """A reasoning model's reasoning tokens (rules.py `openai_thinking`)."""
+        return thought_tokens(ask.thinking, prompt_tokens)
+
     def success(
         self,
         sim: Simulator,
@@ -218,7 +231,23 @@ class OpenAIProtocol(Dialect):
         headers: dict[str, str],
     ) -> bytes:
         content = reply.content
-        prompt_tokens, completion_tokens = reply.prompt_tokens, reply.completion_tokens
+        prompt_tokens = reply.prompt_tokens
+        # OpenAI counts the reasoning inside `completion_tokens` and tells it apart in
+        # `completion_tokens_details` (platform.openai.com/docs/guides/reasoning).
+        completion_tokens = reply.completion_tokens + reply.thoughts
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+        if ask.thinking is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
+            usage["completion_tokens_details"] = {
+                "reasoning_tokens": reply.thoughts,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            }
         payload = orjson.dumps(
             {
                 "id": f"chatcmpl-{sim.response_id()}",
@@ -245,11 +274,7 @@ class OpenAIProtocol(Dialect):
                         "finish_reason": reply.finish,
                     }
                 ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": completion_tokens,
-                    "total_tokens": prompt_tokens + completion_tokens,
-                },
+                "usage": usage,
                 "system_fingerprint": state.fingerprint,
             }
         )

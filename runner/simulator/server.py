@@ -47,6 +47,11 @@ from ibias.runner.simulator.stats import SimStats
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 #: The protocols served, by name (the route of each is in `Simulator.start`).
+#: Connections the listening socket queues before they are accepted. aiohttp's default, 128,
+#: is below what one run opens at once (7 models x 64 connections in the demo grid): when the
+#: loop is busy the kernel drops the overflow's handshakes, the client believes it is connected
+#: and sends its request, and waits out its whole timeout for an answer that cannot come.
+BACKLOG = 4096
 PROTOCOLS: Mapping[str, Dialect] = MappingProxyType(
     {"openai": OPENAI, "anthropic": ANTHROPIC, "gemini": GEMINI}
 )
@@ -109,7 +114,7 @@ class Simulator:
         self.gemini_batches.install(app)  # Gemini's (batch_gemini.py)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.25)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, backlog=BACKLOG)
         try:
             await site.start()
         except BaseException:
