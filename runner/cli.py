@@ -126,9 +126,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line, and the traceback only on request
         if os.environ.get("IBIAS_DEBUG"):
             raise
+        from ibias.runner.console import literal
+
         print(
-            f"internal error: {type(exc).__name__}: {_without_secrets(str(exc))} "
-            "(set IBIAS_DEBUG=1 for a traceback)",
+            literal(
+                f"internal error: {type(exc).__name__}: {_without_secrets(str(exc))} ", layout=False
+            )
+            + "(set IBIAS_DEBUG=1 for a traceback)",
             file=sys.stderr,
         )
         return EXIT_FAILED

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ibias.runner.config import Config, ModelConfig
+from ibias.runner.console import literal, terminal, text
 from ibias.runner.providers.base import Limits, ProviderContext, ProviderError, Sampling
 from ibias.runner.providers.registry import ProviderFactory, create_provider
 from ibias.runner.providers.simulator import LoopbackSimulator
@@ -151,12 +152,16 @@ def render_checks(checks: Sequence[ModelCheck], console: Console | None = None) 
 
     At any width no id is cut or wrapped: each id column is as wide as the longest id. Only
     the free text (a message, a model name) folds, inside its own column, so its second line
-    starts under that column, never where an id would, and cannot read as another model."""
+    starts under that column, never where an id would, and cannot read as another model.
+
+    Every id, name and message is `Text` with control characters escaped (runner/console.py):
+    a provider's error text or a model name with `[...]` in it prints as it is, on any console;
+    only the result's colour is ibias's own style."""
     from rich import box
-    from rich.console import Console
+    from rich.cells import cell_len
     from rich.table import Table
 
-    widest = max((len(c.model_id) for c in checks), default=5)
+    widest = max((cell_len(literal(c.model_id, layout=False)) for c in checks), default=5)
     table = Table(title="models", box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("model", no_wrap=True, min_width=widest)
     table.add_column("result", overflow="fold")
@@ -167,17 +172,19 @@ def render_checks(checks: Sequence[ModelCheck], console: Console | None = None) 
     names.add_column(overflow="fold")
     for c in checks:
         table.add_row(
-            c.model_id,
-            ("[green]" if c.ok else "[red]") + c.message.replace("[", "\\["),
+            text(c.model_id, layout=False),
+            text(c.message, "green" if c.ok else "red", layout=False),
             "-" if c.rpm is None else f"{c.rpm:,}",
             "-" if c.tpm is None else f"{c.tpm:,}",
             "-" if c.latency_ms is None else f"{c.latency_ms:.0f}",
         )
         reported = f", reported as {c.reported_model}" if c.reported_model else ""
-        names.add_row(c.model_id, f"{c.provider} {c.model}{reported}")
-    console = console or Console()
+        names.add_row(
+            text(c.model_id, layout=False), text(f"{c.provider} {c.model}{reported}", layout=False)
+        )
+    console = console or terminal()
     console.print(table)
-    console.print(names, markup=False, highlight=False)
+    console.print(names)
     failed = sum(not c.ok for c in checks)
     console.print(f"{len(checks) - failed} of {len(checks)} models usable" +
                   (f"; {failed} failed" if failed else ""))  # fmt: skip

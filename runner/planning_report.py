@@ -39,12 +39,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ibias.prompts.registry import DEFAULT_DESIGN, kinds
 from ibias.runner.config import Config, ModelConfig
+from ibias.runner.console import literal, terminal, text
 from ibias.runner.plan import build_experiments, plan_hash, plan_inputs, store_files, trials_for
 from ibias.store.reader import open_reader
 
 if TYPE_CHECKING:
     import duckdb
     import polars as pl
+    from rich.console import Console
     from rich.table import Table
 
     from ibias.store.plans import StoredPlan
@@ -180,8 +182,9 @@ def plan_json(config: Config, store: Path, *, batch: bool = False) -> dict[str, 
     the two cannot drift apart (the store's absolute path, the counts, each model's mode)."""
     from ibias.runner.batch.plan import with_modes
     from ibias.runner.config import absolute_path
+    from ibias.store.lock import shown_path
 
-    report = {"store": str(absolute_path(store)), **plan_report(config, store)}
+    report = {"store": shown_path(absolute_path(store)), **plan_report(config, store)}
     return with_modes(config, report, forced=batch)
 
 
@@ -383,25 +386,32 @@ def time_sentence(m: dict[str, Any]) -> str:
     return f"{duration(m['min_seconds'])} ({m[which]:,} {which})"
 
 
-def render_plan(report: dict[str, Any]) -> None:
+def render_plan(report: dict[str, Any], console: Console | None = None) -> None:
     """Print the plan report for a terminal: trials by cell, then per model what is left and
-    its bounds, then the totals and the sentences that explain them."""
-    from rich.console import Console
+    its bounds, then the totals and the sentences that explain them. Ids, names and lines are
+    printed as they are (runner/console.py): as `Text`, never markup, control characters
+    escaped, ids on one line."""
+    from rich.cells import cell_len
 
-    console = Console()
+    console = console or terminal()
     # Names are never cut (two Gemini models must stay apart): the model column is as wide as
     # its longest id, and other text folds onto a second line when the terminal is narrow.
-    widest = max((len(m["model_id"]) for m in report["models"]), default=5)
+    widest = max((cell_len(_id(m["model_id"])) for m in report["models"]), default=5)
     console.print(_cells_table(report, widest))
     console.print(_models_table(report, widest, console.width))
     console.print(
         f"total {report['total']:,}, done {report['done']:,}, remaining {report['remaining']:,}; "
         f"estimated cost at most ${report['estimated_cost_usd']:,.2f}"
     )
-    console.print(typical_sentence(report))
-    console.print(_total_time(report))
+    console.print(text(typical_sentence(report), layout=False))
+    console.print(text(_total_time(report), layout=False))
     for line in report.get("batch_lines", ()):  # runner/batch/plan.py
-        console.print(line)
+        console.print(text(line, layout=False))
+
+
+def _id(model_id: str) -> str:
+    """A model id as its column shows it: one line, control characters escaped."""
+    return literal(model_id, layout=False)
 
 
 def _cells_table(report: dict[str, Any], widest: int) -> Table:
@@ -419,10 +429,10 @@ def _cells_table(report: dict[str, Any], widest: int) -> Table:
         )
     for c in report["by"]:
         table.add_row(
-            c["experiment"],
-            c["design"] or "-",
-            c["model_id"],
-            c["language"] or "-",
+            text(c["experiment"], layout=False),
+            text(c["design"] or "-", layout=False),
+            text(_id(c["model_id"])),
+            text(c["language"] or "-", layout=False),
             f"{c['trials']:,}",
             f"{c['done']:,}",
         )
@@ -434,11 +444,12 @@ def _models_table(report: dict[str, Any], widest: int, width: int) -> Table:
     folded number or time reads wrongly); on a terminal narrower than `width` needs, the
     tokens column (in --json, and the bound's basis) gives way first, then the count left."""
     from rich import box
+    from rich.cells import cell_len
     from rich.table import Table
 
     cells = [
         {
-            "model": m["model_id"],
+            "model": _id(m["model_id"]),
             "left": f"{m['remaining']:,}",
             "tokens": f"{m['estimated_tokens']:,}",
             "cost $": f"{m['estimated_cost_usd']:,.2f}",
@@ -450,7 +461,7 @@ def _models_table(report: dict[str, Any], widest: int, width: int) -> Table:
     ]
     columns = ["model", "left", "tokens", "cost $", "typical $", "time"]
     for droppable in ("tokens", "left"):
-        need = sum(max(len(col), *(len(c[col]) for c in cells)) for col in columns)
+        need = sum(max(len(col), *(cell_len(c[col]) for c in cells)) for col in columns)
         if need + 3 * (len(columns) - 1) <= width:
             break
         columns.remove(droppable)
@@ -468,7 +479,7 @@ def _models_table(report: dict[str, Any], widest: int, width: int) -> Table:
             min_width=widest if col == "model" else None,
         )
     for c in cells:
-        models.add_row(*(c[col] for col in columns))
+        models.add_row(*(text(c[col]) for col in columns))
     return models
 
 

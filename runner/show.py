@@ -13,7 +13,6 @@ command opens it in the SQL sandbox (store/sandbox.py), since `--where` is the u
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -318,15 +317,26 @@ def _compact(value: Any) -> str:
 
 
 def _block(text: str | None, indent: str = "    ") -> str:
+    """`text` indented, line by line. Lines are split at newlines only (`str.splitlines` and
+    `textwrap.indent` also split at CR, FF, U+2028 and others, and would add indentation that
+    is not in the text): the other characters are left for `literal` to show."""
     if text is None:
         return f"{indent}(none)"
     if text == "":
         return f"{indent}(empty)"
-    return textwrap.indent(text, indent, lambda line: True)
+    return "\n".join(indent + line for line in text.split("\n"))
 
 
 def render_text(t: TrialView) -> str:
-    """The trial as plain text: no markup, so brackets and quotes in prompts print as sent."""
+    """The trial as plain text: no markup, so brackets and quotes in prompts print as sent,
+    and control characters escaped (runner/console.py), so a reply holding an escape sequence
+    shows it rather than colouring or clearing the terminal."""
+    from ibias.runner.console import literal
+
+    return literal(_text(t))
+
+
+def _text(t: TrialView) -> str:
     lines = [f"trial {t.trial_key}"]
     design = f" ({t.design} design)" if t.design else ""
     lines.append(

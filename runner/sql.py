@@ -31,9 +31,9 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import duckdb
 import orjson
-from rich.console import Console
 from rich.table import Table
 
+from ibias.runner.console import terminal, text
 from ibias.runner.status import status_path
 from ibias.store.db import StoreError, _first_line
 from ibias.store.reader import StoreReader, open_reader
@@ -42,6 +42,7 @@ from ibias.store.sandbox import read_statement
 if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
+    from rich.console import Console
 
 #: `--output` formats, by the file's extension.
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
@@ -202,13 +203,18 @@ def _number(text: str) -> Any:
     return orjson.Fragment(text) if re.fullmatch(r"-?\d+", text) else text
 
 
-def _print_table(names: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+def _print_table(
+    names: Sequence[str], rows: Iterable[Sequence[Any]], console: Console | None = None
+) -> None:
+    """The rows as a rich table, every name and value shown as stored (runner/console.py: a
+    value like `[/x]` or `[red]a[/red]` is text, never markup, and control characters are
+    escaped); NULL for a missing value."""
     table = Table(show_lines=False)
     for name in names:
-        table.add_column(name)
+        table.add_column(text(name))
     for row in rows:
-        table.add_row(*("NULL" if v is None else str(v) for v in row))
-    Console().print(table)
+        table.add_row(*(text("NULL" if v is None else v) for v in row))
+    (console or terminal()).print(table)
 
 
 def query_frame(store: Path, statement: duckdb.Statement, fmt: str = "csv") -> pl.DataFrame:

@@ -67,17 +67,21 @@ def _age(seconds: int) -> str:
 
 
 def batch_lines(batches: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line a batch, for the status table's reader."""
+    """One line a batch, for the status table's reader: the batch id, model and state as the
+    store holds them, control characters escaped so each stays one line (runner/console.py)."""
+    from ibias.runner.console import literal
+
     lines = []
     for b in batches:
         counts = ""
         if b["completed"] is not None:
             counts = f", {b['completed']:,} done, {b['failed'] or 0:,} failed"
-        lines.append(
+        line = (
             f"batch {b['batch_id'] or '(not submitted)'} ({b['provider']}, model "
             f"{b['model_id']}): {b['state']}, {b['requests']:,} requests{counts}, "
             f"{_age(b['age_s'])} old"
         )
+        lines.append(literal(line, layout=False))
     return lines
 
 

@@ -22,8 +22,12 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    """Say what is wrong in one line on stderr; the exit code to return."""
-    print(f"error: {message}", file=sys.stderr)
+    """Say what is wrong in one line on stderr; the exit code to return. Control characters
+    in it (a path or an id can hold any) are escaped, so it stays one line and sets nothing
+    on the terminal (runner/console.py)."""
+    from ibias.runner.console import literal
+
+    print(literal(f"error: {message}", layout=False), file=sys.stderr)
     return code
 
 

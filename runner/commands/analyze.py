@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from ibias.runner.commands import EXIT_OK
-from ibias.runner.commands.options import add_store, bounded_int
+from ibias.runner.commands.options import add_store, bounded_int, path_text
 from ibias.runner.commands.stores import store_of
+from ibias.runner.console import literal
 
 #: `analyze --population-method`: `ibias.analysis.population.METHODS`, the default first (kept
 #: here as names so that `--help` does not import the analysis).
@@ -26,7 +27,11 @@ MAX_BOOTSTRAP = 100_000
 def add_arguments(analyze: argparse.ArgumentParser) -> None:
     add_store(analyze)
     analyze.add_argument(
-        "--out", default="out/analysis", metavar="DIR", help="output folder (default: out/analysis)"
+        "--out",
+        type=path_text,
+        default="out/analysis",
+        metavar="DIR",
+        help="output folder (default: out/analysis)",
     )
     analyze.add_argument(
         "--bootstrap",
@@ -73,7 +78,7 @@ def handle(args: argparse.Namespace) -> int:
         population=not args.no_population,
         population_method=args.population_method,
     )
-    print(f"report: {report}")
+    print(literal(f"report: {report}"))
     return EXIT_OK
 
 

@@ -25,11 +25,16 @@ def handle(args: argparse.Namespace) -> int:
 
     from ibias.runner.batch.status import cancel_batches
     from ibias.runner.config import load_config
+    from ibias.runner.console import literal
 
     config = load_config(args.config)
     store = config.store_path(args.store)
     cancelled = anyio.run(
-        cancel_batches, config, store, os.environ, lambda line: print(line, file=sys.stderr)
+        cancel_batches,
+        config,
+        store,
+        os.environ,
+        lambda line: print(literal(line, layout=False), file=sys.stderr),
     )
     print(f"{len(cancelled)} batches cancelled", file=sys.stderr)
     return EXIT_OK

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ibias.runner.commands import EXIT_FAILED, EXIT_OK
 from ibias.runner.commands.analyze import analyze_store
+from ibias.runner.commands.options import path_text
+from ibias.runner.console import literal
 
 DEMO_CONFIG = Path(str(resources.files("ibias") / "configs" / "demo.toml"))
 
@@ -17,6 +19,7 @@ DEMO_CONFIG = Path(str(resources.files("ibias") / "configs" / "demo.toml"))
 def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument(
         "--out",
+        type=path_text,
         default="out/demo",
         metavar="DIR",
         help="store and report folder (default: out/demo)",
@@ -35,12 +38,12 @@ def handle(args: argparse.Namespace) -> int:
     store = out / "demo.duckdb"
     result = with_stop_signals(lambda stop: execute(config, RunOptions(store=store), stop=stop))
     for line in result.lines:
-        print(line, file=sys.stderr)
+        print(literal(line), file=sys.stderr)
     if result.exit_code not in (EXIT_OK, EXIT_FAILED):
         return result.exit_code
-    print(f"report: {analyze_store(store, out)}")
+    print(literal(f"report: {analyze_store(store, out)}"))
     for line in demo_next_steps(store):
-        print(line)
+        print(literal(line))
     return result.exit_code
 
 

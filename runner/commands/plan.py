@@ -35,6 +35,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(orjson.dumps(report).decode() + "\n")
     else:
-        print(f"store: {report['store']}", flush=True)
+        from ibias.runner.console import literal
+
+        print(literal(f"store: {report['store']}", layout=False), flush=True)
         render_plan(report)
     return EXIT_OK

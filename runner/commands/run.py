@@ -14,6 +14,7 @@ from ibias.runner.commands.options import (
     non_negative_float,
 )
 from ibias.runner.config import MAX_CONCURRENCY, Config, absolute_path, load_config
+from ibias.runner.console import literal
 
 if TYPE_CHECKING:
     from ibias.runner.batch.run import BatchOptions
@@ -88,9 +89,9 @@ def handle(args: argparse.Namespace) -> int:
         # Which store the run filled, wherever it was started from: with the summary of a
         # run that ended by itself, so that a refused or interrupted run keeps its one line.
         if result.exit_code in (EXIT_OK, EXIT_FAILED):
-            print(f"store: {absolute_path(options.store)}", file=sys.stderr)
+            print(literal(f"store: {absolute_path(options.store)}"), file=sys.stderr)
         for line in result.lines:
-            print(line, file=sys.stderr)
+            print(literal(line), file=sys.stderr)
         return result.exit_code
 
     return with_stop_signals(job)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ibias.errors import UsageError
-from ibias.runner.commands.options import add_store
+from ibias.runner.commands.options import add_store, path_text
 from ibias.runner.commands.stores import store_of
 
 
@@ -24,6 +24,7 @@ def add_arguments(sql: argparse.ArgumentParser) -> None:
     )
     shape.add_argument(
         "--output",
+        type=path_text,
         metavar="FILE.parquet|csv|json",
         help="write the result to a file, format by extension (default: print it)",
     )

@@ -60,6 +60,7 @@ def _refresh_batches(args: argparse.Namespace) -> None:
 
     from ibias.runner.batch.status import refresh_batches
     from ibias.runner.config import load_config
+    from ibias.runner.console import literal
 
     config_file = getattr(args, "config_file", None) or args.config
     if config_file is None:
@@ -73,5 +74,5 @@ def _refresh_batches(args: argparse.Namespace) -> None:
         load_config(config_file),
         store,
         os.environ,
-        lambda line: print(line, file=sys.stderr),
+        lambda line: print(literal(line, layout=False), file=sys.stderr),
     )
