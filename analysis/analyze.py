@@ -33,6 +33,7 @@ from ibias.analysis.load import StoreData, load_store, with_trials
 from ibias.analysis.population import DEFAULT_METHOD as DEFAULT_POPULATION_METHOD
 from ibias.analysis.population import METHODS as POPULATION_METHODS
 from ibias.prompts.registry import DEFAULT_DESIGN, ExperimentUnit, units
+from ibias.store.lock import shown_path
 
 CI_METHODS: tuple[str, ...] = get_args(Method)
 
@@ -349,7 +350,7 @@ def _report_input(
     ctx = cross_context(data, tables, B=B, method=method, seed=seed)
     crossing = cross.present(with_trials(data.views))
     return report.ReportInput(
-        store=str(store),
+        store=shown_path(store),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         tables=tables,
         figures=[fig for figures in per_block for fig in figures],

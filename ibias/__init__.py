@@ -356,14 +356,20 @@ def run(
 
 
 def import_replies(
-    path: str | Path, store: str | Path, *, stimuli: str | Path | None = None
+    path: str | Path,
+    store: str | Path,
+    *,
+    stimuli: str | Path | None = None,
+    max_line_bytes: int | None = None,
 ) -> ImportResult:
-    """`ibias import [--stimuli DIR]`: replies collected elsewhere, validated whole, then
-    stored and parsed; with `stimuli`, each paper-design reply's messages are checked against
-    the paper's prompt from that pack (`ImportResult.checked`)."""
+    """`ibias import [--stimuli DIR] [--max-line-bytes N]`: replies collected elsewhere (a
+    file, or a pipe: `"-"` is stdin), read once and validated whole, then stored and parsed;
+    with `stimuli`, each paper-design reply's messages are checked against the paper's prompt
+    from that pack (`ImportResult.checked`). A line longer than `max_line_bytes` (default
+    64 MiB) refuses the file, as any bad line does: nothing of it is stored."""
     from ibias.store.db import open_store
-    from ibias.store.importer import import_file, read_file
-    from ibias.store.lock import StoreLock
+    from ibias.store.importer import MAX_LINE_BYTES, read_file, store_replies
+    from ibias.store.lock import StoreLock, check_store_path
 
     pack = None
     if stimuli is not None:
@@ -371,11 +377,12 @@ def import_replies(
 
         pack = load_pack(Path(stimuli))
     source, target = Path(path), Path(store)
-    read_file(source)
+    check_store_path(target)  # before the file: a pipe can be read only once
+    replies = read_file(source, MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes)
     with StoreLock(target):
         con = open_store(target, create=True)
         try:
-            return import_file(con, source, pack)
+            return store_replies(con, source, replies, pack)
         finally:
             con.close()
 
@@ -393,6 +400,9 @@ def analyze(
 ) -> AnalysisResult:
     """`ibias analyze [--by-reported-model] [--no-population] [--population-method NAME]`:
     tables (CSV, Parquet), figures and report.html into `out`."""
+    from ibias.store.lock import check_store_path
+
+    check_store_path(Path(store))  # a bad path is said before seconds of imports
     from ibias.analysis.analyze import analyze as _analyze
 
     # The store's lock is taken only to parse pending replies (analysis/load.py): while a run

@@ -14,12 +14,25 @@ a line whose trial is already stored with the same content is already present (i
 same file twice adds nothing), and with a different content it is an error. Stores written
 before keys left the content out hold trials keyed with it (`legacy_key`); a line whose legacy
 key is stored is already present too.
+
+The file is read once, as a stream, in bounded chunks: a regular file, or a pipe (`-` for
+stdin, a named FIFO, or `/dev/fd/N` from the shell's `<(zcat replies.jsonl.gz)`). Nothing
+else is read: a device such as `/dev/zero` never ends and a socket is no file, so both are
+refused before a byte is read. A line longer than `max_line_bytes` (default 64 MiB) is
+refused by its number as soon as that many bytes of it have arrived, never held whole; like
+any bad line it means nothing of the file is imported, the lines before it included, and the
+store is left as it was (it is only written once the whole file has been read and checked).
 """
 
 from __future__ import annotations
 
+import os
+import select
+import stat
+import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,12 +46,27 @@ from ibias.prompts.base import chat_messages, json_object_line, stable_hash
 from ibias.prompts.stimuli.pack import StimuliPack
 from ibias.prompts.stimuli.prompt_check import PromptCheck, check_prompt
 from ibias.store.derived import parse_pending
+from ibias.store.lock import file_kind, shown_path
 from ibias.store.trial import Trial
 from ibias.store.writer import ResponseRow, insert_responses, insert_trials
 
 TOP_KEYS = frozenset(
     {"experiment", "model_id", "language", "item", "messages", "content", "id", "provider_model"}
 )
+
+
+#: The longest line `ibias import` takes unless told (`--max-line-bytes`, `max_line_bytes=`):
+#: far above any real reply (a 300 MB line took 133 s and 2 GB to refuse when nothing capped it).
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+#: Bytes read at a time; an over-long line is refused holding at most the cap and one chunk.
+CHUNK_BYTES = 1 << 20
+
+#: The file name that means standard input.
+STDIN = "-"
+
+#: Seconds a pipe may stay silent before `read_file` says (`on_wait`) that it waits for it.
+WAIT_NOTICE_S = 1.0
 
 
 class ImportFileError(errors.StoreError, ValueError):
@@ -159,49 +187,150 @@ def _imported_trial(experiment: str, asked: Mapping[str, Any], content: Any) -> 
     return trial, legacy_key
 
 
-def read_file(path: Path) -> list[ImportedReply]:
-    """Validate every line; the first bad one raises with its number.
+def source_name(path: Path) -> str:
+    """How messages name the file: `stdin` for `-`, bytes that are not UTF-8 as `\\xNN`."""
+    return "stdin" if str(path) == STDIN else shown_path(path)
+
+
+def read_file(
+    path: Path,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    on_wait: Callable[[str], None] | None = None,
+) -> list[ImportedReply]:
+    """Validate every line, reading the file once (it may be a pipe); the first bad one raises
+    with its number.
 
     Returns one reply per trial: exact repeats are folded into the first line's `copies`, and
-    the same trial with another content is an error naming both lines."""
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        raise ImportFileError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise ImportFileError(f"{path}: is a folder, not a JSONL file") from None
-    except OSError as exc:
-        raise ImportFileError(f"{path}: cannot read: {exc.strerror}") from None
+    the same trial with another content is an error naming both lines. `on_wait` is told, in
+    one line, when a pipe has said nothing for `WAIT_NOTICE_S` (its writer has not started),
+    so a command waiting on it does not look hung."""
+    name = source_name(path)
+    if max_line_bytes < 1:
+        raise ImportFileError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
     seen: dict[str, ImportedReply] = {}
-    with handle:
-        try:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    reply = parse_line(raw, number)
-                except ValueError as exc:
-                    raise ImportFileError(
-                        f"{path} line {number}: {exc}; nothing imported"
-                    ) from None
-                key = reply.trial.trial_key
-                first = seen.get(key)
-                if first is None:
-                    seen[key] = reply
-                elif first.content == reply.content:
-                    seen[key] = replace(first, copies=(*first.copies, number))
-                else:
-                    raise ImportFileError(
-                        f"{path} line {number}: the same trial as line {first.line} (same "
-                        "experiment, model_id, language, item and messages) with a different "
-                        "content; give each line its own 'id' to keep both as repetitions; "
-                        "nothing imported"
-                    )
-        except OSError as exc:
-            raise ImportFileError(f"{path}: cannot read: {exc.strerror}") from None
+    with _opened(path, name, on_wait) as fd:
+        for number, raw in _lines(fd, name, max_line_bytes):
+            if not raw.strip():
+                continue
+            try:
+                reply = parse_line(raw, number)
+            except ValueError as exc:
+                raise ImportFileError(f"{name} line {number}: {exc}; nothing imported") from None
+            key = reply.trial.trial_key
+            first = seen.get(key)
+            if first is None:
+                seen[key] = reply
+            elif first.content == reply.content:
+                seen[key] = replace(first, copies=(*first.copies, number))
+            else:
+                raise ImportFileError(
+                    f"{name} line {number}: the same trial as line {first.line} (same "
+                    "experiment, model_id, language, item and messages) with a different "
+                    "content; give each line its own 'id' to keep both as repetitions; "
+                    "nothing imported"
+                )
     if not seen:
-        raise ImportFileError(f"{path}: no replies to import")
+        raise ImportFileError(f"{name}: no replies to import")
     return list(seen.values())
+
+
+@contextmanager
+def _opened(path: Path, name: str, on_wait: Callable[[str], None] | None) -> Iterator[int]:
+    """A descriptor to read `path` from: a regular file or a pipe, else a one-line refusal.
+
+    The kind is looked at with `stat` before the file is opened (opening a device can itself
+    do something), the open never blocks (`O_NONBLOCK`: a FIFO without a writer would wait
+    in `open`), and the descriptor is checked again, so a path swapped between the two looks
+    is refused all the same. Standard input is used as it is, never closed."""
+    if str(path) == STDIN:
+        try:
+            fd = sys.stdin.fileno()
+            mode = os.fstat(fd).st_mode
+        except (AttributeError, ValueError, OSError):
+            raise ImportFileError("stdin: not open; pipe the replies in") from None
+        if os.isatty(fd):
+            raise ImportFileError(
+                "stdin: is a terminal; pipe the replies in (ibias import - < replies.jsonl)"
+            )
+        _check_readable(name, mode)
+        if stat.S_ISFIFO(mode):
+            _wait_for_data(fd, name, on_wait)
+        yield fd
+        return
+    if "\0" in str(path):
+        raise ImportFileError(f"{name!r}: a path cannot hold a NUL byte")
+    try:
+        _check_readable(name, os.stat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ImportFileError(f"{name}: file not found") from None
+    except OSError as exc:
+        raise ImportFileError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        _check_readable(name, mode)
+        os.set_blocking(fd, True)
+        if stat.S_ISFIFO(mode):
+            _wait_for_data(fd, name, on_wait)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _check_readable(name: str, mode: int) -> None:
+    """A regular file or a pipe; anything else is refused before a byte of it is read."""
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise ImportFileError(f"{name}: is a folder, not a JSONL file")
+    raise ImportFileError(f"{name}: is {file_kind(mode)}, not a JSONL file or a pipe")
+
+
+def _wait_for_data(fd: int, name: str, on_wait: Callable[[str], None] | None) -> None:
+    """Wait until the pipe has data or its writers are gone (`poll`, so a FIFO whose writer
+    has not opened it yet is not read as empty); say so once if that takes a while."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    if poller.poll(int(WAIT_NOTICE_S * 1000)):
+        return
+    if on_wait is not None:
+        on_wait(f"waiting for {name} (a pipe) to be written")
+    poller.poll()
+
+
+def _lines(fd: int, name: str, max_line_bytes: int) -> Iterator[tuple[int, bytes]]:
+    """(number, line without its newline) of the stream, read `CHUNK_BYTES` at a time; a line
+    longer than `max_line_bytes` raises as soon as it is known to be, whole or not."""
+    partial = bytearray()
+    number = 0
+
+    def too_long() -> ImportFileError:
+        return ImportFileError(
+            f"{name} line {number + 1}: longer than {max_line_bytes:,} bytes, the most a line "
+            "may be (raise it with --max-line-bytes); nothing imported"
+        )
+
+    while True:
+        try:
+            chunk = os.read(fd, CHUNK_BYTES)
+        except OSError as exc:
+            raise ImportFileError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        if not chunk:
+            break
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if len(partial) + end - start > max_line_bytes:
+                raise too_long()
+            line = bytes(partial + chunk[start:end]) if partial else chunk[start:end]
+            partial.clear()
+            number += 1
+            yield number, line
+            start = end + 1
+        partial += chunk[start:]
+        if len(partial) > max_line_bytes:
+            raise too_long()
+    if partial:
+        yield number + 1, bytes(partial)
 
 
 def _stored(
@@ -225,9 +354,9 @@ def _new_replies(
         key = r.trial.trial_key
         if key in stored and stored[key] != r.content:
             raise ImportFileError(
-                f"{path} line {r.line}: this trial is already stored with a different content "
-                f"(trial_key {key[:16]}); give the line an 'id' to store it as a repetition; "
-                "nothing imported"
+                f"{source_name(path)} line {r.line}: this trial is already stored with a "
+                f"different content (trial_key {key[:16]}); give the line an 'id' to store it "
+                "as a repetition; nothing imported"
             )
     legacy = _stored(con, "trials", "trial_key", [r.legacy_key for r in replies])
     return [r for r in replies if r.trial.trial_key not in stored and r.legacy_key not in legacy]
@@ -274,18 +403,20 @@ def _record_import_run(
     pack: StimuliPack | None,
 ) -> None:
     """The import's row in `runs`: its config names the file (and the pack it was checked
-    against), so the store says where its imported trials came from."""
+    against), so the store says where its imported trials came from. Bytes of the names that
+    are not UTF-8 are kept as `\\xNN` (`shown_path`): DuckDB stores only UTF-8 text."""
+    name = "stdin" if str(path) == STDIN else shown_path(path.name)
     con.execute(
         "INSERT INTO runs (run_id, started_at, config, config_hash, version, git_rev, "
         "command) VALUES (?, ?, ?, ?, ?, NULL, ?)",
         [
             run_id,
             now,
-            f"# imported from {path.name}\n"
-            + ("" if pack is None else f"# prompts checked against {pack.root}\n"),
-            stable_hash(path.name),
+            f"# imported from {name}\n"
+            + ("" if pack is None else f"# prompts checked against {shown_path(pack.root)}\n"),
+            stable_hash(shown_path(path.name)),
             "import",
-            f"ibias import {path}",
+            f"ibias import {shown_path(path)}",
         ],
     ).fetchall()
 
@@ -311,11 +442,24 @@ def _response_row(reply: ImportedReply, run_id: str, now: datetime) -> ResponseR
 
 
 def import_file(
-    con: duckdb.DuckDBPyConnection, path: Path, pack: StimuliPack | None = None
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    pack: StimuliPack | None = None,
+    max_line_bytes: int = MAX_LINE_BYTES,
 ) -> ImportResult:
-    """Store the file's new replies (and, with `pack`, each new paper-design reply's prompt
-    check) in one transaction."""
-    unique = read_file(path)
+    """Read and validate the file (`read_file`), then store it (`store_replies`)."""
+    return store_replies(con, path, read_file(path, max_line_bytes), pack)
+
+
+def store_replies(
+    con: duckdb.DuckDBPyConnection,
+    path: Path,
+    unique: list[ImportedReply],
+    pack: StimuliPack | None = None,
+) -> ImportResult:
+    """Store the new replies `read_file` gave for `path` (and, with `pack`, each new
+    paper-design reply's prompt check) in one transaction: all of them or, on any failure,
+    none. The file is not read again (a pipe can be read only once)."""
     lines = sum(1 + len(r.copies) for r in unique)
     replies = _new_replies(con, path, unique)
     if not replies:

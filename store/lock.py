@@ -38,6 +38,11 @@ class StoreLockError(errors.StoreError):
     device, a folder, a symbolic link); the message names the path."""
 
 
+class StorePathError(StoreLockError):
+    """A store path that is not a regular file (or absent), or whose `.wal`, lock or status
+    file beside it is not, or that holds a NUL byte (`check_store_path`)."""
+
+
 def lock_path(store: Path) -> Path:
     return store.with_name(store.name + ".lock")
 
@@ -47,8 +52,10 @@ def holder(store: Path) -> str | None:
 
     Only reads: the lock file is opened read-only (flock needs no write access), so a store on
     a read-only mount, where no run can hold it, is readable. A lock file that cannot be opened
-    at all (no permission) is taken as not held; the store's own open then decides.
+    at all (no permission) is taken as not held; the store's own open then decides. Every
+    reader asks this first, so the store's path is checked here (`check_store_path`).
     """
+    check_store_path(store)
     path = lock_path(store)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -57,7 +64,7 @@ def holder(store: Path) -> str | None:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         return None
-    with os.fdopen(fd, "r") as fh:
+    with os.fdopen(fd, "r", encoding="utf-8", errors="backslashreplace") as fh:
         try:  # shared: readers probing at once do not take the store from each other
             fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -76,7 +83,7 @@ class StoreLock:
         self._fh: IO[str] | None = None
 
     def acquire(self) -> None:
-        _check_store(self.store)
+        check_store_path(self.store)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fh = _open_lock_file(self.path)
         deadline = time.monotonic() + PROBE_WAIT_S
@@ -123,19 +130,78 @@ class StoreLock:
         self.release()
 
 
-def _check_store(store: Path) -> None:
-    """Refuse a store that exists and is not a regular file (through a link, as DuckDB opens
-    it): no lock file is made beside a device (`/dev/null.lock`) or a folder."""
+#: The files DuckDB and ibias open beside a store (`STORE.wal`, the lock, the status a run
+#: writes): one that is a FIFO hangs whoever opens it (DuckDB blocks on a FIFO `.wal`).
+SIDECARS = (".wal", ".lock", ".status.json")
+
+
+def check_store_path(store: Path) -> None:
+    """Refuse, in one line, a store path that cannot be a store, before anything opens it.
+
+    Every command and call that opens a store comes through here (`holder`, `StoreLock`,
+    `open_store`, the sandboxed reader, `store_of`), because opening is what hangs: DuckDB
+    blocks for ever on a FIFO (the store or its `.wal`) and reads `/dev/zero` without end.
+    So the kind is looked at with `stat` (following links, as DuckDB opens the file), never
+    by opening: the store must be a regular file or absent (whether absent is allowed is each
+    caller's to say), and so must each of its `SIDECARS` that exists. A NUL byte, the one
+    byte a Linux path cannot hold, is refused here too; any other byte (UTF-8 or not) is a
+    path like any other, except in the store file's own name, which DuckDB takes only in
+    UTF-8 (its folders may be named with any bytes: `store.db.duckdb_path`)."""
+    text = os.fspath(store)
+    if "\0" in text:
+        raise StorePathError(f"store {_shown(text)}: a path cannot hold a NUL byte")
     try:
-        mode = store.stat().st_mode
-    except FileNotFoundError:
-        return  # a new store: the run creates it
+        store.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise StorePathError(
+            f"store {store}: DuckDB opens only files whose own name is UTF-8 (the folders "
+            "above it may be named with any bytes); rename the file"
+        ) from None
+    _check_kind(store, f"store {store}", "expected a DuckDB file")
+    for suffix in SIDECARS:
+        sidecar = store.with_name(store.name + suffix)
+        _check_kind(sidecar, f"{sidecar} (beside store {store})", "remove it")
+
+
+def _check_kind(path: Path, what: str, remedy: str) -> None:
+    """`path` is a regular file or absent; else a one-line `StorePathError` naming what it
+    is, then `remedy`."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return  # absent: the caller says whether that is allowed
     except OSError as exc:
-        raise StoreLockError(f"store {store} cannot be read: {exc.strerror or exc}") from None
+        raise StorePathError(f"{what} cannot be read: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return
     if stat.S_ISDIR(mode):
-        raise StoreLockError(f"store {store} is a directory, expected a DuckDB file")
-    if not stat.S_ISREG(mode):
-        raise StoreLockError(f"store {store} is not a regular file (a device, FIFO or socket)")
+        raise StorePathError(f"{what} is a directory, {remedy}")
+    raise StorePathError(f"{what} is not a regular file ({file_kind(mode)}), {remedy}")
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    for test, words in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO or pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _shown(text: str) -> str:
+    """A path fit for a one-line message: a NUL shown as `\\0`."""
+    return text.replace("\0", "\\0")
+
+
+def shown_path(path: Path | str) -> str:
+    """`path` as UTF-8 text for a report (JSON, HTML): a byte that is not UTF-8 (which `str`
+    holds as a lone surrogate, and JSON and UTF-8 files cannot) shown as `\\xNN`."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _open_lock_file(path: Path) -> IO[str]:
@@ -156,7 +222,7 @@ def _open_lock_file(path: Path) -> IO[str]:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise StoreLockError(f"lock file {path} is not a regular file; remove it")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "a+")
+        return os.fdopen(fd, "a+", encoding="utf-8", errors="backslashreplace")
     except BaseException:
         os.close(fd)
         raise

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import duckdb
 
-from ibias.store.db import SCHEMA_VERSION, StoreError, _first_line, schema_version
-from ibias.store.lock import holder
+from ibias.store.db import SCHEMA_VERSION, StoreError, _first_line, duckdb_path, schema_version
+from ibias.store.lock import check_store_path, holder
 
 #: DuckDB settings of every user-query connection, given at connect time so that they hold
 #: from the first statement and belong to this database instance only.
@@ -78,12 +78,11 @@ def open_query_connection(store: Path) -> duckdb.DuckDBPyConnection:
     file and configuration within a process, so while another connection to the same store
     with other settings is open here (e.g. `ibias.connect`), this one is refused.
     """
-    if store.exists() and store.is_dir():
-        raise StoreError(f"store {store} is a directory, expected a DuckDB file")
+    check_store_path(store)  # before opening: a FIFO would block the open for ever
     if not store.exists():
         raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
     try:
-        con = duckdb.connect(str(store), read_only=True, config=dict(QUERY_SETTINGS))
+        con = duckdb.connect(duckdb_path(store), read_only=True, config=dict(QUERY_SETTINGS))
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():

@@ -560,6 +560,8 @@ def pack_setting(stimuli: str | None, base_dir: Path) -> StimuliPack:
     design; a missing key or a broken pack is a `SettingsError` on `stimuli`, one line."""
     if stimuli is None:
         raise SettingsError("stimuli", 'design = "paper" needs stimuli = "PACK_FOLDER"')
+    if "\0" in stimuli:  # else "no pack there" and a from-release command that cannot work
+        raise SettingsError("stimuli", f"{stimuli!r}: a path cannot hold a NUL byte")
     path = Path(stimuli)
     path = path if path.is_absolute() else base_dir / path
     if not path.exists():

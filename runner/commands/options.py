@@ -42,11 +42,19 @@ def bounded_int(upper: int) -> Callable[[str], int]:
     return parse
 
 
+def path_text(text: str) -> str:
+    """A path argument: any bytes but NUL, the one a Linux path cannot hold (the system could
+    not have passed it; a caller of `main` can, and `os.stat` would raise on it)."""
+    if "\0" in text:
+        raise argparse.ArgumentTypeError("a path cannot hold a NUL byte")
+    return text
+
+
 def store_path(text: str) -> str:
     """A --store value; an empty one (an unset shell variable) must not mean "the default"."""
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a path, got an empty string")
-    return text
+    return path_text(text)
 
 
 def non_negative_float(text: str) -> float:
@@ -93,6 +101,7 @@ def add_store(p: argparse.ArgumentParser) -> None:
     add_store_only(p)
     p.add_argument(
         "--config",
+        type=path_text,
         metavar="FILE",
         help="a config whose [run] store is the store (default: none; --store must agree)",
     )

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ibias.runner.commands import EXIT_OK
-from ibias.runner.commands.options import Parser
+from ibias.runner.commands.options import Parser, path_text
 
 
 def add_arguments(stimuli: argparse.ArgumentParser) -> None:
@@ -19,14 +19,17 @@ def add_arguments(stimuli: argparse.ArgumentParser) -> None:
     )
     release.add_argument(
         "repo_dir",
+        type=path_text,
         metavar="RELEASE",
         help="a clone of the authors' repository, or the .zip / .tar.gz of it",
     )
-    release.add_argument("--out", required=True, metavar="DIR", help="the pack's folder (required)")
+    release.add_argument(
+        "--out", type=path_text, required=True, metavar="DIR", help="the pack's folder (required)"
+    )
     check = stimuli_sub.add_parser(
         "check", help="check a stimuli pack and count its pairs by who has the organ"
     )
-    check.add_argument("pack_dir", metavar="DIR", help="a stimuli pack folder")
+    check.add_argument("pack_dir", type=path_text, metavar="DIR", help="a stimuli pack folder")
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -10,6 +10,16 @@ from ibias.runner.config import DEFAULT_STORE, ConfigError
 
 
 def store_of(args: argparse.Namespace) -> Path:
+    """The store a command means, its path checked (`check_store_path`: a regular file or
+    absent, no NUL byte) before anything opens it or reads a file the command was given."""
+    from ibias.store.lock import check_store_path
+
+    store = _store_named(args)
+    check_store_path(store)
+    return store
+
+
+def _store_named(args: argparse.Namespace) -> Path:
     """The store a command means: --store (relative to the current directory), or the [run]
     store of --config (or of `status`'s CONFIG argument; relative to the config's folder,
     `config_store_path`), else the default.
@@ -56,6 +66,6 @@ def config_store(path: str | Path) -> str | None:
     store = run.get("store") if isinstance(run, dict) else None
     if store is None:
         return None
-    if not isinstance(store, str) or not store.strip():
+    if not isinstance(store, str) or not store.strip() or "\0" in store:  # as `RunTable.store`
         raise ConfigError(f"{path}: run.store: expected a path, got {store!r}")
     return store
