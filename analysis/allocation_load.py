@@ -17,6 +17,7 @@ import polars as pl
 from ibias.analysis.experiment import PLANTED_PEOPLE, LoadContext
 from ibias.analysis.planted import SimulatedModel, simulated_models
 from ibias.prompts.stimuli.composition import ORGAN_SERVICES
+from ibias.store.experiments import sql_literal
 from ibias.store.reader import StoreReader
 
 PATIENTS = "allocation_patients"
@@ -117,7 +118,7 @@ PEOPLE_COLUMNS: tuple[str, ...] = (
 
 def load(reader: StoreReader, ctx: LoadContext) -> dict[str, pl.DataFrame]:
     """The frames above."""
-    services = ", ".join(f"'{s}'" for s in sorted(ORGAN_SERVICES))
+    services = ", ".join(sql_literal(s) for s in sorted(ORGAN_SERVICES))
     out = {
         PATIENTS: reader.frame(_PATIENTS_SQL),
         ORGAN_PAIRS: reader.frame(_ORGAN_PAIRS_SQL.format(services=services)),

@@ -10,7 +10,7 @@ so a long figure or report step never holds the store.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from ibias.analysis.experiment import LoadContext, analysis_of
 from ibias.prompts.registry import Parser, kinds, units, view_columns
 from ibias.store.db import StoreError, open_store
 from ibias.store.derived import parse_pending, parsed_kinds
+from ibias.store.experiments import sql_identifier
 from ibias.store.lock import StoreBusyError, StoreLock
 from ibias.store.reader import StoreReader, open_reader
 
@@ -98,11 +99,18 @@ class StoreData:
 def _newest_sql(parser: Parser) -> str:
     """An extra parser's rows at the newest version each trial has, its declared columns only
     (the table may hold columns a later version added; `parsed_at` is left out)."""
-    columns = ", ".join(["trial_key", "parser_version", *(c.name for c in parser.columns)])
+    names = ["trial_key", "parser_version", *(c.name for c in parser.columns)]
+    columns = ", ".join(sql_identifier(n) for n in names)
     return (
-        f"SELECT {columns} FROM {parser.table} QUALIFY row_number() OVER "
+        f"SELECT {columns} FROM {sql_identifier(parser.table)} QUALIFY row_number() OVER "
         "(PARTITION BY trial_key ORDER BY parser_version DESC) = 1 ORDER BY trial_key"
     )
+
+
+def _view_sql(view: str, columns: Sequence[str]) -> str:
+    """A kind's view, its declared columns in order. The names are the plugin's (an item field
+    may be called `group`): every one is quoted, so none is read as SQL."""
+    return f"SELECT {', '.join(sql_identifier(c) for c in columns)} FROM {sql_identifier(view)}"
 
 
 #: What `by_reported_model` groups by: the configured id and what the provider said answered.
@@ -146,11 +154,12 @@ def load_store(
     def relabel(sql: str) -> str:
         return _by_reported(sql) if by_reported_model else sql
 
-    with open_reader(path) as reader:
+    # ibias's own queries: one whose text is wrong is an internal error, not the store's.
+    with open_reader(path, internal=True) as reader:
         if reader.live:
             _check_parsed(reader)
         views = {
-            k.name: reader.frame(relabel(f"SELECT {', '.join(view_columns(k))} FROM {k.view}"))
+            k.name: reader.frame(relabel(_view_sql(k.view, view_columns(k))))
             for k in kinds()
             if k.view is not None
         }
@@ -217,7 +226,8 @@ def _check_parsed(reader: StoreReader) -> None:
             row = reader.execute(
                 "SELECT count(*) FROM responses r JOIN (SELECT DISTINCT ON (trial_key) "
                 "trial_key FROM trials WHERE experiment = ?) t ON t.trial_key = r.trial_key "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {sql_identifier(p.table)} d "
+                "WHERE d.trial_key = r.trial_key "
                 "AND d.parser_version = ?)"
                 + (" AND r.logprobs IS NOT NULL" if p.reads_logprobs else ""),
                 [kind.name, p.version],

@@ -140,7 +140,11 @@ class RunTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
 
     name: Text | None = None
     seed: Seed = 0
-    store: Annotated[str, Meta(pattern=r"\S", extra={"expected": "a path"})] | None = None
+    #: Not blank, and no NUL byte: the one byte a path cannot hold (`os.stat` raises on it).
+    store: (
+        Annotated[str, Meta(pattern=r"^[^\x00]*[^\s\x00][^\x00]*$", extra={"expected": "a path"})]
+        | None
+    ) = None
     #: Seconds requests in flight may take to finish after a stop (Ctrl-C, SIGTERM, SIGHUP).
     grace_s: Annotated[float, Meta(ge=0, le=MAX_GRACE_S, description="seconds")] = DEFAULT_GRACE_S
 
@@ -310,12 +314,18 @@ class Config:
     def store_path(self, override: str | None = None) -> Path:
         """--store (relative to the current directory: it was typed there), else [run].store
         (relative to this config's folder, `config_store_path`), else the default (relative to
-        the current directory, the same store every command finds without a config)."""
+        the current directory, the same store every command finds without a config). Checked
+        before anything opens it (`check_store_path`: a regular file or absent, no NUL)."""
+        from ibias.store.lock import check_store_path
+
         if override:
-            return Path(override)
-        if self.run.store is None:
-            return Path(DEFAULT_STORE)
-        return config_store_path(self.path, self.run.store)
+            store = Path(override)
+        elif self.run.store is None:
+            store = Path(DEFAULT_STORE)
+        else:
+            store = config_store_path(self.path, self.run.store)
+        check_store_path(store)
+        return store
 
 
 def absolute_path(path: Path) -> Path:
@@ -458,7 +468,15 @@ def _provider_options(
         cls.check_options(options)
     except SettingsError as exc:
         raise SettingsError(join_key(where, exc.key), exc.message) from None
-    return {k: v for k, v in msgspec.structs.asdict(options).items() if k in extras}
+    # An option given at its schema's default (one that is not None: Anthropic's
+    # `anthropic_version`) is the same request as one not given, so it is left out, and with
+    # it out of the trial key: naming the default changes no key.
+    defaults = {f.name: f.default for f in msgspec.structs.fields(schema)}
+    return {
+        k: v
+        for k, v in msgspec.structs.asdict(options).items()
+        if k in extras and (defaults.get(k) is None or v != defaults[k])
+    }
 
 
 def _owners(has: Callable[[ProviderTraits], bool]) -> list[str]:
@@ -710,7 +728,10 @@ def read_toml_file(path: Path, what: str = "config") -> str:
     The kind of file is checked before anything is read: reading a FIFO waits for a writer
     forever and `/dev/zero` never ends. The file is opened without blocking and checked
     again through its descriptor, so a path swapped between the two looks is still refused;
-    at most MAX_CONFIG_BYTES + 1 bytes are read whatever the file claims its size is."""
+    at most MAX_CONFIG_BYTES + 1 bytes are read whatever the file claims its size is. A NUL
+    byte, which no path can hold, is refused before `os.stat` raises ValueError on it."""
+    if "\0" in os.fspath(path):
+        raise ConfigError(f"{os.fspath(path)!r}: a path cannot hold a NUL byte")
     try:
         kind = _file_kind(os.stat(path).st_mode)
         if kind is None:

@@ -27,7 +27,7 @@ from ibias.prompts.registry import (
     require_kinds,
 )
 from ibias.store.arrow_scan import registered
-from ibias.store.experiments import arrow_schema
+from ibias.store.experiments import arrow_schema, sql_identifier
 from ibias.store.writer import Landed
 
 
@@ -62,11 +62,12 @@ def _insert(con: duckdb.DuckDBPyConnection, p: Parser, rows: list[dict[str, Any]
     types = arrow_schema(p)
     names = list(types)
     batch = pa.table({n: pa.array([r[n] for r in rows], type=types[n]) for n in names})
-    cols = ", ".join(names)
+    cols = ", ".join(sql_identifier(n) for n in names)
+    table = sql_identifier(p.table)
     with registered(con, "_derived_batch", batch):
         con.execute(
-            f"INSERT INTO {p.table} ({cols}) SELECT {cols} FROM _derived_batch b WHERE NOT EXISTS "
-            f"(SELECT 1 FROM {p.table} d WHERE d.trial_key = b.trial_key "
+            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM _derived_batch b WHERE NOT EXISTS "
+            f"(SELECT 1 FROM {table} d WHERE d.trial_key = b.trial_key "
             f"AND d.parser_version = b.parser_version)"
         ).fetchall()
     return len(rows)
@@ -137,8 +138,8 @@ def _parse_pending(
         f"SELECT r.trial_key, t.item, {_REPLY_TEXT_SQL} AS content FROM responses r "
         f"JOIN (SELECT DISTINCT ON (trial_key) trial_key, item FROM trials "
         f"WHERE experiment = ?) t ON t.trial_key = r.trial_key "
-        f"WHERE NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
-        f"AND d.parser_version = ?)",
+        f"WHERE NOT EXISTS (SELECT 1 FROM {sql_identifier(p.table)} d "
+        "WHERE d.trial_key = r.trial_key AND d.parser_version = ?)",
         params=[kind.name, p.version],
     ).to_arrow_reader(batch_size)
     pending: list[tuple[str, str, str | None]] = []
@@ -167,8 +168,8 @@ def _parse_pending_logprobs(con: duckdb.DuckDBPyConnection, kind: TrialKind, p: 
         for (k,) in con.execute(
             f"SELECT r.trial_key FROM responses r WHERE r.logprobs IS NOT NULL "
             f"AND r.trial_key IN (SELECT trial_key FROM trials WHERE experiment = ?) "
-            f"AND NOT EXISTS (SELECT 1 FROM {p.table} d WHERE d.trial_key = r.trial_key "
-            f"AND d.parser_version = ?) ORDER BY r.trial_key",
+            f"AND NOT EXISTS (SELECT 1 FROM {sql_identifier(p.table)} d "
+            "WHERE d.trial_key = r.trial_key AND d.parser_version = ?) ORDER BY r.trial_key",
             [kind.name, p.version],
         ).fetchall()
     ]

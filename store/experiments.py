@@ -61,10 +61,14 @@ class ExperimentSchemaError(errors.StoreError):
 
 
 def sql_identifier(name: str) -> str:
-    """`name` as written into generated DDL; only plain identifiers are accepted."""
-    if not name.replace("_", "").isalnum():
-        raise ValueError(f"{name!r} is not a plain SQL identifier")
-    return name
+    """`name` as ibias writes any identifier into SQL: double-quoted, an embedded `"` doubled
+    (DuckDB's rule), so a declared name that is also a keyword (`group`, `select`) or holds
+    other characters is read as the name it is, never as SQL. DuckDB matches quoted names
+    case-insensitively, as unquoted ones, so quoting changes no name's meaning. The one thing
+    refused is what no identifier can hold: nothing, or a NUL."""
+    if not name or "\x00" in name:
+        raise ValueError(f"{name!r} cannot be an SQL identifier")
+    return '"' + name.replace('"', '""') + '"'
 
 
 def sql_literal(text: str) -> str:
@@ -129,7 +133,7 @@ def explicit_view_ddl(subjects: Sequence[tuple[str, str]]) -> str:
         cases = f"CASE t.experiment {whens} END"
         names = ", ".join(sql_literal(k) for k, _ in sorted(subjects))
     return (
-        f"CREATE OR REPLACE VIEW {EXPLICIT_VIEW} AS\n{_newest(EXPLICIT_TABLE)}"
+        f"CREATE OR REPLACE VIEW {sql_identifier(EXPLICIT_VIEW)} AS\n{_newest(EXPLICIT_TABLE)}"
         "SELECT\n    t.trial_key,\n    t.model_id,\n    t.language,\n    t.experiment,\n"
         f"    coalesce(t.item ->> 'subject', {cases}) AS subject,\n    p.answer,\n"
         "    r.content,\n    p.parser_version\nFROM trials t\n"
@@ -300,6 +304,8 @@ __all__ = [
     "apply_experiment_schemas",
     "arrow_schema",
     "explicit_view_ddl",
+    "sql_identifier",
+    "sql_literal",
     "table_ddl",
     "view_ddl",
 ]

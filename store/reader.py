@@ -10,11 +10,19 @@ statement, external access off, configuration locked) that returns Arrow or Pola
 
 A run that has just taken or just released the store is retried for a moment, so a reader
 racing with a run's start or end gets an answer rather than "busy".
+
+Whose query it is decides what a failure is. The user's (`ibias sql`, a `--where`) failing is
+the user's to fix: a one-line `StoreError`, exit 2. ibias's own (`open_reader(store,
+internal=True)`: the analysis's reads) failing because its text does not parse or bind is a
+bug: `InternalQueryFailure`, which the command reports as an internal error (exit 1, the
+traceback under `IBIAS_DEBUG=1`). A store that cannot be read (broken, busy, out of memory, a
+query past its time limit) stays a `StoreError` for either.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -31,6 +39,30 @@ from ibias.store.sandbox import open_query_connection
 if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
+
+
+class InternalQueryFailure(RuntimeError):
+    """ibias's own query failed for a reason in its text (it does not parse, names a column
+    that is not there, is not one read): a bug, never the user's store error. Not an
+    `ibias.Error`, so the command reports it as an internal error with its traceback on
+    request; the message names the store, DuckDB's line and the query."""
+
+
+#: The one-line errors (store/live.py `read_error`, store/sandbox.py `read_statement`: the same
+#: served live or not) that fault a query's text rather than the store: DuckDB could not parse
+#: or bind it, does not implement it, or the sandbox refused it as not one read.
+_TEXT_FAULTS = re.compile(
+    r"query (?:failed|refused): (?:Parser|Binder|Not implemented|Permission) Error:"
+    r"|query is empty|query has \d+ statements|.* statements are refused"
+)
+#: How much of a failing internal query its error line quotes.
+_QUOTED_CHARS = 300
+
+
+def _query_text(sql: str) -> str:
+    flat = " ".join(sql.split())
+    return flat if len(flat) <= _QUOTED_CHARS else flat[: _QUOTED_CHARS - 3] + "..."
+
 
 #: Tries (and the pause between them) while a run is starting or ending: about 2 s in all.
 ATTEMPTS = 10
@@ -69,16 +101,33 @@ class StoreReader:
         table: Callable[[str, Sequence[Any]], pa.Table],
         close: Callable[[], None],
         rows: Callable[[str, Sequence[Any]], Rows] | None = None,
+        *,
+        internal: bool = False,
     ) -> None:
         self.store = store
         self.live = live
+        #: The queries are ibias's own: a fault in their text is an `InternalQueryFailure`.
+        self.internal = internal
         self._table = table
         self._close = close
         self._rows = rows
 
+    def _fault(self, exc: StoreError, sql: str) -> Exception:
+        """What a failed query raises: the user's store error, or, for ibias's own query whose
+        text is at fault, an internal error naming the store and the query."""
+        if self.internal and _TEXT_FAULTS.match(str(exc)):
+            return InternalQueryFailure(
+                f"ibias's own query of store {self.store} failed: {exc} (query: {_query_text(sql)})"
+            )
+        return exc
+
     def table(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-        """The result as an Arrow table; a refusal or failure is a one-line `StoreError`."""
-        return self._table(sql, params)
+        """The result as an Arrow table; a refusal or failure is a one-line `StoreError` (an
+        `InternalQueryFailure` for a fault in the text of ibias's own query)."""
+        try:
+            return self._table(sql, params)
+        except StoreError as exc:
+            raise self._fault(exc, sql) from exc
 
     def frame(self, sql: str, params: Sequence[Any] = ()) -> pl.DataFrame:
         import polars as pl
@@ -95,30 +144,35 @@ class StoreReader:
         from a run, out of the Arrow table it serves. The values are the same either way (and
         the same as a Polars frame's rows)."""
         if self._rows is not None:
-            result = self._rows(sql, params)
+            result = self.execute(sql, params)
             names = [d[0] for d in getattr(result, "description", None) or ()]
             try:
                 return names, result.fetchall()
             except duckdb.Error as exc:
-                raise read_error(exc) from None
+                raise self._fault(read_error(exc), sql) from exc
         table = self.table(sql, params)
         return list(table.column_names), TableRows(table).fetchall()
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
         """Like `DuckDBPyConnection.execute(...)` for helpers that take a connection and only
         call `fetchall()` / `fetchone()` on its result."""
-        if self._rows is not None:
+        if self._rows is None:
+            return TableRows(self.table(sql, params))
+        try:
             return self._rows(sql, params)
-        return TableRows(self.table(sql, params))
+        except StoreError as exc:
+            raise self._fault(exc, sql) from exc
 
     def close(self) -> None:
         self._close()
 
 
 @contextmanager
-def open_reader(store: Path) -> Iterator[StoreReader]:
-    """A sandboxed read session of `store`: the file itself, or the run holding it."""
+def open_reader(store: Path, *, internal: bool = False) -> Iterator[StoreReader]:
+    """A sandboxed read session of `store`: the file itself, or the run holding it.
+    `internal`: its queries are ibias's own, not the user's (see the module doc)."""
     reader = _open(store)
+    reader.internal = internal
     try:
         yield reader
     finally:

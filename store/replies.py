@@ -49,7 +49,7 @@ def replies_view_ddl(kinds: Sequence[TrialKind], present: Collection[str] | None
     )
     union = "\n    UNION ALL\n    ".join(parts)
     return (
-        f"CREATE OR REPLACE VIEW {VIEW} AS\nWITH p AS (\n    {union}\n)\n"
+        f"CREATE OR REPLACE VIEW {sql_identifier(VIEW)} AS\nWITH p AS (\n    {union}\n)\n"
         "SELECT\n    t.trial_key,\n    t.experiment,\n"
         f"    {design} AS design,\n"
         "    t.model_id,\n    t.language,\n    t.coords,\n    t.replicate,\n"

@@ -22,9 +22,9 @@ from ibias.prompts.base import Message
 from ibias.runner.batch.api import BatchAPI, BatchInfo, LineResult, oversized_line
 from ibias.runner.batch.http import BatchClient, Oversized
 from ibias.runner.batch.limits import ANTHROPIC_BATCH_BYTES, ANTHROPIC_BATCH_REQUESTS, BatchLimits
-from ibias.runner.providers.anthropic import ANTHROPIC_VERSION, AnthropicProvider, parse_message
+from ibias.runner.providers.anthropic import AnthropicProvider, parse_message
 from ibias.runner.providers.base import Sampling
-from ibias.runner.retries import MalformedResponse
+from ibias.runner.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
 
 __all__ = ["CLOCK_SKEW_S", "AnthropicBatches"]
@@ -84,9 +84,8 @@ class AnthropicBatches(BatchAPI):
 
     def __init__(self, provider: AnthropicProvider, base_url: str, api_key: str | None) -> None:
         self.online = provider
-        headers = {"anthropic-version": ANTHROPIC_VERSION, "content-type": "application/json"}
-        if api_key:
-            headers["x-api-key"] = api_key
+        # The online requests' version and key header (the model's `anthropic_version`).
+        headers = {**provider.session_headers(api_key), "content-type": "application/json"}
         self.client = BatchClient(base_url, api_key, headers)
 
     def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:
@@ -149,7 +148,7 @@ class AnthropicBatches(BatchAPI):
 
 def _result(line: bytes) -> LineResult | None:
     try:
-        data = orjson.loads(line)
+        data = loads_json(line)  # numbers of any size (runner/retries.py)
     except orjson.JSONDecodeError:
         return None
     key = data.get("custom_id") if isinstance(data, dict) else None
@@ -175,4 +174,7 @@ def _result(line: bytes) -> LineResult | None:
             f"batch_{err.get('type') or 'errored'}",
             str(err.get("message") or "errored"),
         )
-    return LineResult(key, None, data, None, f"batch_{kind}", f"the request {kind}")
+    # `canceled` is Anthropic's spelling; the store's kind is `batch_cancelled` whatever the
+    # provider (OpenAI's and Gemini's spelling, and the batches table's state).
+    spelled = "cancelled" if kind == "canceled" else kind
+    return LineResult(key, None, data, None, f"batch_{spelled}", f"the request {spelled}")

@@ -390,7 +390,7 @@ class ModelBatches:
                     tally.started,
                     tally.tried.get(key, 0) + 1,
                     result.status,
-                    result.kind or "batch_error",
+                    stored_kind(result.kind or "batch_error"),
                     result.message or "no reply",
                     final=final,
                 )
@@ -412,7 +412,7 @@ class ModelBatches:
                     tally.started,
                     tally.tried.get(key, 0) + 1,
                     None,
-                    batch.error_code or f"batch_{batch.state}",
+                    stored_kind(batch.error_code or f"batch_{batch.state}"),
                     batch.error_message
                     or f"not run: the batch ended {batch.state} before this request",
                 )
@@ -529,6 +529,17 @@ class _Tally:
     foreign: int = 0
     #: Keys whose reply was above the body cap (final: kept once the transaction commits).
     too_large: set[str] = field(default_factory=set)
+
+
+#: Provider spellings of an error kind -> the one the store keeps (migration 013 rewrote the
+#: rows stored before): Anthropic's `canceled` is the others' `cancelled`.
+_KIND_SPELLINGS = {"batch_canceled": "batch_cancelled"}
+
+
+def stored_kind(kind: str) -> str:
+    """`attempts.error_kind` of a failed batch request, in one spelling whatever the provider
+    (an adapter that passes a provider's own code through still lands on it)."""
+    return _KIND_SPELLINGS.get(kind, kind)
 
 
 def _ingested_detail(batch: BatchInfo, foreign: int) -> str:

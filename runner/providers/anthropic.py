@@ -7,8 +7,10 @@ answer and pace itself by the limits the provider announces.
 
 The dialect, as this class speaks it:
 
-* request: headers `x-api-key` (only in the session's default headers, never in a repr or a
-  message) and `anthropic-version`; body `model`, `system` (every system message of the chat,
+* request: headers `anthropic-version` (the model's `anthropic_version`, default
+  `ANTHROPIC_VERSION`) and the key in the header that version takes (`auth_headers`:
+  `x-api-key`, or `Authorization: Bearer` from `BEARER_SINCE`; only in the session's default
+  headers, never in a repr or a message); body `model`, `system` (every system message of the chat,
   joined by a blank line, as the top-level field the API wants), `messages` (user and assistant
   turns), `max_tokens` (required by the API; the trial's neutral `max_tokens`) and
   `temperature`, except for the models that refuse it (runner/providers/params.py's
@@ -43,6 +45,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Annotated, Any, ClassVar, Self
 
 import msgspec
@@ -80,6 +83,7 @@ from ibias.runner.retries import (
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "BEARER_SINCE",
     "DEFAULT_BASE_URL",
     "EFFORTS",
     "THINKING_BUDGET_MIN",
@@ -89,12 +93,53 @@ __all__ = [
     "AnthropicThinking",
     "anthropic_limits",
     "anthropic_request",
+    "auth_headers",
     "classify_anthropic",
     "parse_message",
 ]
 
-#: The Messages API version every request names (the only stable one to date).
+#: The Messages API version a model's requests name unless its config says another
+#: (`anthropic_version`): the one ibias has always sent, so a model that names none, or names
+#: this one, keeps the trial keys of the stores made before the option existed.
 ANTHROPIC_VERSION = "2023-06-01"
+#: The first version whose requests carry the key as `Authorization: Bearer KEY` rather than
+#: `x-api-key: KEY` (issue 33: what the official SDK sends with `anthropic-version: 2026-10-21`;
+#: the SDK copy read, anthropic-sdk-python 0.121.0 of 2026-08-07, still sends 2023-06-01 from
+#: `_client.py`'s default headers, with `X-Api-Key` for an API key and `Authorization: Bearer`
+#: for an auth token). Versions are dates, so a later one takes the newer header too.
+BEARER_SINCE = "2026-10-21"
+_VERSION = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def auth_headers(version: str, api_key: str | None) -> dict[str, str]:
+    """`anthropic-version` and the key in the header that version takes (none without a key):
+    `x-api-key` before `BEARER_SINCE`, `Authorization: Bearer` from it. The same headers go
+    with online requests and Message Batches calls (runner/batch/anthropic.py)."""
+    headers = {"anthropic-version": version}
+    if api_key:
+        if version >= BEARER_SINCE:
+            headers["Authorization"] = f"Bearer {api_key}"
+        else:
+            headers["x-api-key"] = api_key
+    return headers
+
+
+def check_version(version: str) -> None:
+    """A version is a real date (YYYY-MM-DD), not before the first API version (2023-01-01):
+    refused in one line naming the key, rather than by every request's 400."""
+    try:
+        valid = bool(_VERSION.fullmatch(version)) and date.fromisoformat(version) >= _FIRST
+    except ValueError:
+        valid = False
+    if not valid:
+        raise SettingsError(
+            "anthropic_version",
+            f"expected an Anthropic API version, a date such as {ANTHROPIC_VERSION!r} or "
+            f"{BEARER_SINCE!r}, got {version!r}",
+        )
+
+
+_FIRST = date(2023, 1, 1)
 DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
 
 _STOP_REASONS = {
@@ -193,6 +238,11 @@ class AnthropicConfigOptions(SendingOptions, forbid_unknown_fields=True, frozen=
     effort: Annotated[str, Meta(pattern=r"\S", extra={"expected": "a non-empty string"})] | None = (
         None
     )
+    #: The `anthropic-version` its requests send. Its default is the one sent before the key
+    #: existed, and the config loader leaves an option given at its schema's default out of
+    #: the model's options (runner/config.py), so naming it changes no trial key; any other
+    #: version enters the trial's params (the reply may differ).
+    anthropic_version: str = ANTHROPIC_VERSION
 
 
 def anthropic_request(
@@ -367,6 +417,7 @@ class AnthropicProvider(HTTPProvider):
     def check_options(cls, options: Any) -> None:
         assert isinstance(options, AnthropicConfigOptions)
         AnthropicThinking.from_mapping(msgspec.structs.asdict(options))
+        check_version(options.anthropic_version)
 
     def __init__(
         self,
@@ -412,10 +463,11 @@ class AnthropicProvider(HTTPProvider):
                 send_temperature=model.send_temperature,
             ),
             thinking=AnthropicThinking.from_mapping(model.options) if model.options else None,
+            version=str(model.options.get("anthropic_version") or ANTHROPIC_VERSION),
         )
 
     def session_headers(self, api_key: str | None) -> dict[str, str]:
-        return {"anthropic-version": self.version, **({"x-api-key": api_key} if api_key else {})}
+        return auth_headers(self.version, api_key)
 
     def request_body(self, messages: Sequence[Message], sampling: Sampling) -> dict[str, Any]:
         """The Messages body of one trial: what `complete` posts, and what a Message Batches

@@ -139,7 +139,7 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             sampling_seed=False,
             max_temperature=1.0,
             request_rules="anthropic",
-            options=_SENDING | {"thinking_budget", "thinking", "effort"},
+            options=_SENDING | {"thinking_budget", "thinking", "effort", "anthropic_version"},
             sending=_SENDING,
             check_request=_anthropic_request,
         ),
