@@ -16,6 +16,9 @@ Policy (DESIGN.md, "Retries"):
   also a 3xx (``redirect``: redirects are never followed, runner/providers/http.py);
 * given up for that trial alone (``Verdict.GIVE_UP``, the model goes on): a body above the
   size cap (``too_large``, runner/providers/http.py), which asking again would only repeat;
+* a timeout or connection error while the run's own event loop was starved is not the
+  provider's: the scheduler records it as ``local_stall`` and retries it without counting it
+  (runner/loop_lag.py, runner/scheduler.py);
 * provider wait hints are honoured: ``Retry-After`` (seconds or HTTP-date), ``retry-after-ms``,
   ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (Go-style durations),
   ``anthropic-ratelimit-*-reset`` (RFC 3339), Gemini ``RetryInfo.retryDelay`` and the
@@ -30,6 +33,7 @@ their errors (``redact``, runner/redact.py).
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import random
 import re
@@ -59,6 +63,8 @@ __all__ = [
     "describe_error",
     "error_body",
     "json_object",
+    "loads_json",
+    "param_refusal",
     "parse_duration",
     "parse_rfc3339",
     "quota_violations",
@@ -107,11 +113,70 @@ class MalformedResponse(Exception):
     truncated stream). Raised by provider adapters; classified as a retryable ``malformed``."""
 
 
+#: Integers JSON may hold that orjson reads and writes as integers: -2^63 to 2^64 - 1.
+_MIN_INT = -(2**63)
+_MAX_INT = 2**64 - 1
+#: A run of 19 or more digits: a number that may lie outside orjson's integers (which it would
+#: read as a float, losing digits, or refuse past about 1e308).
+_LONG_DIGITS = re.compile(rb"\d{19}")
+
+
+def _json_int(text: str) -> int | orjson.Fragment:
+    """An integer literal as an int when orjson can write it back, else as its digits kept
+    verbatim (`orjson.Fragment`): stored as sent, and never a count (a count is an int)."""
+    if len(text) <= 20:
+        value = int(text)
+        if _MIN_INT <= value <= _MAX_INT:
+            return value
+    return orjson.Fragment(text)
+
+
+def _json_float(text: str) -> float | orjson.Fragment:
+    """A number literal as a float when finite, else its text kept verbatim (1e400)."""
+    value = float(text)
+    return value if math.isfinite(value) else orjson.Fragment(text)
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON (orjson refuses them too)."""
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_json(body: bytes | str) -> Any:
+    """A JSON body as Python values, whatever the size of its numbers.
+
+    Why not plain `orjson.loads`: a provider's JSON may hold an integer outside 64 bits (a
+    token count of 2^70, a 400-digit id), valid JSON that orjson reads as a float (its digits
+    lost) or, past about 1e308, refuses: the whole body was then "not JSON" and the reply was
+    retried eight times and lost. A body holding a run of 19 or more digits is read by the
+    standard library instead, each such number kept as its own digits (`orjson.Fragment`, which
+    orjson writes back verbatim, so the stored raw body is what was sent and DuckDB's JSON
+    functions read it); a count expected there is then no int, so unknown (NULL,
+    runner/providers/usage.py). Every other body (all but a few) takes orjson's fast path.
+    Raises ValueError (`orjson.JSONDecodeError` is one) when the text is not JSON."""
+    raw = body.encode() if isinstance(body, str) else body
+    if _LONG_DIGITS.search(raw) is None:
+        return orjson.loads(raw)
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as exc:
+        raise orjson.JSONDecodeError(str(exc), "", 0) from None
+    try:
+        data = json.loads(
+            text, parse_int=_json_int, parse_float=_json_float, parse_constant=_no_constant
+        )
+        orjson.dumps(data)  # what orjson refuses (a lone surrogate) is not JSON here either
+    except (ValueError, RecursionError, orjson.JSONEncodeError) as exc:
+        raise orjson.JSONDecodeError(str(exc), text[:100], 0) from None
+    return data
+
+
 def json_object(body: bytes, status: int, what: str) -> dict[str, Any]:
     """A 2xx body as the JSON object every protocol answers with; ``MalformedResponse`` (named
-    after ``what``, e.g. "completion") when it is not JSON or not an object."""
+    after ``what``, e.g. "completion") when it is not JSON or not an object. Numbers of any
+    size are read (`loads_json`)."""
     try:
-        data = orjson.loads(body)
+        data = loads_json(body)
     except orjson.JSONDecodeError:
         raise MalformedResponse(f"HTTP {status} body is not JSON ({len(body)} bytes)") from None
     if not isinstance(data, dict):
@@ -237,6 +302,9 @@ class _ErrorInfo:
     code: str
     status: str
     details: tuple[Mapping[str, Any], ...]
+    #: The parameter the error names (OpenAI's `error.param`, vLLM's top-level `param`), as
+    #: sent (not lower-cased); "" when none.
+    param: str = ""
 
 
 def _error_info(body: bytes) -> _ErrorInfo:
@@ -248,7 +316,7 @@ def _error_info(body: bytes) -> _ErrorInfo:
     fields (and the first bytes of the body as message, so a proxy's HTML error is visible).
     """
     try:
-        data: Any = orjson.loads(body) if body else None
+        data: Any = loads_json(body) if body else None
     except orjson.JSONDecodeError:
         text = body[:200].decode("utf-8", "replace")
         return _ErrorInfo(text, "", "", "", ())
@@ -272,12 +340,14 @@ def _error_info(body: bytes) -> _ErrorInfo:
         value = err.get(key)
         return "" if value is None else str(value)
 
+    param = err.get("param")
     return _ErrorInfo(
         message=field("message") or field("detail"),
         type=field("type").lower(),
         code=field("code").lower(),
         status=field("status").lower(),
         details=detail_items,
+        param=param if isinstance(param, str) else "",
     )
 
 
@@ -444,20 +514,127 @@ def _is_invalid_key(info: _ErrorInfo) -> bool:
     return any(str(d.get("reason", "")).upper() == "API_KEY_INVALID" for d in info.details)
 
 
+# --------------------------------------------------------------------------- refused parameters
+
+#: A refused parameter's names as hosts spell them in errors (the wire name first), and what
+#: to do with the model key of ibias's config that changes what is sent. Longer names first, so
+#: `max_completion_tokens` is not read as `max_tokens`, nor `top_logprobs` as `logprobs`.
+#: Parameters ibias never sends (top_p, top_k, penalties) are left out: no key changes them.
+PARAM_KEYS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("max_completion_tokens", ("max_completion_tokens",), "set reasoning = false for this model"),
+    (
+        "max_tokens",
+        ("max_tokens",),
+        "set reasoning = true for this model (OpenAI reasoning models take max_completion_tokens)",
+    ),
+    ("temperature", ("temperature",), "set send_temperature = false for this model"),
+    ("top_logprobs", ("top_logprobs",), "set logprobs = false for this model"),
+    ("logprobs", ("logprobs",), "set logprobs = false for this model"),
+    ("seed", ("seed",), "remove sampling_seed for this model"),
+    ("reasoning_effort", ("reasoning_effort",), "remove reasoning_effort for this model"),
+    (
+        "thinking",
+        (
+            "thinking.budget_tokens",
+            "budget_tokens",
+            "thinking_config",
+            "thinkingconfig",
+            "thinkingbudget",
+            "thinkinglevel",
+            "thinking_budget",
+            "thinking_level",
+            "thinking",
+        ),
+        "remove thinking_budget, thinking or thinking_level for this model",
+    ),
+)
+
+#: Words with which the hosts refuse a parameter (OpenAI: "Unsupported parameter: 'max_tokens'
+#: is not supported with this model. Use 'max_completion_tokens' instead.", "Unsupported
+#: value: 'temperature' does not support 0 with this model. Only the default (1) value is
+#: supported."; Anthropic: "`temperature` is deprecated for this model."; Gemini: 'Invalid
+#: JSON payload received. Unknown name "thinkingConfig"', "thinking_config is not
+#: supported."; vLLM and pydantic proxies: "Extra inputs are not permitted").
+_REFUSING = re.compile(
+    r"(?i)unsupported|not supported|deprecated|unknown (?:name|parameter|field|argument)"
+    r"|unrecognized|not allowed|not permitted|only the default|does not support"
+    r"|no longer supported|cannot be (?:used|set|specified)|is not available|may only be set"
+)
+
+
+def _named_param(info: _ErrorInfo) -> tuple[str, str] | None:
+    """(parameter, config key) of the error's refused parameter, or None: the `param` field
+    when it names one of `PARAM_KEYS`, else the spelling the message names first (as a word)
+    when it refuses something ("Unsupported parameter: 'max_tokens' ... Use
+    'max_completion_tokens' instead" refuses the first)."""
+    given = info.param.lower()
+    for name, spellings, key in PARAM_KEYS:
+        if given and given in spellings:
+            return name, key
+    if not _REFUSING.search(info.message):
+        return None
+    text = info.message.lower()
+    first: tuple[int, str, str] | None = None
+    for name, spellings, key in PARAM_KEYS:
+        for spelling in spellings:
+            found = re.search(rf"(?<![\w.]){re.escape(spelling)}(?!\w)", text)
+            if found is not None and (first is None or found.start() < first[0]):
+                first = (found.start(), name, key)
+    return None if first is None else (first[1], first[2])
+
+
+def param_refusal(
+    status: int, info: ErrorBody, keys: Mapping[str, str] | None = None
+) -> Classification | None:
+    """A 400 or 422 that refuses a parameter by name, as a fatal `param_refused` whose line
+    names the parameter and the model key that changes it; None for any other answer.
+
+    Why apart from `bad_request`: the model would refuse every request the same way, and the
+    fix is one key of its table, so the line says which (the hint first, so truncating a long
+    provider message never cuts it). `keys` replaces a parameter's key where a protocol knows
+    better (OpenAI-compatible models: `temperature` also goes with `reasoning = true`)."""
+    if status not in (400, 422):
+        return None
+    named = _named_param(info)
+    if named is None:
+        return None
+    param, key = named
+    if keys is not None:
+        key = keys.get(param, key)
+    detail = info.message or info.type or info.status
+    return Classification(
+        Verdict.FATAL,
+        "param_refused",
+        redact(
+            f"HTTP {status}: the model refuses `{param}`: {key}"
+            + (f" ({detail})" if detail else "")
+        ),
+    )
+
+
 def classify_http(
-    status: int, headers: Mapping[str, str], body: bytes, now: float | None = None
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    now: float | None = None,
+    *,
+    param_keys: Mapping[str, str] | None = None,
 ) -> Classification:
     """Classify an HTTP response by status, headers and (error) body.
 
     ``headers`` are matched case-insensitively; ``now`` is wall-clock epoch seconds, used only
     to turn an HTTP-date ``Retry-After`` into a delay. A 2xx is ``OK`` whatever the body: a 2xx
     body that cannot be parsed is the provider adapter's business (it raises
-    :class:`MalformedResponse`, see :func:`classify_exception`).
+    :class:`MalformedResponse`, see :func:`classify_exception`). A 400 or 422 refusing a
+    parameter by name is ``param_refused`` (`param_refusal`, with `param_keys`).
     """
     if 200 <= status < 300:
         return Classification(Verdict.OK, "ok", f"HTTP {status}")
     info = _error_info(body)
     message = _describe(status, info)
+    refused = param_refusal(status, info, param_keys)
+    if refused is not None:
+        return refused
 
     if 400 <= status < 500 and "insufficient_quota" in (info.code, info.type):
         return Classification(Verdict.FATAL, "insufficient_quota", message)

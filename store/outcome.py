@@ -13,7 +13,10 @@ in SQL (a test checks the two agree).
   OpenAI `refusal`);
 * empty: no text (content NULL or `""`) otherwise; `outcome_reason` says why: the finish
   reason as stored (`length`, `recitation`, `other`, ...), else `thinking_only` when the
-  reply held only reasoning, else `no_text`;
+  reply held only reasoning, else `null_content` when the content was absent (NULL, not `""`)
+  though the provider said it stopped normally (`stop`: OpenAI's `content: null`, stored once
+  its retries ran out, runner/providers/openai.py; an Anthropic reply with no content block;
+  a Gemini candidate with no parts), else `no_text`;
 * answered: any text.
 
 Errors are attempts (`attempts.outcome`), never responses.
@@ -49,6 +52,7 @@ OUTCOME_REASON_SQL: Final = (
     "OR finish_reason = 'content_filter' OR refusal IS NOT NULL THEN NULL "
     "WHEN finish_reason IS NOT NULL AND finish_reason <> 'stop' THEN finish_reason "
     "WHEN coalesce(reasoning_content, '') <> '' THEN 'thinking_only' "
+    "WHEN content IS NULL AND finish_reason = 'stop' THEN 'null_content' "
     "ELSE 'no_text' END"
 )
 
@@ -66,4 +70,8 @@ def reply_outcome(
         return REFUSED, None
     if finish_reason is not None and finish_reason != "stop":
         return EMPTY, finish_reason
-    return EMPTY, "thinking_only" if reasoning else "no_text"
+    if reasoning:
+        return EMPTY, "thinking_only"
+    if content is None and finish_reason == "stop":
+        return EMPTY, "null_content"
+    return EMPTY, "no_text"

@@ -27,7 +27,7 @@ from ibias.runner.batch.limits import (
 )
 from ibias.runner.providers.base import Sampling
 from ibias.runner.providers.gemini import GeminiProvider, parse_generate_content
-from ibias.runner.retries import MalformedResponse
+from ibias.runner.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
 
 __all__ = ["GeminiBatches"]
@@ -197,7 +197,7 @@ class GeminiBatches(BatchAPI):
                     yield oversized_line(line.key("key"), line.size, max_line_bytes)
                     continue
                 try:
-                    item = orjson.loads(line)
+                    item = loads_json(line)  # numbers of any size (runner/retries.py)
                 except orjson.JSONDecodeError:
                     yield None
                     continue

@@ -15,6 +15,7 @@ import orjson
 from ibias.runner.batch.api import BatchAPIError
 from ibias.runner.providers.http import display_url
 from ibias.runner.redact import redact_body, secret_bytes
+from ibias.runner.retries import loads_json
 
 __all__ = ["BatchClient", "Oversized"]
 
@@ -110,7 +111,7 @@ class BatchClient:
                 retry=retry,
             )
         try:
-            data = orjson.loads(body)
+            data = loads_json(body)  # numbers of any size (runner/retries.py)
         except orjson.JSONDecodeError:
             raise BatchAPIError(
                 f"{method} {display_url(url)}: body is not JSON", retry=True

@@ -24,8 +24,8 @@ from ibias.runner.batch.limits import (
     BatchLimits,
 )
 from ibias.runner.providers.base import Sampling
-from ibias.runner.providers.openai import OpenAIProvider, parse_chat_completion
-from ibias.runner.retries import MalformedResponse
+from ibias.runner.providers.openai import NullContent, OpenAIProvider, parse_chat_completion
+from ibias.runner.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
 
 __all__ = ["OpenAIBatchClient", "OpenAIBatches", "batch_line"]
@@ -194,7 +194,7 @@ class OpenAIBatches(BatchAPI):
 
     def _result(self, line: bytes) -> LineResult | None:
         try:
-            data = orjson.loads(line)
+            data = loads_json(line)  # numbers of any size (runner/retries.py)
         except orjson.JSONDecodeError:
             return None
         key = data.get("custom_id") if isinstance(data, dict) else None
@@ -209,6 +209,10 @@ class OpenAIBatches(BatchAPI):
                     {},
                     reasoning_separate=self.online.rule.reasoning_tokens_separate,
                 )
+            except NullContent as exc:
+                # Stored as the empty reply it is (`null_content`): online it is retried first,
+                # but asking again here would cost another batch of up to a day.
+                return LineResult(key, exc.reply, data, 200)
             except MalformedResponse as exc:
                 return LineResult(key, None, data, 200, "malformed", str(exc))
             return LineResult(key, reply, data, 200)

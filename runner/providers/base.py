@@ -86,11 +86,18 @@ class AttemptError(errors.ProviderError):
         classification: Classification,
         status: int | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        fallback: Reply | None = None,
     ) -> None:
         super().__init__(classification.message)
         self.classification = classification
         self.status = status
         self.headers: Mapping[str, str] = headers or {}
+        #: The reply to store if this attempt is the trial's last (its retries run out): an
+        #: answer that is retried because it is most likely a server fault, yet is what the
+        #: provider said (OpenAI's null content with a `stop` finish, stored as empty with
+        #: reason `null_content`). None: the trial fails with nothing stored, as ever.
+        self.fallback = fallback
 
 
 ProviderError = AttemptError

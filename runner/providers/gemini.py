@@ -76,6 +76,7 @@ from ibias.runner.retries import (
 
 __all__ = [
     "DEFAULT_BASE_URL",
+    "GEMINI_PARAM_KEYS",
     "GeminiOptions",
     "GeminiProvider",
     "classify_gemini",
@@ -269,13 +270,24 @@ def _daily_message(violation: QuotaViolation | None, now: float) -> str:
     )
 
 
+#: What a Gemini model's config changes when the API refuses a parameter by name
+#: (runner/retries.py `param_refusal`): its own thinking options, and a temperature (Gemini's
+#: provider sends the configured one always: `send_temperature` is not read here).
+GEMINI_PARAM_KEYS: Mapping[str, str] = MappingProxyType(
+    {
+        "thinking": "remove thinking_budget or thinking_level for this model",
+        "temperature": "change temperature for this model",
+    }
+)
+
+
 def classify_gemini(
     status: int, headers: Mapping[str, str], body: bytes, now: float | None = None
 ) -> Classification:
     """runner/retries.py's policy with Gemini's quota rules on top (see the module doc)."""
     if now is None:
         now = time.time()
-    base = classify_http(status, headers, body, now)
+    base = classify_http(status, headers, body, now, param_keys=GEMINI_PARAM_KEYS)
     if status != 429:
         return base
     info = error_body(body)

@@ -47,12 +47,15 @@ from ibias.runner.retries import (
     classify_exception,
     classify_http,
     json_object,
+    loads_json,
     parse_duration,
     redact,
 )
 
 __all__ = [
+    "OPENAI_PARAM_KEYS",
     "REASONING_EFFORTS",
+    "NullContent",
     "OpenAIConfigOptions",
     "OpenAIProvider",
     "embedded_error",
@@ -280,6 +283,13 @@ class OpenAIProvider(HTTPProvider):
                 reasoning_separate=self.rule.reasoning_tokens_separate,
                 logprobs=sampling.top_logprobs is not None,
             )
+        except NullContent as exc:
+            raise ProviderError(
+                Classification(Verdict.RETRY, "null_content", str(exc)),
+                status=status,
+                headers=headers,
+                fallback=exc.reply,
+            ) from None
         except MalformedResponse as exc:
             # Looked at only when the body is no completion, so answers are parsed once.
             embedded = embedded_error(status, headers, body)
@@ -304,8 +314,9 @@ class OpenAIProvider(HTTPProvider):
     def classify_response(
         self, status: int, headers: Mapping[str, str], body: bytes
     ) -> Classification:
-        """OpenAI's dialect of statuses and error bodies: runner/retries.py's table."""
-        return classify_http(status, headers, body, now=time.time())
+        """OpenAI's dialect of statuses and error bodies: runner/retries.py's table, a
+        refused parameter named with the keys of an OpenAI-compatible model."""
+        return classify_http(status, headers, body, now=time.time(), param_keys=OPENAI_PARAM_KEYS)
 
     def classify_exception(self, exc: BaseException) -> Classification:
         return classify_exception(exc)
@@ -313,6 +324,17 @@ class OpenAIProvider(HTTPProvider):
     def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
         """`openai_limits`, read with this endpoint's host (see `REQUEST_TOKEN_WINDOWS`)."""
         return openai_limits(headers, urlsplit(self.url).hostname)
+
+
+#: What an OpenAI-compatible model's config changes when its host refuses a parameter by name
+#: (runner/retries.py `param_refusal`): a refused temperature is most often an OpenAI-style
+#: reasoning model under a name the rule table does not know (runner/providers/params.py).
+OPENAI_PARAM_KEYS: Mapping[str, str] = MappingProxyType(
+    {
+        "temperature": "set reasoning = true for this model (an OpenAI-style reasoning model) "
+        "or send_temperature = false",
+    }
+)
 
 
 def embedded_error(status: int, headers: Mapping[str, str], body: bytes) -> Classification | None:
@@ -330,7 +352,7 @@ def embedded_error(status: int, headers: Mapping[str, str], body: bytes) -> Clas
     if not body or body.lstrip()[:1] not in (b"[", b"{"):
         return None
     try:
-        data = orjson.loads(body)
+        data = loads_json(body)
     except orjson.JSONDecodeError:
         return None
     if isinstance(data, list):
@@ -340,7 +362,7 @@ def embedded_error(status: int, headers: Mapping[str, str], body: bytes) -> Clas
     err = data["error"]
     code = err.get("code") if isinstance(err, dict) else None
     if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
-        inner = classify_http(code, headers, body, now=time.time())
+        inner = classify_http(code, headers, body, now=time.time(), param_keys=OPENAI_PARAM_KEYS)
         return Classification(
             inner.verdict,
             inner.kind,
@@ -367,7 +389,7 @@ def logprobs_refusal(status: int, body: bytes) -> Classification | None:
     if not 400 <= status < 500 or status in (408, 409, 425, 429):
         return None
     try:
-        data = orjson.loads(body)
+        data = loads_json(body)
     except orjson.JSONDecodeError:
         return None
     if isinstance(data, list):
@@ -421,8 +443,10 @@ def parse_chat_completion(
     Only a body that cannot be a completion is malformed; an empty content with a
     `content_filter` or `length` finish reason, a `refusal`, or an empty string is a
     legitimate answer. A message with neither content nor refusal whose finish reason is
-    `stop` answered nothing (a server fault, not the model's answer): it is malformed, so the
-    trial is retried rather than stored as an unparseable reply.
+    `stop` answered nothing (most likely a server fault, not the model's answer): it raises
+    `NullContent`, which carries the reply, so the trial is retried, and the reply is stored
+    as empty (`outcome_reason` `null_content`, store/outcome.py) when its retries run out,
+    rather than the trial ending with nothing stored.
 
     Token logprobs (`logprobs`: they were asked for) are taken out of the body into
     `Reply.logprobs`, so `raw` does not hold them a second time (they are most of its bytes).
@@ -432,8 +456,6 @@ def parse_chat_completion(
     content = _message_content(message)
     refusal = message.get("refusal")
     finish_reason = _opt_str(choice.get("finish_reason"))
-    if content is None and refusal is None and finish_reason == "stop":
-        raise MalformedResponse("completion has no content and no refusal (finish_reason stop)")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     assert isinstance(usage, dict)
     prompt_tokens, completion_tokens, reasoning_tokens = _token_counts(usage, reasoning_separate)
@@ -443,7 +465,7 @@ def parse_chat_completion(
     tokens = _token_logprobs(choice) if logprobs else None
     if tokens is not None:
         del choice["logprobs"]  # kept once, in responses.logprobs
-    return Reply(
+    reply = Reply(
         content=content,
         finish_reason=finish_reason,
         refusal=_opt_str(refusal),
@@ -459,6 +481,20 @@ def parse_chat_completion(
         cache_read_tokens=_cached_tokens(usage),
         logprobs=tokens,
     )
+    if content is None and refusal is None and finish_reason == "stop":
+        raise NullContent(reply)
+    return reply
+
+
+class NullContent(MalformedResponse):
+    """A completion whose message has neither content nor refusal, with finish reason `stop`
+    (no tool call either: ibias asks for none). Retried like any malformed answer (a server
+    that stopped without a word is most likely at fault), but `reply`, the answer as parsed,
+    is stored as empty when the trial's retries run out (`AttemptError.fallback`)."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__("completion has no content and no refusal (finish_reason stop)")
+        self.reply = reply
 
 
 def _first_choice(data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

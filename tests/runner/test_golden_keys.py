@@ -270,3 +270,159 @@ def test_an_openai_o_series_model_keeps_its_key(tmp_path):
         trial_key(spec, model, model.params())
         == "9bc0f11a396686665f97eb0c9b47d155be0bf911f530e00a721bffed0778e082"
     )
+
+
+# --- request rules by family (issue 33) -------------------------------------------------------
+
+OPENAI = "https://api.openai.com/v1"
+OPENROUTER = "https://openrouter.ai/api/v1"
+GATEWAY = "https://api.example.com/v1"
+LOCAL = "http://127.0.0.1:8000/v1"
+ANTHROPIC = "https://api.anthropic.com/v1"
+XAI = "https://api.x.ai/v1"
+DEEPSEEK = "https://api.deepseek.com"
+GROQ = "https://api.groq.com/openai/v1"
+
+#: (provider, base_url, model, extra keys, key before the family rules (its first 16 hex
+#: digits), key now when it changed else None), every model at temperature 1, max_tokens 512.
+#: The "before" keys were computed with the code before the rule table matched names by
+#: family, case-insensitively and with dotted or dashed versions. A key changes only for a
+#: name that newly matches a rule (its old key recorded a parameter the real API refuses, or,
+#: for `claude-opus-4-20250514`, a parameter Opus 4 takes: the old pattern read its date as a
+#: minor version, so its configured temperature was never sent); `CHANGED` lists exactly those.
+FAMILY_KEYS: list[tuple[str, str | None, str, dict[str, object], str, str | None]] = [
+    ("openai", OPENAI, "o1", {}, "4e4944ed12636875", None),
+    ("openai", OPENAI, "o1-mini", {}, "303f0efa956f46d3", None),
+    ("openai", OPENAI, "o3", {}, "c053048c956f808b", None),
+    ("openai", OPENAI, "o3-mini", {}, "a6d603e1c51c9961", None),
+    ("openai", OPENAI, "O3-mini", {}, "9068b51d825fd75f", "5342dc1907ac27da"),
+    ("openai", OPENAI, "o3-2025-04-16", {}, "22855a8d4ebe5899", None),
+    ("openai", OPENAI, "o4-mini", {}, "0f2bb4dd8e403b5b", None),
+    ("openai", OPENAI, "o3-pro", {}, "b4e0896f7b538b53", None),
+    ("openai", OPENAI, "gpt-5", {}, "3c8007fb53d906cf", None),
+    ("openai", OPENAI, "GPT-5", {}, "7336e23e8f4082b7", "7e16050becdeb91c"),
+    ("openai", OPENAI, "gpt-5-mini", {}, "1d4394df07ff250e", None),
+    ("openai", OPENAI, "gpt-5.1", {}, "32e27a3b76d9b0d4", None),
+    ("openai", OPENAI, "gpt-5-1", {}, "56d6d8f7da4f4eab", None),
+    ("openai", OPENAI, "gpt-5.2-pro", {}, "978ad93c592ace63", None),
+    ("openai", OPENAI, "gpt-5-codex", {}, "51cda02ffa2daff8", None),
+    ("openai", OPENAI, "gpt-5-chat-latest", {}, "fa86363bb45649dc", None),
+    ("openai", OPENAI, "gpt-5.1-chat-latest", {}, "00f4ba5531a818a4", None),
+    ("openai", OPENAI, "gpt-6", {}, "d8e52a1ec0f10b02", "e683bf0d36b735c4"),
+    ("openai", OPENAI, "gpt-6-mini", {}, "b77e55461be19ee6", "983b58ef16938b27"),
+    ("openai", OPENAI, "gpt-10", {}, "a139a199eebf29cb", "caa29050fea6ed31"),
+    ("openai", OPENAI, "codex-mini-latest", {}, "311cd2a5fa1012ca", "c8bb74b1aad7b90d"),
+    ("openai", OPENAI, "gpt-4o", {}, "289fa794ed4ccf51", None),
+    ("openai", OPENAI, "gpt-4o-mini", {}, "f33a8cabdf910c78", None),
+    ("openai", OPENAI, "gpt-4.1", {}, "a5187e17869bfe34", None),
+    ("openai", OPENAI, "gpt-4.5-preview", {}, "e9acaad3e42dde2f", None),
+    ("openai", OPENAI, "gpt-3.5-turbo", {}, "ae484510ff58521b", None),
+    ("openai", OPENAI, "chatgpt-4o-latest", {}, "0cb4a21028e9116a", None),
+    ("openai", OPENAI, "gpt-oss-120b", {}, "93ed1e92537931cb", None),
+    ("openai", OPENROUTER, "openai/o3", {}, "88cf711e52116233", None),
+    ("openai", OPENROUTER, "openai/O3-mini", {}, "05b954cac5b09762", "08e07b2aabfda719"),
+    ("openai", OPENROUTER, "openai/gpt-5", {}, "89f1c8ad399aeabb", None),
+    ("openai", OPENROUTER, "openai/gpt-6", {}, "c1bd609486723a75", "7bdc9661a733cbb9"),
+    ("openai", OPENROUTER, "openai/gpt-4o", {}, "f0e6902c5a97eb72", None),
+    ("openai", OPENROUTER, "anthropic/claude-opus-4.7", {}, "ca079fff3af62211", "8f68775257025ec7"),
+    ("openai", OPENROUTER, "anthropic/claude-sonnet-4.5", {}, "618efc8bb2d0e0ed", None),
+    ("openai", OPENROUTER, "meta-llama/llama-3.1-8b-instruct", {}, "dc0c37f15df64798", None),
+    ("openai", GATEWAY, "o3-mini", {}, "59ca2a6e37ead0c8", None),
+    ("openai", GATEWAY, "gpt-6", {}, "d8e52a1ec0f10b02", "e683bf0d36b735c4"),
+    ("openai", GATEWAY, "my-deployment", {"reasoning": True}, "b9b6f2c2d71406a7", None),
+    ("openai", GATEWAY, "my-deployment", {}, "3bc257ece1a055ad", None),
+    ("openai", LOCAL, "o3-mini", {"reasoning": False}, "a6d603e1c51c9961", None),
+    ("openai", LOCAL, "O3-mini", {"reasoning": False}, "9068b51d825fd75f", None),
+    ("openai", LOCAL, "gpt-6", {"reasoning": False}, "d8e52a1ec0f10b02", None),
+    ("openai", LOCAL, "llama-3.1-8b", {}, "4e1816264d101cbc", None),
+    ("openai", LOCAL, "gpt-4o", {"send_temperature": False}, "9aabd34354104e11", None),
+    ("openai", OPENAI, "gpt-5", {"send_temperature": True}, "3c8007fb53d906cf", None),
+    ("openai", XAI, "grok-4", {}, "88d7e372a238c442", None),
+    ("openai", XAI, "grok-3-mini", {}, "c0efab4fe0cc715e", None),
+    ("openai", XAI, "grok-3", {}, "2bfc9087139f0fe6", None),
+    ("openai", DEEPSEEK, "deepseek-reasoner", {}, "e980a2a90178cf02", None),
+    ("openai", DEEPSEEK, "DeepSeek-Reasoner", {}, "5ce8b2eae303d29e", "4dbad4245a126680"),
+    ("openai", DEEPSEEK, "deepseek-chat", {}, "87dabde78a18c22b", None),
+    ("openai", GROQ, "openai/gpt-oss-20b", {}, "0f30c2104437509a", None),
+    ("anthropic", ANTHROPIC, "claude-opus-4-7", {}, "7c20b71b427c0260", None),
+    ("anthropic", ANTHROPIC, "claude-opus-4.7", {}, "d06f46a7fc2de687", "6d6bb004cab23a14"),
+    ("anthropic", ANTHROPIC, "Claude-Opus-4-7", {}, "db78be15a7d35412", "92d11c67b11ebc43"),
+    ("anthropic", ANTHROPIC, "claude-opus-4-7-20260416", {}, "5e2834587a3b88b7", None),
+    ("anthropic", ANTHROPIC, "claude-opus-4-8", {}, "2a0c14eacd32a14a", None),
+    ("anthropic", ANTHROPIC, "claude-4.7-opus", {}, "ff88aad5d59677b1", "0305fd98a54f4005"),
+    ("anthropic", ANTHROPIC, "us.anthropic.claude-opus-4-7-v1:0", {}, "1e74a2edfde02054", None),
+    ("anthropic", ANTHROPIC, "claude-opus-4-20250514", {}, "d687ca853cd7919b", "443d836d4c5670f9"),
+    ("anthropic", ANTHROPIC, "claude-opus-4-0", {}, "2a00366d9d9ca0a8", None),
+    ("anthropic", ANTHROPIC, "claude-opus-4-1-20250805", {}, "d97f77d4800d706e", None),
+    ("anthropic", ANTHROPIC, "claude-opus-4-6", {}, "157b8aee876a0555", None),
+    ("anthropic", ANTHROPIC, "claude-sonnet-4-20250514", {}, "5675fc0617d94d65", None),
+    ("anthropic", ANTHROPIC, "claude-sonnet-4-5", {}, "2581293387012210", None),
+    ("anthropic", ANTHROPIC, "claude-sonnet-4.5", {}, "9d677a99978f65e8", None),
+    ("anthropic", ANTHROPIC, "claude-haiku-4-5-20251001", {}, "0dab3fecfd3f4c2f", None),
+    ("anthropic", ANTHROPIC, "claude-3-5-sonnet-20241022", {}, "cbe054cf1477421e", None),
+    ("anthropic", ANTHROPIC, "claude-3-7-sonnet-latest", {}, "5ed8cf4acf981533", None),
+    ("anthropic", ANTHROPIC, "claude-sonnet-5", {}, "0dc3220749595d29", None),
+    ("anthropic", ANTHROPIC, "claude-mythos-5", {}, "ef2149159defc995", "4d8d7ef04c511616"),
+    ("anthropic", ANTHROPIC, "claude-mythos-5.1", {}, "d6be7b44f77b2c8b", "8dadea2785ea3166"),
+    (
+        "anthropic",
+        ANTHROPIC,
+        "claude-opus-4-7",
+        {"send_temperature": True},
+        "169b05193e0b9efe",
+        None,
+    ),
+    (
+        "anthropic",
+        ANTHROPIC,
+        "claude-sonnet-4-5",
+        {"send_temperature": False},
+        "a39bb86f57a1a0fe",
+        None,
+    ),
+    ("gemini", None, "gemini-2.5-flash", {}, "595886d5d7d45cde", None),
+    ("simulator", None, "sim-1", {}, "60b2971258c44bb0", None),
+]
+
+CHANGED = {
+    "O3-mini",  # case
+    "GPT-5",
+    "gpt-6",  # later numbers of a family
+    "gpt-6-mini",
+    "gpt-10",
+    "codex-mini-latest",  # codex-*
+    "openai/O3-mini",
+    "openai/gpt-6",
+    "anthropic/claude-opus-4.7",  # Claude behind an OpenAI-compatible gateway, dotted
+    "DeepSeek-Reasoner",
+    "claude-opus-4.7",  # dotted
+    "Claude-Opus-4-7",
+    "claude-4.7-opus",  # version first, as OpenRouter writes it
+    "claude-opus-4-20250514",  # Opus 4: a date is no minor version; it takes temperature
+    "claude-mythos-5",  # every Claude family from 5, named in the table or not
+    "claude-mythos-5.1",
+}
+
+
+def test_only_names_that_newly_match_a_family_rule_change_their_key(tmp_path):
+    changed: set[str] = set()
+    for i, (provider, base_url, name, extra, before, now) in enumerate(FAMILY_KEYS):
+        keys: dict[str, object] = {
+            "provider": provider,
+            "model": name,
+            "temperature": 1.0,
+            "max_tokens": 512,
+            **extra,
+        }
+        if base_url is not None:
+            keys["base_url"] = base_url
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        (model,) = load_config(write_config(folder, [model_block("m", **keys)])).models
+        key = trial_key(_hand_spec(), model, model.params())
+        if now is None:
+            assert key[:16] == before, (provider, base_url, name, extra)
+        else:
+            assert key[:16] == now and now != before, (provider, base_url, name, extra)
+            changed.add(name)
+    assert changed == CHANGED

@@ -647,3 +647,96 @@ def test_backoff_attempt_budget_and_validation():
         Backoff(max_attempts=0)
     with pytest.raises(ValueError):
         b.window(0)
+
+
+# --- a refused parameter, named (issue 33) ----------------------------------------------------
+
+
+def _openai_error(message: str, param: str | None = None) -> bytes:
+    error = {"message": message, "type": "invalid_request_error", "param": param, "code": None}
+    return orjson.dumps({"error": error})
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "param", "key"),
+    [
+        (  # Anthropic, Claude Opus 4.7 and later
+            400,
+            b'{"type":"error","error":{"type":"invalid_request_error",'
+            b'"message":"`temperature` is deprecated for this model."}}',
+            "temperature",
+            "set send_temperature = false",
+        ),
+        (  # OpenAI reasoning models
+            400,
+            _openai_error(
+                "Unsupported value: 'temperature' does not support 0 with this model. Only the "
+                "default (1) value is supported.",
+                "temperature",
+            ),
+            "temperature",
+            "set send_temperature = false",
+        ),
+        (
+            400,
+            _openai_error(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                "'max_completion_tokens' instead."
+            ),  # no `param`: read from the message, the first name it gives
+            "max_tokens",
+            "set reasoning = true",
+        ),
+        (  # a chat server that knows no reasoning parameter
+            400,
+            _openai_error("Unrecognized request argument supplied: max_completion_tokens"),
+            "max_completion_tokens",
+            "set reasoning = false",
+        ),
+        (
+            400,
+            _openai_error("This model does not support the logprobs parameter", "logprobs"),
+            "logprobs",
+            "set logprobs = false",
+        ),
+        (  # Gemini, through its OpenAI endpoint too (a list of one error)
+            400,
+            b'[{"error":{"code":400,"message":"Invalid JSON payload received. Unknown name '
+            b'\\"thinkingConfig\\" at \'generation_config\': Cannot find field.",'
+            b'"status":"INVALID_ARGUMENT"}}]',
+            "thinking",
+            "remove thinking_budget",
+        ),
+        (  # a pydantic proxy
+            422,
+            b'{"detail":"seed: Extra inputs are not permitted"}',
+            "seed",
+            "remove sampling_seed",
+        ),
+    ],
+)
+def test_a_400_naming_a_refused_parameter_names_the_key_that_changes_it(status, body, param, key):
+    cls = classify_http(status, {}, body)
+    assert (cls.verdict, cls.kind) == (Verdict.FATAL, "param_refused")
+    assert cls.message.startswith(f"HTTP {status}: the model refuses `{param}`: {key}")
+    assert "\n" not in cls.message
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (400, _openai_error("max_tokens: 100000 > 64000, which is the maximum allowed")),
+        (400, _openai_error("messages: roles must alternate between user and assistant")),
+        (400, _openai_error("Unsupported parameter: 'top_p' is not supported", "top_p")),
+        (429, _openai_error("temperature is not supported right now, slow down")),
+        (404, _openai_error("The model `gpt-9` does not exist", "model")),
+    ],
+)
+def test_other_client_errors_are_not_read_as_a_refused_parameter(status, body):
+    """A value out of range, another field, a parameter ibias never sends (no key changes it)
+    and other statuses keep their classification."""
+    assert classify_http(status, {}, body).kind != "param_refused"
+
+
+def test_the_hint_survives_a_long_provider_message():
+    cls = classify_http(400, {}, _openai_error("x" * 5000 + " temperature", "temperature"))
+    assert "set send_temperature = false" in cls.message

@@ -116,3 +116,34 @@ def test_whitespace_or_unreadable_text_is_unparseable_not_empty() -> None:
         assert got["tag_only"] == "no_tag"
         assert got["words"] == {codes.MISSING}
         assert got["word_explicit"] == codes.UNPARSEABLE
+
+
+def test_openai_null_content_stored_after_its_retries_is_empty_with_its_own_reason() -> None:
+    """OpenAI's `content: null` with a `stop` finish, stored when its retries run out (the
+    reply its `NullContent` carries): empty, reason `null_content` (an empty string stays
+    `no_text`), and every parser reads it as empty, as it lands and from SQL."""
+    import orjson
+
+    from ibias.runner.providers.openai import NullContent, parse_chat_completion
+    from ibias.store.outcome import reply_outcome
+
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": None}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 0},
+    }
+    with pytest.raises(NullContent) as caught:
+        parse_chat_completion(orjson.dumps(body), 200, {})
+    reply = caught.value.reply
+    assert reply_outcome(reply.content, reply.finish_reason, reply.refusal) == (
+        "empty",
+        "null_content",
+    )
+    assert reply_outcome("", "stop", None) == ("empty", "no_text")
+    landed = reply_text(reply.content, reply.finish_reason, reply.refusal)
+    assert _sql_text(reply) == landed
+    assert _reasons(landed) == EMPTY

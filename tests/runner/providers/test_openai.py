@@ -263,15 +263,20 @@ async def test_empty_and_cut_off_answers_are_replies(server):
 
 
 @pytest.mark.parametrize("model", ["null-stop", "absent-stop", "null-refusal-stop"])
-async def test_no_content_no_refusal_with_stop_is_a_malformed_reply(server, model):
+async def test_no_content_no_refusal_with_stop_is_retried_with_its_reply_kept(server, model):
     """A 200 that says it stopped normally but carries neither text nor a refusal answered
-    nothing: stored as a response it would be an unparseable trial that is never asked again;
-    as a malformed reply it is retried."""
+    nothing, most likely a server fault: retried (`null_content`), with the reply as parsed
+    kept to be stored as empty if the retries run out (tests/runner/test_replies_and_names.py
+    runs that through the scheduler)."""
     with pytest.raises(ProviderError) as err:
         await call(server, model)
     cls = err.value.classification
-    assert (cls.verdict, cls.kind) == (Verdict.RETRY, "malformed")
+    assert (cls.verdict, cls.kind) == (Verdict.RETRY, "null_content")
     assert "no content" in cls.message
+    fallback = err.value.fallback
+    assert fallback is not None
+    assert (fallback.content, fallback.refusal, fallback.finish_reason) == (None, None, "stop")
+    assert fallback.raw["choices"][0]["finish_reason"] == "stop"
 
 
 @pytest.mark.parametrize(
@@ -305,7 +310,7 @@ async def test_connection_refused_is_retryable():
     [
         ("gemini-429", Verdict.RETRY, "http_429", 7.0, True, "Resource has been exhausted"),
         ("gemini-daily", Verdict.FATAL, "daily_quota", None, False, "Quota exceeded."),
-        ("gemini-400", Verdict.FATAL, "bad_request", None, False, 'Unknown name "seed"'),
+        ("gemini-400", Verdict.FATAL, "param_refused", None, False, "remove sampling_seed"),
         ("gemini-badkey", Verdict.FATAL, "auth", None, False, "API key not valid"),
         ("gemini-404", Verdict.FATAL, "not_found", None, False, "models/x is not found"),
         ("gemini-503", Verdict.RETRY, "http_503", None, False, "overloaded"),

@@ -464,3 +464,74 @@ def test_output_the_total_counts_beyond_the_completion_is_billed():
     assert (reply.completion_tokens, reply.reasoning_tokens) == (533, 382)
     plain = parse_chat_completion(body.replace(b"553", b"171"), 200, {})
     assert (plain.completion_tokens, plain.reasoning_tokens) == (151, None)
+
+
+# --- family patterns: any case, dotted or dashed versions, later models (issue 33) -----------
+
+REASONING = "OpenAI reasoning model"
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "label"),
+    [
+        # must match: each gets its family's rule
+        ("openai", "O3-mini", REASONING),
+        ("openai", "gpt-6", REASONING),
+        ("openai", "GPT-5.2-pro", REASONING),
+        ("openai", "gpt-5-1-codex", REASONING),
+        ("openai", "o9", REASONING),
+        ("openai", "codex-mini-latest", REASONING),
+        ("openai", "openrouter/openai/o4-mini-high", REASONING),
+        ("anthropic", "claude-opus-4.7", NO_SAMPLING),
+        ("anthropic", "Claude-Opus-4-7", NO_SAMPLING),
+        ("anthropic", "claude-4.7-opus", NO_SAMPLING),
+        ("anthropic", "claude-opus-4-10", NO_SAMPLING),
+        ("anthropic", "claude-haiku-5@20270101", NO_SAMPLING),
+        ("openai", "anthropic/claude-opus-4.7", NO_SAMPLING),  # behind OpenRouter
+        ("openai", "DeepSeek-Reasoner", "DeepSeek reasoner"),
+        # must NOT match
+        ("openai", "gpt-5-chat-latest", ""),
+        ("openai", "gpt-5.1-chat-latest", ""),
+        ("openai", "gpt-4o", ""),
+        ("openai", "gpt-4.1-mini", ""),
+        ("openai", "gpt-oss-120b", ""),
+        ("openai", "chatgpt-4o-latest", ""),
+        ("openai", "codex", ""),
+        ("openai", "o", ""),
+        ("anthropic", "claude-opus-4-20250514", ""),  # Opus 4: a date, not version 4.2025...
+        ("anthropic", "claude-opus-4.6", ""),
+        ("anthropic", "claude-sonnet-4.5", ""),
+        ("anthropic", "claude-3-5-sonnet-20241022", ""),
+        ("openai", "anthropic/claude-sonnet-4.5", ""),
+    ],
+)
+def test_family_patterns_match_current_and_later_names(provider, model, label):
+    assert rule_for(None, model, provider=provider).label == label
+
+
+def test_the_model_config_wins_over_the_family_table(tmp_path):
+    """A local model named like o3-mini with `reasoning = false` is sent what any chat model
+    is (`max_tokens`, its temperature); `send_temperature = true` sends a Claude 4.7 its
+    temperature; `reasoning = true` makes an unknown name a reasoning model."""
+    local = rule_for("http://127.0.0.1:8000/v1", "O3-mini", reasoning=False)
+    assert local.label == "" and wire_params(local, NEUTRAL) == NEUTRAL
+    claude = rule_for(None, "claude-opus-4.7", provider="anthropic", send_temperature=True)
+    assert "temperature" not in claude.rejects | claude.ignored
+    assert rule_for(None, "prod-deploy", reasoning=True).label == REASONING
+    block = model_block(
+        "local",
+        provider="openai",
+        base_url="http://127.0.0.1:8000/v1",
+        model="o3-mini",
+        reasoning=False,
+        temperature=0.3,
+    )
+    (model,) = load_config(write_config(tmp_path, [block])).models
+    assert model.params() == {"temperature": 0.3, "max_tokens": 512}
+
+
+def test_a_newly_matched_name_asking_for_a_temperature_is_refused_when_read(tmp_path):
+    """`gpt-6` at temperature 0 was sent and refused by the real API; now the config says so."""
+    block = model_block("g", provider="openai", model="gpt-6", temperature=0)
+    with pytest.raises(ConfigError, match=r"accept only temperature = 1"):
+        load_config(write_config(tmp_path, [block]))
