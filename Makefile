@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_live
 	$(BIN)/python -m bench.bench_grid
 	$(BIN)/python -m bench.bench_limits openai-hidden --rpm 60 120 600 6000
+	$(BIN)/python -m bench.bench_limits openai-configured --rpm 120 --seconds 300
 	$(BIN)/python -m bench.bench_population
 
 lint: $(STAMP)

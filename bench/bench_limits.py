@@ -10,6 +10,11 @@ The simulator enforces 600 RPM at 100 ms latency; ibias runs against it, in each
 * `headers` - the limit is announced only in the simulator's answers (headers; Gemini: the
   quota its first 429 names): the run learns and paces by it. Goal: at least 0.95 of the limit,
   and no 429 after the first 60 s.
+* `configured` (not in the default set) - the limit is hidden as in `hidden`, and the config
+  sets an rpm above it (`--configured-rpm`, default 300; issue 33: `rpm = 300` against a hidden
+  120 earned a third of all requests 429s). Goal as `hidden`: after the first 60 s at least 0.9
+  of the real limit and at most 5% 429s. Run as `python -m bench.bench_limits
+  openai-configured --rpm 120 --seconds 300`.
 
 Run with `python -m bench.bench_limits [case ...] [--seconds 180] [--rpm 600 ...]` (cases like
 `openai-hidden`; default all six, each at every `--rpm`, default 600). `make bench` runs
@@ -52,11 +57,14 @@ def _base_url(sim: Simulator, protocol: str) -> str:
     return root + ("/v1beta" if protocol == "gemini" else "/v1")
 
 
-async def run_case(protocol: str, mode: str, seconds: float, rpm: int = RPM) -> dict[str, Any]:
+async def run_case(
+    protocol: str, mode: str, seconds: float, rpm: int = RPM, configured_rpm: int = 300
+) -> dict[str, Any]:
     profile = SimProfile(
         seed=1,
-        default=ModelProfile(latency_ms=LATENCY_MS, rpm=rpm, hide_limits=mode == "hidden"),
+        default=ModelProfile(latency_ms=LATENCY_MS, rpm=rpm, hide_limits=mode != "headers"),
     )
+    configured: dict[str, Any] = {"rpm": configured_rpm} if mode == "configured" else {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         async with Simulator(profile) as sim:
@@ -69,6 +77,7 @@ async def run_case(protocol: str, mode: str, seconds: float, rpm: int = RPM) -> 
                 max_concurrency=CONCURRENCY,
                 timeout_s=30,
                 max_tokens=64,
+                **configured,
             )
             n = int(rpm / 60 * seconds * 1.5) + 200
             config = load_config(write_config(folder, [block], n_prompts=n))
@@ -152,6 +161,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=180.0)
     parser.add_argument("--rpm", type=int, nargs="+", default=[RPM])
+    parser.add_argument("--configured-rpm", type=int, default=300)
     parser.add_argument("cases", nargs="*")
     args = parser.parse_args()
     cases = args.cases or [f"{p}-{m}" for m in MODES for p in PROTOCOLS]
@@ -159,9 +169,11 @@ def main() -> None:
         protocol, mode = case.split("-", 1)
         for rpm in args.rpm:
             started = time.perf_counter()
-            out = asyncio.run(run_case(protocol, mode, args.seconds, rpm))
+            out = asyncio.run(run_case(protocol, mode, args.seconds, rpm, args.configured_rpm))
             out["wall_s"] = round(time.perf_counter() - started, 1)
             row = {"case": case, "rpm": rpm, "seconds": args.seconds, **out}
+            if mode == "configured":
+                row["configured_rpm"] = args.configured_rpm
             print(json.dumps(row), flush=True)
 
 

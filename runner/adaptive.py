@@ -129,7 +129,16 @@ class AdaptiveRate:
       answers, the rate is back within seconds, and at a real limit a 429 still comes only
       once in a few hundred answers.
 
-    `admitted` and `finished` return the new rate (requests per second) when it changed.
+    * **relax** - `relax_s` after the last cut with no cut since, growth is fast again: a
+      hidden limit that was raised mid-run (a tier upgrade, a busy hour over) is found again in
+      seconds, not at 2% a step (from 120 to 216 RPM at 2% per 30 s took 15 minutes);
+    * **ceiling** - with a rate configured or announced (`ceiling_per_s`), the learnt rate
+      never goes above it: a configured limit is a ceiling, and the learnt rate only paces
+      below it while 429s say the real limit is lower.
+
+    `admitted` and `finished` return the new rate (requests per second) when it changed;
+    `dropped` closes the books of a request whose end says nothing about the limit (an error
+    other than a 429, a cancel): without it a learning window waits for it forever.
     """
 
     def __init__(
@@ -144,6 +153,8 @@ class AdaptiveRate:
         fast_interval_s: float = 5.0,
         min_rate_per_s: float = 1.0 / 60.0,
         grow_every: int = 200,
+        relax_s: float = 60.0,
+        ceiling_per_s: float | None = None,
     ) -> None:
         if not (learn_s > 0 and 0 < margin <= 1 and 0 < decrease < 1 and grow >= 1):
             raise ValueError("need learn_s > 0, 0 < margin <= 1, 0 < decrease < 1, grow >= 1")
@@ -156,6 +167,11 @@ class AdaptiveRate:
         self.fast_interval_s = fast_interval_s
         self.min_rate_per_s = min_rate_per_s
         self.grow_every = grow_every
+        self.relax_s = relax_s
+        #: The configured or announced rate the learnt one stays under (None: no ceiling).
+        self.ceiling_per_s = ceiling_per_s
+        #: When the rate was last cut by a 429 (see `relax_s`).
+        self._cut_at = 0.0
         #: Answers since the rate last changed (growth by count, see the class doc).
         self._clean = 0
         #: No cut since the rate was learnt: it grows fast (see the class doc).
@@ -181,6 +197,23 @@ class AdaptiveRate:
         if self._in_window(now):
             self._pending += 1
 
+    def dropped(self, admitted_at: float, now: float) -> float | None:
+        """A request admitted at `admitted_at` ended at `now` saying nothing about the limit
+        (another error, or it was never sent): it no longer holds its learning window open."""
+        if self._in_window(admitted_at):
+            self._pending -= 1
+        return self._close_window(now)
+
+    def _close_window(self, now: float) -> float | None:
+        """End the learning window once it is over and all it admitted came back."""
+        window = self._window
+        if window is None or now < window[1] or self._pending > 0:
+            return None
+        self._window = None
+        if self._answered < 2:  # nothing to measure by: the next 429 opens another window
+            return None
+        return self._set(self.margin * self._answered / (window[1] - window[0]), now)
+
     def finished(self, admitted_at: float, rate_limited: bool, now: float) -> float | None:
         """A request admitted at `admitted_at` came back at `now`: answered, or a 429."""
         window = self._window
@@ -195,16 +228,15 @@ class AdaptiveRate:
                 return None
             if admitted_at >= self._changed_at:
                 self._fast = False
+                self._cut_at = now
                 return self._set(self.rate_per_s * self.decrease, now)
-        window = self._window
-        if window is not None and now >= window[1] and self._pending <= 0:
-            self._window = None
-            if self._answered < 2:  # nothing to measure by: the next 429 opens another window
-                return None
-            return self._set(self.margin * self._answered / (window[1] - window[0]), now)
+        if self._window is not None:
+            return self._close_window(now)
         if rate_limited or self.rate_per_s is None:
             return None
         self._clean += 1
+        if not self._fast and now - self._cut_at >= self.relax_s:
+            self._fast = True  # long clean since the last cut: look for a raised limit fast
         if self._fast and now - self._changed_at >= self.fast_interval_s:
             return self._set(self.rate_per_s * self.fast_grow, now)
         if not self._fast and (
@@ -217,6 +249,8 @@ class AdaptiveRate:
         self._changed_at = now
         self._clean = 0
         rate = max(rate, self.min_rate_per_s)
+        if self.ceiling_per_s is not None:
+            rate = min(rate, self.ceiling_per_s)
         if rate == self.rate_per_s:
             return None
         self.rate_per_s = rate

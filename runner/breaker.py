@@ -20,6 +20,10 @@ hours of a night's sweep for nothing, and every trial of the outage marked faile
 The outage begins when the first request of the failing streak was sent (not before the last
 success): an endpoint that has not answered anything since then has been down that long.
 
+A failure while the run's own event loop was starved (`local_stall`, runner/loop_lag.py) is not
+the endpoint's: it is no part of a streak, and an outage's clock does not count the time the
+loop was late (`excuse`). Beside six CPU hogs, four models' breakers opened on such failures.
+
 Two limits make sure a dead endpoint is said at once, not after a night:
 
 * **the outage limit holds whatever `timeout_s` is**: a request in flight is cancelled when the
@@ -53,6 +57,7 @@ import anyio
 from ibias.runner.config import DEFAULT_OUTAGE_LIMIT_S
 
 __all__ = [
+    "FIRST_ALONE_S",
     "NEVER_ANSWERED_S",
     "UNREACHABLE_KINDS",
     "Admission",
@@ -66,6 +71,9 @@ UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
 #: Seconds an endpoint that has not answered once since the run started may keep refusing
 #: connections before its model stops (read when a breaker is made, so a test may lower it).
 NEVER_ANSWERED_S = 30.0
+#: Seconds the other requests of a model wait for its first one (`Breaker(first_alone=True)`):
+#: a refusal comes within a second; a slow first answer does not hold the model back longer.
+FIRST_ALONE_S = 3.0
 #: Seconds a request sent when the outage is at its limit may take before it is cancelled.
 LAST_PROBE_S = 1.0
 #: Clock slack when comparing an outage with its limit: a deadline timer may fire a hair
@@ -107,6 +115,7 @@ class Breaker:
         first_probe_s: float = 1.0,
         max_probe_s: float = 30.0,
         never_answered_s: float | None = None,
+        first_alone: bool = False,
     ) -> None:
         if not outage_limit_s > 0:
             raise ValueError("outage_limit_s must be > 0")
@@ -139,12 +148,21 @@ class Breaker:
         self._interval = first_probe_s
         #: Bumped on every change that may let a waiting worker go (see `wait_turn`).
         self._changed: anyio.Event | None = None
+        #: `first_alone`: until the endpoint first answers, one request at a time goes (as a
+        #: probe, with no wait between), for at most `FIRST_ALONE_S` each: what every request
+        #: of a model shares and the model refuses (a parameter, the key: a 400 comes at once)
+        #: then costs one attempt, not one per worker, and a slow first answer (a reasoning
+        #: model, a hanging server) holds the others for seconds only. Any answer, even an
+        #: error status, ends it; so does its wait; after a failure the next one goes alone.
+        self._unproven = first_alone
+        self._alone_until = 0.0
 
     # ------------------------------------------------------------------ queries
 
     @property
     def closed(self) -> bool:
-        return self.state is BreakerState.CLOSED
+        """Requests go as the limiter allows (not while a first request goes alone)."""
+        return self.state is BreakerState.CLOSED and not self._unproven
 
     def down_for(self, now: float) -> float:
         """Seconds the endpoint has been unreachable (0 when it is not known to be down)."""
@@ -196,7 +214,7 @@ class Breaker:
         """May a request start now? Open: the first caller once the probe wait is over becomes
         the probe, and must report its outcome (or `abandon` it)."""
         if self.state is BreakerState.CLOSED:
-            return _GO
+            return self._first_alone(now) if self._unproven else _GO
         if self.state is BreakerState.DEAD:
             return _DEAD
         if self._probe_in_flight:
@@ -206,12 +224,29 @@ class Breaker:
             return _PROBE
         return Admission(go=False, wait_s=self._next_probe_at - now)
 
+    def _first_alone(self, now: float) -> Admission:
+        """Closed, and nothing answered yet (`first_alone`): one request goes, the others wait
+        for its outcome or `FIRST_ALONE_S`, whichever comes first."""
+        if not self._probe_in_flight:
+            self._probe_in_flight = True
+            self._alone_until = now + FIRST_ALONE_S
+            return _PROBE
+        if now < self._alone_until:
+            return Admission(go=False, wait_s=self._alone_until - now)
+        self._unproven = False  # a slow first answer: the others go too
+        self._probe_in_flight = False
+        return _GO
+
     def reached(self, now: float, *, probe: bool = False) -> None:
         """A request got an HTTP answer (a success or any error status): the endpoint is up.
 
         Called for every reply, so the common case (closed, no streak) is two comparisons."""
         if now > self._last_ok:
             self._last_ok = now
+        if self._unproven:
+            self._unproven = False
+            self._probe_in_flight = False
+            self._notify()
         if (
             not self._streak
             and not probe
@@ -271,6 +306,8 @@ class Breaker:
             return True
         if self.state is BreakerState.CLOSED:
             if self._streak < self.trip_after:
+                if probe and self._unproven:
+                    self._notify()  # the next request goes alone in its place
                 return False
             self.state = BreakerState.OPEN
             self._interval = self.first_probe_s
@@ -284,6 +321,15 @@ class Breaker:
         self._next_probe_at = min(self._next_probe_at, self._streak_began + limit)
         self._notify()
         return True
+
+    def excuse(self, now: float, overdue_s: float) -> None:
+        """A request failed while the run's own event loop was starved (runner/loop_lag.py):
+        it says nothing of the endpoint, so it is no part of the streak (the caller tells
+        nothing else, and `abandon`s a probe), and the outage clock of a streak already under
+        way does not count the `overdue_s` seconds the loop was late: an endpoint is not
+        declared dead for time in which we could not have heard it."""
+        if self._streak_began is not None and overdue_s > 0:
+            self._streak_began = min(now, self._streak_began + overdue_s)
 
     def abandon(self) -> None:
         """The probe ended without an outcome (cancelled by a stop): let another worker probe."""

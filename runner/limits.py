@@ -28,11 +28,25 @@ API. What aiolimiter cannot express is wrapped around it:
 * **a learnt rate** - beside it, `AdaptiveRate` learns the hidden request rate from the 429s
   (runner/adaptive.py); once learnt, requests are paced by it (the request bucket, as if it
   had been announced) and the cap goes back to ``max_concurrency``: below about one request
-  in flight per latency, only a rate can keep a hidden limit. An announced rate ends both.
+  in flight per latency, only a rate can keep a hidden limit. An announced rate ends both;
+* **a configured rate is a ceiling** - with ``rpm`` configured (and ``adaptive`` asked), 429s
+  that pacing at it does not prevent say the account's real limit is lower (a lower tier of a
+  provider that announces nothing: OpenRouter, xAI, Gemini's OpenAI-compatible endpoint). The
+  same learner then paces the model below the configured rate, and recovers towards it, never
+  above (`learnt_rpm`, `ceiling_rpm`; the status line says so). With ``rpm = 300`` against a
+  hidden 120, pacing at the configured rate alone earned a third of all requests 429s.
 
-All requests pass the rate stage one at a time in FIFO order (an ``asyncio.Lock``): this keeps
+All requests pass the rate stage one at a time in FIFO order (the gate): this keeps
 aiolimiter's smallest-amount-first wake-up order from starving large requests, and means at
-most one task holds freshly acquired budget when a pause begins, so a pause's end is not a herd.
+most one task waits on the buckets when a pause begins, so a pause's end is not a herd. The
+task holding the gate, once admitted, admits the waiters behind it itself while the buckets
+hold budget for them (`_pass_gate`), and hands the gate to the first that must wait. Why:
+handing it on one task at a time costs one turn of the event loop per request, and a loaded
+loop turns a few times a second: under a CPU hog (6 busy processes on 2 cores, a loop turn of
+0.2-0.5 s) every paced model of the demo grid crawled at 4-7 requests/s, whatever its rate (76
+to 525 a second), while the unpaced ones did 60-115 (issue 33). A loaded loop also wakes the
+task waiting on a bucket late; `PACING_SLACK_S` of bucket lets the next requests make up
+for it instead of that time being lost.
 
 Time is the running loop's clock (as in aiolimiter), so tests can use a virtual-time loop.
 """
@@ -50,12 +64,43 @@ from aiolimiter import AsyncLimiter
 
 from ibias.runner.adaptive import AdaptiveConcurrency, AdaptiveRate
 
-__all__ = ["EndpointLimiter", "Outcome", "Permit"]
+__all__ = ["PACING_SLACK_S", "EndpointLimiter", "Outcome", "Permit"]
+
+#: Seconds of request budget the run's limiters may catch up after a late wake-up (the run's
+#: `burst_s`, runner/run.py): a loaded event loop wakes a paced task late by up to a turn of
+#: the loop (0.2-0.5 s under a CPU hog), and a one-request bucket loses that time for good.
+#: Well within the one second of budget a provider's bucket holds (runner/simulator/faults.py).
+PACING_SLACK_S = 0.5
 
 _Which = Literal["rpm", "tpm"]
 #: How a request went, as far as adapting concurrency cares: answered, refused with a 429, or
-#: anything else (an error that says nothing about the provider's limits).
+#: anything else (an error that says nothing about the provider's limits). Timeouts and dropped
+#: connections are "other": only a 429 is read as overload, so a run whose own event loop is
+#: starved (runner/loop_lag.py) never cuts a model's concurrency or learnt rate for it.
 Outcome = Literal["ok", "rate_limited", "other"]
+
+
+def _check_sizes(max_concurrency: int, burst_s: float, token_burst_s: float) -> None:
+    if max_concurrency < 1:
+        raise ValueError("max_concurrency must be at least 1")
+    if not (burst_s >= 0 and math.isfinite(burst_s)):
+        raise ValueError("burst_s must be a finite number >= 0")
+    if not (token_burst_s > 0 and math.isfinite(token_burst_s)):
+        raise ValueError("token_burst_s must be a finite number > 0")
+
+
+def _rate_learner(
+    learn_rate: bool | AdaptiveRate, *, adapting: bool, asked: bool, rpm: int | None
+) -> AdaptiveRate | None:
+    """The controller that learns a hidden rate, when one is to be learnt: while concurrency
+    adapts (no rate known), or below a configured `rpm` when adapting was `asked` (the learnt
+    rate then stays under it: a configured rate is a ceiling)."""
+    if learn_rate is False or not (adapting or (asked and rpm is not None)):
+        return None
+    learner = AdaptiveRate() if learn_rate is True else learn_rate
+    if rpm is not None:
+        learner.ceiling_per_s = rpm / 60.0
+    return learner
 
 
 class Permit(NamedTuple):
@@ -94,20 +139,18 @@ class EndpointLimiter:
         adaptive: bool | AdaptiveConcurrency = False,
         learn_rate: bool | AdaptiveRate = True,
     ) -> None:
-        if max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1")
-        if not (burst_s >= 0 and math.isfinite(burst_s)):
-            raise ValueError("burst_s must be a finite number >= 0")
-        if not (token_burst_s > 0 and math.isfinite(token_burst_s)):
-            raise ValueError("token_burst_s must be a finite number > 0")
+        _check_sizes(max_concurrency, burst_s, token_burst_s)
         self._max_concurrency = max_concurrency
         self._adaptive: AdaptiveConcurrency | None = None
         if adaptive is not False and rpm is None and tpm is None:
             self._adaptive = AdaptiveConcurrency(max_concurrency) if adaptive is True else adaptive
-        #: Learns a hidden rate while adapting (``learn_rate``; see the module docstring).
-        self._rate_learner: AdaptiveRate | None = None
-        if self._adaptive is not None and learn_rate is not False:
-            self._rate_learner = AdaptiveRate() if learn_rate is True else learn_rate
+        #: The configured or announced request rate: the learnt one never paces above it.
+        self._ceiling_rpm = rpm
+        #: Learns a hidden rate (``learn_rate``): while adapting, or below a configured rpm
+        #: (see the module docstring).
+        self._rate_learner = _rate_learner(
+            learn_rate, adapting=self._adaptive is not None, asked=adaptive is not False, rpm=rpm
+        )
         self._concurrency = max_concurrency if self._adaptive is None else self._adaptive.limit
         self._burst_s = burst_s
         self._token_burst_s = token_burst_s
@@ -116,7 +159,13 @@ class EndpointLimiter:
         # Negative while a lowered cap is still exceeded by the requests in flight.
         self._free_slots = self._concurrency
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._gate = asyncio.Lock()
+        #: The gate (see the module docstring): held by one task; the others wait in FIFO
+        #: order, each with its estimate, for (tokens paid, admitted at), meaning the holder
+        #: admitted it, or None, meaning it holds the gate now.
+        self._gate_held = False
+        self._gate_waiters: collections.deque[
+            tuple[asyncio.Future[tuple[float, float] | None], int]
+        ] = collections.deque()
         self._in_flight = 0
         self._outstanding: set[int] = set()
         self._serials = itertools.count()
@@ -182,7 +231,8 @@ class EndpointLimiter:
             return
         if rpm is not None or tpm is not None:
             self._stop_adapting()
-            self._rate_learner = None
+            self._rate_learner = None  # announced limits win: their windows explain a 429
+        self._ceiling_rpm = rpm
         self._install(rpm, tpm)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
@@ -203,6 +253,19 @@ class EndpointLimiter:
     def concurrency(self) -> int:
         """The cap on requests in flight now (below `max_concurrency` while adapting)."""
         return self._concurrency
+
+    @property
+    def ceiling_rpm(self) -> int | None:
+        """The configured (or announced) request rate, which a learnt rate stays under."""
+        return self._ceiling_rpm
+
+    @property
+    def learnt_rpm(self) -> int | None:
+        """The request rate paced by, when it was learnt from 429s (else None)."""
+        learner = self._rate_learner
+        if learner is None or learner.rate_per_s is None:
+            return None
+        return self._rpm
 
     @property
     def rate_learner(self) -> AdaptiveRate | None:
@@ -233,12 +296,19 @@ class EndpointLimiter:
     def _adapt(self, permit: Permit, outcome: Outcome) -> None:
         learner = self._rate_learner
         adaptive = self._adaptive
-        if (adaptive is None and learner is None) or outcome == "other":
+        if adaptive is None and learner is None:
             return
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         now = loop.time()
+        if outcome == "other":
+            # Says nothing of the limit, but must not hold a learning window open forever.
+            if learner is not None and learner.learning:
+                rate = learner.dropped(permit.admitted_at, now)
+                if rate is not None:
+                    self._pace_learnt(rate)
+            return
         if learner is not None:
             rate = learner.finished(permit.admitted_at, outcome == "rate_limited", now)
             if rate is not None:
@@ -258,6 +328,8 @@ class EndpointLimiter:
         been announced, concurrency no longer adapted (the rate is what keeps the limit)."""
         self._stop_adapting()
         rpm = max(1, round(rate_per_s * 60.0))
+        if self._ceiling_rpm is not None:
+            rpm = min(rpm, self._ceiling_rpm)
         if rpm != self._rpm:
             self._install(rpm, self._tpm)
             changed, self._changed = self._changed, asyncio.Event()
@@ -391,7 +463,7 @@ class EndpointLimiter:
             self._free_slots -= 1
         else:
             await self._wait_for_slot()
-        if self._rpm_limiter is None and self._tpm_limiter is None and not self._gate.locked():
+        if self._rpm_limiter is None and self._tpm_limiter is None and not self._gate_held:
             # No rate to keep and nobody queued at the gate: unless paused, nothing to wait
             # for, so skip the gate's await chain (the common case of an endpoint without
             # limits). The loop is looked up once per limiter: each lookup is a getpid().
@@ -404,17 +476,95 @@ class EndpointLimiter:
                 self._last_tokens_paid = 0.0
                 return self._permit(est_tokens, now)
         try:
-            async with self._gate:
+            if self._gate_held:
+                admitted = await self._wait_at_gate(est_tokens)
+                if admitted is not None:  # admitted by the task ahead
+                    return self._permit(est_tokens, admitted[1])
+            else:
+                self._gate_held = True
+            try:
                 await self._wait_pause()
                 await self._take_request()
                 paid = await self._take_tokens(est_tokens)
                 await self._wait_pause()
-                self._last_admit_at = asyncio.get_running_loop().time()
-                self._last_tokens_paid = paid
+            except BaseException:
+                self._hand_gate_on()
+                raise
+            now = asyncio.get_running_loop().time()
+            self._last_admit_at = now
+            self._last_tokens_paid = paid
+            await self._pass_gate()
         except BaseException:
             self._release_slot()
             raise
-        return self._permit(est_tokens, self._last_admit_at)
+        return self._permit(est_tokens, now)
+
+    async def _wait_at_gate(self, est_tokens: int) -> tuple[float, float] | None:
+        """Queue at the gate: (tokens paid, admission time) when the holder admitted this
+        request, None when the gate was handed to it. Cancel-safe: a cancelled waiter leaves
+        the queue, hands on a gate it was just given, and credits tokens paid for it."""
+        waiter: asyncio.Future[tuple[float, float] | None]
+        waiter = asyncio.get_running_loop().create_future()
+        self._gate_waiters.append((waiter, est_tokens))
+        try:
+            return await waiter
+        except BaseException:
+            if not waiter.done():
+                waiter.cancel()
+            elif not waiter.cancelled():
+                given = waiter.result()
+                if given is None:
+                    self._hand_gate_on()
+                else:  # admitted but never sent: its estimate was not consumed
+                    self._owed -= est_tokens
+                    self._clamp_credit()
+            raise
+
+    def _hand_gate_on(self) -> None:
+        """Give the gate to the longest waiter still waiting, or free it."""
+        while self._gate_waiters:
+            waiter, _ = self._gate_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._gate_held = False
+
+    async def _pass_gate(self) -> None:
+        """The holder was admitted: admit the waiters behind it in order while nothing would
+        make them wait (no pause, budget in both buckets, no bucket to seed), then hand the
+        gate to the first that must wait. Nothing here suspends (each take finds capacity), so
+        the admissions are one step of the loop, not one turn each."""
+        loop = asyncio.get_running_loop()
+        try:
+            while self._gate_waiters:
+                waiter, est = self._gate_waiters[0]
+                if waiter.done():  # cancelled while waiting
+                    self._gate_waiters.popleft()
+                    continue
+                now = loop.time()
+                if not self._can_admit_now(est, now):
+                    break
+                self._gate_waiters.popleft()
+                await self._take_request()
+                paid = await self._take_tokens(est)
+                self._last_admit_at = now
+                self._last_tokens_paid = paid
+                waiter.set_result((paid, now))
+        finally:
+            self._hand_gate_on()
+
+    def _can_admit_now(self, est_tokens: int, now: float) -> bool:
+        """Whether a request of `est_tokens` would pass the rate stage without waiting."""
+        if self._paused_until > now or self._seed_rpm or self._seed_tpm:
+            return False
+        if self._rpm_limiter is not None and not self._rpm_limiter.has_capacity(1.0):
+            return False
+        if self._tpm is None or self._tpm_limiter is None:
+            return True
+        charge = min(max(est_tokens + self._owed, 0.0), float(self._tpm))
+        if charge > self._token_capacity(self._tpm):
+            return False  # paid in instalments: the holder's slow path
+        return charge <= 0 or self._tpm_limiter.has_capacity(charge)
 
     async def _wait_for_slot(self) -> None:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()

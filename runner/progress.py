@@ -14,7 +14,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from ibias.runner.status import SHOW_FAILING_AFTER, ModelStats, rate_and_eta
+from ibias.runner.console import literal, terminal, text
+from ibias.runner.loop_lag import LoopLag, starved_note
+from ibias.runner.status import SHOW_FAILING_AFTER, ModelStats, pacing_note, rate_and_eta
 
 if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quiet or a log)
     from rich.live import Live
@@ -58,7 +60,7 @@ def _cells(stats: Sequence[ModelStats]) -> list[dict[str, str]]:
         rate, eta = rate_and_eta(s, now)
         rows.append(
             {
-                "model": s.model_id,
+                "model": literal(s.model_id, layout=False),
                 "done/total": f"{s.done_before + s.done:,}/{s.total:,}",
                 "failed": f"{s.failed:,}",
                 "req/s": f"{rate:,.1f}",
@@ -72,16 +74,20 @@ def _cells(stats: Sequence[ModelStats]) -> list[dict[str, str]]:
     return rows
 
 
-def render_table(stats: Sequence[ModelStats], width: int | None = None) -> Table:
+def render_table(
+    stats: Sequence[ModelStats], width: int | None = None, starved: str | None = None
+) -> Table:
     """The progress table, fitted to `width` columns (None: every column).
 
     Nothing is cut and no number wraps: every cell is no_wrap, and when the whole table is
     wider than the terminal the `DROPPABLE` columns go, one at a time, until it fits (the
     widths are measured by rich itself, on the cells as they will print). A model id is never
     cut: two ids that differ only at the end (`sim-gemini-2.0-flash`, `-lite`) must stay apart.
-    A stopped model says so in its ETA.
+    A stopped model says so in its ETA. Ids and notes are `Text` with control characters
+    escaped (runner/console.py): any console shows them as they are, never as markup.
+    `starved`: the run's line about requests retried because the machine was starved (one,
+    under the models' notes), or None.
     """
-    from rich.console import Console
     from rich.measure import Measurement
 
     rows = _cells(stats)
@@ -89,15 +95,22 @@ def render_table(stats: Sequence[ModelStats], width: int | None = None) -> Table
     table = _table(rows, shown)
     if width is not None:
         # Measured unbounded: rich clamps a measurement to the console's width.
-        console = Console(width=1_000_000)
+        console = terminal(width=1_000_000)
         for column in DROPPABLE:
             if Measurement.get(console, console.options, table).maximum <= width:
                 break
             shown.remove(column)
             table = _table(rows, shown)
-    notes = [f"{s.model_id}: {note}" for s in stats if (note := failing_note(s)) is not None]
+    notes = [
+        literal(f"{s.model_id}: {note}", layout=False)
+        for s in stats
+        for note in (failing_note(s), pacing_note(s.configured_rpm, s.learnt_rpm))
+        if note is not None
+    ]
+    if starved is not None:
+        notes.append(starved)
     if notes:
-        table.caption = "\n".join(notes)
+        table.caption = text("\n".join(notes))
         table.caption_justify = "left"
     return table
 
@@ -111,7 +124,7 @@ def _table(rows: list[dict[str, str]], columns: Sequence[str]) -> Table:
     for col in columns:
         table.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
     for row in rows:
-        table.add_row(*(row[col] for col in columns))
+        table.add_row(*(text(row[col]) for col in columns))
     return table
 
 
@@ -128,9 +141,9 @@ def plain_lines(stats: Sequence[ModelStats]) -> list[str]:
             f"failed={s.failed} retries={s.retries} errors={s.errors} "
             f"tokens={s.tokens} cost=${s.cost:.4f} eta={_eta(s, eta)}"
         )
-        note = failing_note(s)
-        if note is not None:
-            line += f" ({note})"
+        for note in (failing_note(s), pacing_note(s.configured_rpm, s.learnt_rpm)):
+            if note is not None:
+                line += f" ({note})"
         if s.fatal:
             line += " stopped"
         lines.append(line)
@@ -147,8 +160,12 @@ class Progress:
         quiet: bool,
         stream: TextIO | None = None,
         plain_interval: float = 30.0,
+        loop_lag: LoopLag | None = None,
     ) -> None:
         self.stats = stats
+        #: The run's loop-lag meter: its excused failures are said (one line, see `_starved`).
+        self.loop_lag = loop_lag
+        self._stalls_said = 0
         self.quiet = quiet
         self.stream = stream or sys.stderr
         self.plain_interval = plain_interval
@@ -159,16 +176,21 @@ class Progress:
         if self.quiet:
             return
         if self.stream.isatty():
-            from rich.console import Console
             from rich.live import Live
 
-            console = Console(file=self.stream)
+            console = terminal(self.stream)
             self._live = Live(self._table(console.width), console=console, auto_refresh=False)
             self._live.start()
 
     def _table(self, width: int) -> Table:
         # The terminal's width now: a resized window gets its columns back at the next tick.
-        return render_table(self.stats, width)
+        return render_table(self.stats, width, self._starved())
+
+    def _starved(self) -> str | None:
+        """The line about requests retried because this machine was starved (runner/loop_lag.py),
+        or None when none were."""
+        lag = self.loop_lag
+        return None if lag is None else starved_note(lag.stalls, lag.worst_s)
 
     def tick(self) -> None:
         if self.quiet:
@@ -187,7 +209,17 @@ class Progress:
         self._print_plain()
 
     def _print_plain(self) -> None:
-        print("\n".join(plain_lines(self.stats)), file=self.stream, flush=True)
+        # One line a model, whatever its id or error holds (runner/console.py); the starved
+        # line only when more requests were excused since it was last printed (a log says it
+        # once per `plain_interval` at most, not on every update).
+        lines = plain_lines(self.stats)
+        stalls = 0 if self.loop_lag is None else self.loop_lag.stalls
+        starved = self._starved()
+        if starved is not None and stalls > self._stalls_said:
+            self._stalls_said = stalls
+            lines.append(starved)
+        shown = (literal(line, layout=False) for line in lines)
+        print("\n".join(shown), file=self.stream, flush=True)
 
     def stop(self) -> None:
         if self._live is not None:

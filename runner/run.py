@@ -41,7 +41,8 @@ from ibias.runner import phase_hook
 from ibias.runner.batch.run import BatchOptions, BatchOutcome, batch_models, online_config
 from ibias.runner.batch.run import run as batch_run
 from ibias.runner.config import Config, ConfigError, ModelConfig
-from ibias.runner.limits import EndpointLimiter
+from ibias.runner.limits import PACING_SLACK_S, EndpointLimiter
+from ibias.runner.loop_lag import LoopLag, starved_note
 from ibias.runner.money import usd
 from ibias.runner.plan import (
     build_experiments,
@@ -62,7 +63,7 @@ from ibias.store.arrow_scan import registered
 from ibias.store.db import open_store
 from ibias.store.derived import parse_landed
 from ibias.store.live import LiveServer
-from ibias.store.lock import StoreLock
+from ibias.store.lock import StoreLock, shown_path
 from ibias.store.memory import MemoryGuard
 from ibias.store.plans import (
     PROMPT_CHARS_SQL,
@@ -176,7 +177,7 @@ def _record_run(
             stable_hash(config.text),
             ibias_version(),
             rev,
-            " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            shown_path(" ".join([Path(sys.argv[0]).name, *sys.argv[1:]])),  # bytes kept as \xNN
             planned_from,
         ],
     ).fetchall()
@@ -660,7 +661,10 @@ async def _schedule(
     writer = Writer(
         ctx.con, on_landed=parse_landed, guard=ctx.guard, before_commit=phase_hook.flush_hook()
     )
-    progress = Progress([stats[m.id] for m in config.models], quiet=ctx.options.quiet)
+    loop_lag = LoopLag()  # the scheduler ticks it; progress says what it excused
+    progress = Progress(
+        [stats[m.id] for m in config.models], quiet=ctx.options.quiet, loop_lag=loop_lag
+    )
     try:
         await _start_providers(ctx, config, ProviderContext(simulator=sim), stats, runtimes)
         scheduler = Scheduler(
@@ -672,6 +676,7 @@ async def _schedule(
             spent_before=spent_before,
             grace_s=ctx.stop.grace_s,
             on_fatal=ctx.say,
+            loop_lag=loop_lag,
         )
         # A failed write stops scheduling before any other task runs: no request starts after
         # it; the writer's error then ends the task group (in-flight requests are cancelled).
@@ -723,6 +728,7 @@ async def _start_providers(
                     tpm=m.tpm,
                     max_concurrency=cfg.max_concurrency,
                     adaptive=True,  # while no rate is configured or announced
+                    burst_s=PACING_SLACK_S,  # a loaded loop's late wake-ups made up
                 ),
                 stats=stats[m.id],
             )
@@ -864,6 +870,9 @@ def _result(
             )
     if scheduler is None:
         return RunResult(EXIT_OK, tuple(lines))
+    starved = starved_note(scheduler.loop_lag.stalls, scheduler.loop_lag.worst_s)
+    if starved is not None:
+        lines.append(starved)
     if scheduler.interrupted:
         lines.append(f"{scheduler.stop_reason}: results so far are stored; run again to resume")
         return RunResult(EXIT_INTERRUPTED, tuple(lines))

@@ -32,6 +32,7 @@ import anyio.to_thread
 from ibias.runner.breaker import UNREACHABLE_KINDS, Breaker, wait_turn
 from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter, Permit
+from ibias.runner.loop_lag import LOCAL_STALL, NO_MARK, LagMark, LoopLag, is_local_stall
 from ibias.runner.money import usd
 from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, Sampling
 from ibias.runner.providers.usage import MAX_TOKEN_COUNT, token_count
@@ -98,7 +99,11 @@ class ModelRuntime:
     last_failure: str | None = None
 
     def __post_init__(self) -> None:
-        self.breaker = Breaker(outage_limit_s=self.config.outage_limit_s)
+        # The model's first request goes alone (runner/breaker.py `first_alone`): a request
+        # every trial shares that the model refuses (a 400 naming a parameter, a bad key)
+        # stops it after one attempt, not one per worker.
+        self.breaker = Breaker(outage_limit_s=self.config.outage_limit_s, first_alone=True)
+        self.stats.configured_rpm = self.config.rpm
 
     def sampling(self, params: Mapping[str, Any]) -> Sampling:
         cached = self._sampling
@@ -163,7 +168,10 @@ class _Tries:
     its backoff: failures during an outage of the endpoint (its breaker is open) do not, so a
     short outage costs no trial. Of those, 429s do not use up the trial's retries (`limited`):
     a rate limit only slows the run (the endpoint's pause and pacing), it never makes a trial
-    fail for good; a `Retry-After` beyond the outage limit stops the model instead."""
+    fail for good; a `Retry-After` beyond the outage limit stops the model instead. Timeouts
+    and dropped connections while the run's own event loop was starved (`stalled`, recorded
+    as `local_stall`: runner/loop_lag.py) count in none of these, up to `max_attempts` of
+    them."""
 
     trial: Trial
     sampling: Sampling
@@ -174,18 +182,21 @@ class _Tries:
     attempt: int = 0
     counted: int = 0
     limited: int = 0
+    stalled: int = 0
 
 
 @dataclass(slots=True, eq=False)
 class _Request:
-    """One request of a trial: its limiter permit, whether it probes a down endpoint, and when
-    it went out (epoch seconds for the attempts table, loop time for the breaker)."""
+    """One request of a trial: its limiter permit, whether it probes a down endpoint, when it
+    went out (epoch seconds for the attempts table, loop time for the breaker) and how late the
+    run's event loop had been by then (`LoopLag.mark`)."""
 
     permit: Permit
     probe: bool
     started: float = 0.0
     sent: float = 0.0
     latency_ms: float = 0.0
+    lag_mark: LagMark = NO_MARK
 
 
 LIMITS_CHECK_INTERVAL_S = 1.0
@@ -294,6 +305,7 @@ class Scheduler:
         grace_s: float = 10.0,
         on_fatal: Callable[[str], None] = lambda line: None,
         rng: random.Random | None = None,
+        loop_lag: LoopLag | None = None,
     ) -> None:
         self.run_id = run_id
         self.runtimes = runtimes
@@ -306,6 +318,9 @@ class Scheduler:
         self.grace_s = grace_s
         self.on_fatal = on_fatal
         self.rng = rng or random.Random()
+        #: How late the event loop is (ticking while `run` runs): a timeout or dropped
+        #: connection while it was starved is not the provider's (runner/loop_lag.py).
+        self.loop_lag = LoopLag() if loop_lag is None else loop_lag
         self.stop_reason: str | None = None
         #: True when the first stop came from outside (a `Stop`): the run was interrupted.
         self.interrupted = False
@@ -403,6 +418,7 @@ class Scheduler:
             async with anyio.create_task_group() as outer:
                 if stop is not None:
                     outer.start_soon(self._relay, stop)
+                outer.start_soon(self.loop_lag.run)
                 async with anyio.create_task_group() as work:
                     self._work_scope = work.cancel_scope
                     if self._stopping:
@@ -551,6 +567,7 @@ class Scheduler:
         breaker = rt.breaker
         request.started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
         request.sent = time.monotonic()
+        request.lag_mark = self.loop_lag.mark()
         t0 = time.perf_counter()
         self._in_flight += 1
         self._reserved_cost += tries.est_cost
@@ -607,6 +624,7 @@ class Scheduler:
         if reply.prompt_tokens is not None and reply.completion_tokens is not None:
             used = reply.prompt_tokens + reply.completion_tokens
         rt.limiter.release(request.permit, used, outcome="ok")
+        rt.stats.learnt_rpm = rt.limiter.learnt_rpm  # it grows back as replies come
         if rt.reads_limits:
             self._read_limits(rt, reply.headers, tries.est)
         else:
@@ -635,9 +653,13 @@ class Scheduler:
         since the breaker spaces the probes, else after the backoff). True when the trial is
         to be requested again."""
         cls = error.classification
+        stall = self._local_stall(rt, tries, request, cls)
+        if stall is not None:
+            return await self._on_stall(rt, tries, request, stall)
         rt.limiter.release(
             request.permit, None, outcome="rate_limited" if cls.is_rate_limit else "other"
         )
+        rt.stats.learnt_rpm = rt.limiter.learnt_rpm
         self._read_limits(rt, error.headers, tries.est)
         self._failing(rt, cls.kind)
         outage = self._tell_breaker(rt, cls, request)
@@ -652,6 +674,18 @@ class Scheduler:
             self._give_up(rt, tries, request, error.status, cls)
             return False
         if not outage and self._backoff_exhausted(rt, tries, cls):
+            if error.fallback is not None:  # an answer retried as a likely fault: stored as is
+                rt.stats.errors -= 1
+                self._record_reply(
+                    rt,
+                    tries.trial,
+                    tries.attempt,
+                    request.started,
+                    request.latency_ms,
+                    _checked(error.fallback),
+                    tries.est_cost,
+                )
+                return False
             self._give_up(rt, tries, request, error.status, cls)
             return False
         self._attempt_of(rt, tries, request, error.status, cls, "retry")
@@ -661,6 +695,50 @@ class Scheduler:
         if self._stopping:  # came while this request was in flight: no backoff to sit out
             return False
         await anyio.sleep(self.backoff.delay(tries.counted, cls.delay_hint_s, self.rng))
+        return True
+
+    def _local_stall(
+        self, rt: ModelRuntime, tries: _Tries, request: _Request, cls: Classification
+    ) -> Classification | None:
+        """The `local_stall` to record instead of `cls` when it is a timeout or a dropped
+        connection that came while the run's own event loop was starved (runner/loop_lag.py),
+        else None. Past `max_attempts` such failures in one trial, a failure is what it is
+        (a provider that truly hangs on a machine always starved still ends its trials)."""
+        if cls.kind not in UNREACHABLE_KINDS or tries.stalled >= self.backoff.max_attempts:
+            return None
+        took, overdue = self.loop_lag.since(request.lag_mark)
+        timeout_s = rt.config.timeout_s
+        if not is_local_stall(overdue, took, timeout_s):
+            return None
+        return Classification(
+            Verdict.RETRY,
+            LOCAL_STALL,
+            f"{cls.kind} while this machine's CPU was starved: the run's event loop was "
+            f"{overdue:,.1f} s late in the request's {took:,.1f} s (timeout_s = {timeout_s:g}); "
+            f"not counted against the provider ({cls.message})",
+        )
+
+    async def _on_stall(
+        self, rt: ModelRuntime, tries: _Tries, request: _Request, cls: Classification
+    ) -> bool:
+        """A failure of our own starved loop: recorded as `local_stall` and retried after a
+        backoff of its own (a herd of requests that timed out together is spread, and the
+        loop gets air), counted in nothing else: no streak or outage time for the breaker (a
+        probe gives its turn back), an outcome that says nothing of the limits ("other"), no
+        attempt of the trial's (`_Tries.stalled`), nothing in the model's failures in a row.
+        True when the trial is to be requested again."""
+        rt.limiter.release(request.permit, None, outcome="other")
+        rt.stats.learnt_rpm = rt.limiter.learnt_rpm
+        rt.breaker.excuse(time.monotonic(), self.loop_lag.since(request.lag_mark)[1])
+        if request.probe:
+            rt.breaker.abandon()
+        tries.stalled += 1
+        self.loop_lag.excused()
+        self._attempt_of(rt, tries, request, None, cls, "retry")
+        rt.stats.retries += 1
+        if self._stopping:
+            return False
+        await anyio.sleep(self.backoff.delay(tries.stalled, None, self.rng))
         return True
 
     def _tell_breaker(self, rt: ModelRuntime, cls: Classification, request: _Request) -> bool:
@@ -782,16 +860,17 @@ class Scheduler:
             self._adopt_limits(rt, limits)
 
     def _adopt_limits(self, rt: ModelRuntime, limits: Limits) -> None:
-        """With no rpm/tpm configured, pace by the per-minute rates the provider announces,
-        once (which also ends adaptive concurrency: the limiter then knows a rate)."""
+        """Pace by the per-minute rates the provider announces, once, under the configured
+        ones (a configured limit is a ceiling; which also ends adaptive concurrency and the
+        learnt rate: the limiter then knows the rate, and the announced windows explain a 429).
+        A model whose config sets both rpm and tpm is paced by those alone."""
         if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
             return
         if limits.empty:
             return
         rt.learnt_limits = True
         rt.limiter.set_limits(
-            rpm=rt.config.rpm if rt.config.rpm is not None else limits.rpm,
-            tpm=rt.config.tpm if rt.config.tpm is not None else limits.tpm,
+            rpm=_lower(rt.config.rpm, limits.rpm), tpm=_lower(rt.config.tpm, limits.tpm)
         )
 
     def _fatal(self, rt: ModelRuntime, message: str) -> None:
@@ -885,6 +964,13 @@ class Scheduler:
         self._unknown_cost += est_cost
         rt.stats.cost_unknown += 1
         return None
+
+
+def _lower(configured: int | None, announced: int | None) -> int | None:
+    """The lower of a configured and an announced rate (either may be unknown)."""
+    if configured is None or announced is None:
+        return configured if announced is None else announced
+    return min(configured, announced)
 
 
 def _count_done(stats: ModelStats, reply: Reply, cost: float | None) -> None:

@@ -70,6 +70,10 @@ class ModelStats:
     #: When the model's work ended (monotonic clock): the rate and ETA freeze there, so an
     #: interrupted run shows the time it still needs instead of a zero.
     ended_at: float | None = None
+    #: The model's configured rpm, and the rate it is paced at when that was learnt from 429s
+    #: (runner/limits.py): below the configured one, the account's real limit is lower.
+    configured_rpm: int | None = None
+    learnt_rpm: int | None = None
 
     @property
     def tokens(self) -> int:
@@ -89,6 +93,17 @@ class ModelStats:
     @property
     def remaining(self) -> int:
         return max(self.total - self.done_before - self.done - self.failed, 0)
+
+
+def pacing_note(configured_rpm: int | None, learnt_rpm: int | None) -> str | None:
+    """What a model paced below its configured rpm is paced at and why; None when it is not
+    (no rpm configured, or paced at it). Plain text: shown by progress and `ibias status`."""
+    if configured_rpm is None or learnt_rpm is None or learnt_rpm >= configured_rpm:
+        return None
+    return (
+        f"paced at {learnt_rpm:,} rpm, below its configured rpm = {configured_rpm:,}: "
+        "429s the configured limit does not explain (the account's real limit is lower)"
+    )
 
 
 def status_path(store: Path) -> Path:
@@ -150,6 +165,9 @@ def snapshot(
                 "fatal": s.fatal,
                 "reported_models": sorted(s.reported),
                 "cost_unknown": s.cost_unknown,
+                "configured_rpm": s.configured_rpm,
+                "paced_rpm": s.learnt_rpm,
+                "pacing": pacing_note(s.configured_rpm, s.learnt_rpm),
                 "last_error": (
                     {"kind": s.last_error_kind, "endpoint": s.endpoint, "in_a_row": s.failing}
                     if s.failing >= SHOW_FAILING_AFTER

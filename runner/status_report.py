@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ibias.runner.config import DEFAULT_STORE
+from ibias.runner.console import literal, terminal, text
 from ibias.runner.status import read_status, status_path
 from ibias.store.db import StoreError
 from ibias.store.drift import model_drift
-from ibias.store.lock import holder
+from ibias.store.lock import holder, shown_path
 from ibias.store.reader import open_reader
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def status_report(store: Path) -> dict[str, Any]:
     who = holder(store)
     live = read_status(status_path(store))
     if who is not None:
-        report: dict[str, Any] = {"store": str(store), "running": True, "holder": who}
+        report: dict[str, Any] = {"store": shown_path(store), "running": True, "holder": who}
         report.update(live if live is not None else {"models": []})
         report["drift"] = [
             f"model {m['model_id']} drifted this run: reported as "
@@ -58,7 +59,7 @@ def status_report(store: Path) -> dict[str, Any]:
     }
     for m in stored["models"]:
         m["fatal"] = fatal.get(m["model_id"])
-    return {"store": str(store), "running": False, **stored, "last_status": live}
+    return {"store": shown_path(store), "running": False, **stored, "last_status": live}
 
 
 #: Where `make demo` (`ibias demo --out out/demo`) puts its store.
@@ -172,8 +173,11 @@ DROPPABLE = ("retries", "errors", "req/s")
 
 
 def fitted(body: list[tuple[str, ...]], widest: int, width: int) -> list[str]:
-    """The columns that fit `width`: each as wide as its widest cell or header, 2 between."""
-    need = {col: max([len(col), *(len(r[i]) for r in body)]) for i, col in enumerate(COLUMNS)}
+    """The columns that fit `width`: each as wide as its widest cell or header (in terminal
+    cells, where a CJK character takes two), 2 between."""
+    from rich.cells import cell_len
+
+    need = {col: max([len(col), *(cell_len(r[i]) for r in body)]) for i, col in enumerate(COLUMNS)}
     need["model"] = max(need["model"], widest)
     shown = list(COLUMNS)
     for col in DROPPABLE:
@@ -191,7 +195,7 @@ def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
         rate = m.get("requests_per_s")
         out.append(
             (
-                m["model_id"],
+                literal(m["model_id"], layout=False),
                 f"{_count(m['done'])}/{_count(m['total'])}",
                 _count(m["failed"]),
                 "-" if rate is None else f"{rate:.1f}",
@@ -205,20 +209,25 @@ def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
 
 
 def render_status(report: dict[str, Any], console: Console | None = None) -> None:
+    """The status on `console` (default: stdout). Every id, path and message is printed as
+    stored (runner/console.py): as `Text`, so even a caller's console with markup on reads no
+    `[...]` in it, with control characters escaped and ids kept to one line."""
     from rich import box
-    from rich.console import Console
+    from rich.cells import cell_len
     from rich.table import Table
 
-    console = console or Console()
+    console = console or terminal()
     if report["running"]:
         state = report.get("state") or "starting"
-        console.print(f"{report['store']}: run in progress, {state} ({report['holder']})")
+        console.print(
+            text(f"{report['store']}: run in progress, {state} ({report['holder']})", layout=False)
+        )
     else:
         last = report.get("last_run_started_at")
         since = f"; last run started {last[:19].replace('T', ' ')} UTC" if last else ""
-        console.print(f"{report['store']}: no run in progress{since}")
+        console.print(text(f"{report['store']}: no run in progress{since}", layout=False))
     body = rows(report)
-    widest = max((len(r[0]) for r in body), default=5)
+    widest = max((cell_len(r[0]) for r in body), default=5)
     # Nothing wraps, so no id can spill onto a line that reads as another row
     # (`sim-gemini-2.0-flash` / `-lite`): the id column is as wide as its longest id, and on
     # a terminal too narrow for every column the droppable ones go (`fitted`).
@@ -232,10 +241,13 @@ def render_status(report: dict[str, Any], console: Console | None = None) -> Non
             min_width=widest if col == "model" else None,
         )
     for r in body:
-        table.add_row(*(cell for col, cell in zip(COLUMNS, r, strict=True) if col in shown))
+        table.add_row(*(text(cell) for col, cell in zip(COLUMNS, r, strict=True) if col in shown))
     console.print(table)
     for line in report.get("drift", []):
-        console.print(f"drift: {line}", markup=False, highlight=False)
+        console.print(text(f"drift: {line}", layout=False))
+    for m in report.get("models", []):  # a live status only (runner/status.py pacing_note)
+        if m.get("pacing"):
+            console.print(text(f"{m['model_id']}: {m['pacing']}", layout=False))
     if report["running"]:
         return
     console.print(
@@ -248,8 +260,11 @@ def render_status(report: dict[str, Any], console: Console | None = None) -> Non
     ]
     if prints:  # listed, not alarmed on: they vary with the provider's backend
         console.print(
-            "system fingerprints per model (vary by backend): " + ", ".join(prints), markup=False
+            text(
+                "system fingerprints per model (vary by backend): " + ", ".join(prints),
+                layout=False,
+            )
         )
     last = report.get("last_status") or {}
     if last.get("state") == "failed" and last.get("error"):
-        console.print(f"the last run failed: {last['error']}", markup=False)
+        console.print(text(f"the last run failed: {last['error']}", layout=False))
