@@ -167,7 +167,7 @@ def plan_report(config: Config, store: Path) -> dict[str, Any]:
         return _generated(config, experiments, set())
     # One snapshot through the store's read entry point, served by the run if one holds it.
     # store/plans.py's helpers only call execute(...).fetchall()/fetchone(), which it offers.
-    with open_reader(store) as reader:
+    with open_reader(store, internal=True) as reader:
         con = cast("duckdb.DuckDBPyConnection", reader)
         means = mean_tokens(con)
         stored = _from_store(con, config, experiments, store, means)

@@ -41,6 +41,7 @@ from ibias.runner import phase_hook
 from ibias.runner.batch.run import BatchOptions, BatchOutcome, batch_models, online_config
 from ibias.runner.batch.run import run as batch_run
 from ibias.runner.config import Config, ConfigError, ModelConfig
+from ibias.runner.console import literal
 from ibias.runner.limits import PACING_SLACK_S, EndpointLimiter
 from ibias.runner.loop_lag import LoopLag, starved_note
 from ibias.runner.money import usd
@@ -303,7 +304,7 @@ async def execute(
     config: Config,
     options: RunOptions,
     environ: Mapping[str, str] | None = None,
-    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    say: Callable[[str], None] = lambda line: print(literal(line), file=sys.stderr, flush=True),
     *,
     provider_factory: ProviderFactory | None = None,
     stop: Stop | None = None,

@@ -78,7 +78,7 @@ def _stored_progress(store: Path) -> dict[str, Any] | None:
     snapshot through the store's read entry point (served by the run while one holds the
     store); None while a run holds the store but serves no reads yet."""
     try:
-        with open_reader(store) as reader:
+        with open_reader(store, internal=True) as reader:
             rows = reader.execute(
                 "SELECT experiment, model_id, language, planned, done, failed FROM progress"
             ).fetchall()

@@ -32,7 +32,7 @@ def batches_report(store: Path, now: datetime | None = None) -> list[dict[str, A
     from ibias.store.reader import open_reader
 
     now = now or datetime.now(UTC)
-    with open_reader(store) as reader:
+    with open_reader(store, internal=True) as reader:
         con = cast("duckdb.DuckDBPyConnection", reader)
         try:
             rows = con.execute(

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -189,12 +190,20 @@ def test_an_endless_line_from_a_pipe_is_refused_without_reading_it_all(
 
     thread = threading.Thread(target=endless, daemon=True)
     thread.start()
-    monkeypatch.setattr(sys, "stdin", os.fdopen(os.dup(r), "r"))
+    stdin = os.fdopen(os.dup(r), "r")
+    monkeypatch.setattr(sys, "stdin", stdin)
     with pytest.raises(ImportFileError, match=r"^stdin line 1: longer than 4,096 bytes"):
         read_file(Path("-"), 4096)
     stop.set()
-    os.close(r)
-    thread.join(TIMEOUT_S)
+    stdin.close()
+    # The writer is blocked on a full pipe: drain it so that it sees `stop` and ends.
+    os.set_blocking(r, False)
+    deadline = time.monotonic() + TIMEOUT_S
+    while thread.is_alive() and time.monotonic() < deadline:
+        with contextlib.suppress(BlockingIOError):
+            os.read(r, 1 << 16)
+        thread.join(0.01)
+    assert not thread.is_alive()
 
 
 def test_dev_zero_is_refused_before_it_is_read(tmp_path: Path) -> None:
