@@ -31,7 +31,7 @@ import anyio.to_thread
 
 from ibias.runner.breaker import UNREACHABLE_KINDS, Breaker, wait_turn
 from ibias.runner.config import ModelConfig
-from ibias.runner.limits import EndpointLimiter, Permit
+from ibias.runner.limits import EndpointLimiter, Outcome, Permit
 from ibias.runner.loop_lag import LOCAL_STALL, NO_MARK, LagMark, LoopLag, is_local_stall
 from ibias.runner.money import usd
 from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, Sampling
@@ -623,8 +623,7 @@ class Scheduler:
         used = None
         if reply.prompt_tokens is not None and reply.completion_tokens is not None:
             used = reply.prompt_tokens + reply.completion_tokens
-        rt.limiter.release(request.permit, used, outcome="ok")
-        rt.stats.learnt_rpm = rt.limiter.learnt_rpm  # it grows back as replies come
+        self._release(rt, request.permit, used, "ok")
         if rt.reads_limits:
             self._read_limits(rt, reply.headers, tries.est)
         else:
@@ -635,6 +634,12 @@ class Scheduler:
             if now >= rt.next_limits_check:
                 rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
                 self._read_limits(rt, reply.headers, tries.est)
+        self._store_reply(rt, tries, request, reply)
+
+    def _store_reply(
+        self, rt: ModelRuntime, tries: _Tries, request: _Request, reply: Reply
+    ) -> None:
+        """Record `reply` as the answer of this request of the trial."""
         self._record_reply(
             rt,
             tries.trial,
@@ -644,6 +649,14 @@ class Scheduler:
             reply,
             tries.est_cost,
         )
+
+    def _release(
+        self, rt: ModelRuntime, permit: Permit, used: int | None, outcome: Outcome
+    ) -> None:
+        """Hand a request's permit back with how it went, and show the rate the limiter now
+        paces at (a learnt rate moves with each outcome: `ibias status`)."""
+        rt.limiter.release(permit, used, outcome=outcome)
+        rt.stats.learnt_rpm = rt.limiter.learnt_rpm
 
     async def _on_error(
         self, rt: ModelRuntime, tries: _Tries, request: _Request, error: ProviderError
@@ -655,11 +668,8 @@ class Scheduler:
         cls = error.classification
         stall = self._local_stall(rt, tries, request, cls)
         if stall is not None:
-            return await self._on_stall(rt, tries, request, stall)
-        rt.limiter.release(
-            request.permit, None, outcome="rate_limited" if cls.is_rate_limit else "other"
-        )
-        rt.stats.learnt_rpm = rt.limiter.learnt_rpm
+            return await self._on_stall(rt, tries, request, *stall)
+        self._release(rt, request.permit, None, "rate_limited" if cls.is_rate_limit else "other")
         self._read_limits(rt, error.headers, tries.est)
         self._failing(rt, cls.kind)
         outage = self._tell_breaker(rt, cls, request)
@@ -676,15 +686,7 @@ class Scheduler:
         if not outage and self._backoff_exhausted(rt, tries, cls):
             if error.fallback is not None:  # an answer retried as a likely fault: stored as is
                 rt.stats.errors -= 1
-                self._record_reply(
-                    rt,
-                    tries.trial,
-                    tries.attempt,
-                    request.started,
-                    request.latency_ms,
-                    _checked(error.fallback),
-                    tries.est_cost,
-                )
+                self._store_reply(rt, tries, request, _checked(error.fallback))
                 return False
             self._give_up(rt, tries, request, error.status, cls)
             return False
@@ -699,37 +701,44 @@ class Scheduler:
 
     def _local_stall(
         self, rt: ModelRuntime, tries: _Tries, request: _Request, cls: Classification
-    ) -> Classification | None:
-        """The `local_stall` to record instead of `cls` when it is a timeout or a dropped
-        connection that came while the run's own event loop was starved (runner/loop_lag.py),
-        else None. Past `max_attempts` such failures in one trial, a failure is what it is
-        (a provider that truly hangs on a machine always starved still ends its trials)."""
+    ) -> tuple[Classification, float] | None:
+        """The `local_stall` to record instead of `cls`, and the seconds the loop was overdue,
+        when it is a timeout or a dropped connection that came while the run's own event loop
+        was starved (runner/loop_lag.py), else None. Past `max_attempts` such failures in one
+        trial, a failure is what it is (a provider that truly hangs on a machine always starved
+        still ends its trials)."""
         if cls.kind not in UNREACHABLE_KINDS or tries.stalled >= self.backoff.max_attempts:
             return None
         took, overdue = self.loop_lag.since(request.lag_mark)
         timeout_s = rt.config.timeout_s
         if not is_local_stall(overdue, took, timeout_s):
             return None
-        return Classification(
+        stall = Classification(
             Verdict.RETRY,
             LOCAL_STALL,
             f"{cls.kind} while this machine's CPU was starved: the run's event loop was "
             f"{overdue:,.1f} s late in the request's {took:,.1f} s (timeout_s = {timeout_s:g}); "
             f"not counted against the provider ({cls.message})",
         )
+        return stall, overdue
 
     async def _on_stall(
-        self, rt: ModelRuntime, tries: _Tries, request: _Request, cls: Classification
+        self,
+        rt: ModelRuntime,
+        tries: _Tries,
+        request: _Request,
+        cls: Classification,
+        overdue: float,
     ) -> bool:
-        """A failure of our own starved loop: recorded as `local_stall` and retried after a
-        backoff of its own (a herd of requests that timed out together is spread, and the
-        loop gets air), counted in nothing else: no streak or outage time for the breaker (a
-        probe gives its turn back), an outcome that says nothing of the limits ("other"), no
-        attempt of the trial's (`_Tries.stalled`), nothing in the model's failures in a row.
-        True when the trial is to be requested again."""
-        rt.limiter.release(request.permit, None, outcome="other")
-        rt.stats.learnt_rpm = rt.limiter.learnt_rpm
-        rt.breaker.excuse(time.monotonic(), self.loop_lag.since(request.lag_mark)[1])
+        """A failure of our own starved loop (`overdue` s late while it was in flight):
+        recorded as `local_stall` and retried after a backoff of its own (a herd of requests
+        that timed out together is spread, and the loop gets air), counted in nothing else: no
+        streak or outage time for the breaker (a probe gives its turn back), an outcome that
+        says nothing of the limits ("other"), no attempt of the trial's (`_Tries.stalled`),
+        nothing in the model's failures in a row. True when the trial is to be requested
+        again."""
+        self._release(rt, request.permit, None, "other")
+        rt.breaker.excuse(time.monotonic(), overdue)
         if request.probe:
             rt.breaker.abandon()
         tries.stalled += 1
