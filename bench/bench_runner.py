@@ -339,7 +339,7 @@ def _execute(config_path: Path, *, refuse: frozenset[str] = frozenset(), instant
     factory = _Instant(refuse) if instant else None
     return anyio.run(
         lambda: execute(config, options, provider_factory=factory),  # type: ignore[arg-type]
-        backend_options=event_loop_options(),  # the loop `ibias run` runs on
+        backend_options=event_loop_options(config),  # the loop `ibias run` runs on
     )
 
 

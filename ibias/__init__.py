@@ -335,10 +335,11 @@ def run(
 
     from ibias.runner.event_loop import event_loop_options
 
+    cfg = _config(config)
     return anyio.run(
         functools.partial(
             arun,
-            config,
+            cfg,
             store=store,
             models=models,
             experiments=experiments,
@@ -351,7 +352,7 @@ def run(
             batch=batch,
             wait=wait,
         ),
-        backend_options=event_loop_options(),
+        backend_options=event_loop_options(cfg),
     )
 
 

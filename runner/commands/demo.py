@@ -36,7 +36,9 @@ def handle(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     config = load_config(DEMO_CONFIG)
     store = out / "demo.duckdb"
-    result = with_stop_signals(lambda stop: execute(config, RunOptions(store=store), stop=stop))
+    result = with_stop_signals(
+        lambda stop: execute(config, RunOptions(store=store), stop=stop), config
+    )
     for line in result.lines:
         print(literal(line), file=sys.stderr)
     if result.exit_code not in (EXIT_OK, EXIT_FAILED):

@@ -76,8 +76,11 @@ def handle(args: argparse.Namespace) -> int:
     from ibias.runner.commands.stop_signals import with_stop_signals
     from ibias.runner.run import RunOptions, execute
 
+    # Loaded before the loop, which it chooses (runner/event_loop.py); a stop signal while it
+    # loads ends the command at once, as during start-up (runner/startup.py).
+    config = selected_config(args)
+
     async def job(stop: Stop) -> int:
-        config = selected_config(args)
         options = RunOptions(
             store=config.store_path(args.store),
             max_cost=args.max_cost,
@@ -94,4 +97,4 @@ def handle(args: argparse.Namespace) -> int:
             print(literal(line), file=sys.stderr)
         return result.exit_code
 
-    return with_stop_signals(job)
+    return with_stop_signals(job, config)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ibias.runner.commands import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
+    from ibias.runner.config import Config
     from ibias.runner.stop import Stop
 
 #: Signals that stop a run gracefully. SIGHUP too: a closed terminal or ssh session should
@@ -37,8 +38,9 @@ def _exit_overdue() -> None:
     os._exit(EXIT_INTERRUPTED)
 
 
-def with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
-    """Run `job` on an event loop whose stop signals are received before any of its work.
+def with_stop_signals(job: Callable[[Stop], Awaitable[_T]], config: Config) -> _T:
+    """Run `job` (a run of `config`) on an event loop whose stop signals are received before
+    any of its work; `config` chooses the loop (`runner/event_loop.py`).
 
     The receiver is open before `job` loads or plans anything, so a signal at any point becomes
     a `Stop` request (never a KeyboardInterrupt traceback or a death by SIGTERM) and the job
@@ -56,7 +58,7 @@ def with_stop_signals(job: Callable[[Stop], Awaitable[_T]]) -> _T:
     # STOP_MARGIN_S after the grace period, as after kill -9 (runner/stop.py).
     stop.arm(_exit_overdue, STOP_MARGIN_S)
     try:
-        return anyio.run(_receiving, job, stop, backend_options=event_loop_options())
+        return anyio.run(_receiving, job, stop, backend_options=event_loop_options(config))
     finally:
         stop.disarm()
         # The receiver gave back the start-up handlers (runner/startup.py); what follows

@@ -127,6 +127,8 @@ STUCK = """
 import sys, time
 import anyio, anyio.to_thread
 from ibias.runner.commands import stop_signals
+from ibias.runner.commands.demo import DEMO_CONFIG
+from ibias.runner.config import load_config
 
 stop_signals.STOP_MARGIN_S = 0.5
 
@@ -136,7 +138,7 @@ async def job(stop):
     await anyio.to_thread.run_sync(time.sleep, 3600)  # a thread no cancel scope can end
     return 0
 
-sys.exit(stop_signals.with_stop_signals(job))
+sys.exit(stop_signals.with_stop_signals(job, load_config(DEMO_CONFIG)))
 """
 
 
