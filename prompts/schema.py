@@ -40,6 +40,7 @@ __all__ = [
     "MAX_INT",
     "KeyPath",
     "describe",
+    "did_you_mean",
     "explain",
     "join_key",
     "one_line",
@@ -120,13 +121,25 @@ def _explain(
         known = _field_names(struct)
         unknown = next((k for k in value if k not in known), None)
         if unknown is not None:
-            return (*path, unknown), "unknown key (expected one of " + ", ".join(known) + ")"
+            listed = "unknown key (expected one of " + ", ".join(known) + ")"
+            return (*path, unknown), listed + did_you_mean(unknown, known)
     if what.startswith("Object missing required field") and isinstance(value, Mapping):
         struct = _container(tp, dict)
         for f in msgspec.structs.fields(struct):
             if f.required and f.encode_name not in value:
                 return (*path, f.encode_name), f"missing (expected {describe(f.type)})"
     return tuple(path), _expected_got(tp, value)
+
+
+def did_you_mean(key: Any, known: Sequence[str]) -> str:
+    """`; did you mean `store`?` naming the known key nearest to a misspelt `key` (difflib's
+    ratio, case ignored, at least 0.6), or "" when none is near: a list of twenty valid keys
+    does not say which one was meant (issue 34)."""
+    import difflib
+
+    lowered = {k.lower(): k for k in known}
+    near = difflib.get_close_matches(str(key).lower(), list(lowered), n=1, cutoff=0.6)
+    return f"; did you mean `{lowered[near[0]]}`?" if near else ""
 
 
 def _explain_entry(path: list[str | int], value: Any, tp: Any) -> tuple[KeyPath, str]:

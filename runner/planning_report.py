@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -390,15 +391,40 @@ def render_plan(report: dict[str, Any], console: Console | None = None) -> None:
     """Print the plan report for a terminal: trials by cell, then per model what is left and
     its bounds, then the totals and the sentences that explain them. Ids, names and lines are
     printed as they are (runner/console.py): as `Text`, never markup, control characters
-    escaped, ids on one line."""
-    from rich.cells import cell_len
+    escaped, ids on one line.
+
+    Names are never cut (two Gemini models must stay apart) nor broken inside a word (issue
+    34: at 80 columns `word_association_explicit` came out as `word_association_expli` /
+    `cit`, doubling 14 rows). On a terminal too narrow for one row a cell, the cells are
+    grouped under their experiment (`_grouped_cells`); the per-model table drops its tokens,
+    then its count left; and ids still too long for the numbers beside them are shown in both
+    tables by one key each, with a legend (runner/keyed_ids.py). Only a name wider than the
+    terminal by itself is folded, as nothing else could show it."""
+    from ibias.runner.keyed_ids import every_key, keyed, legend, natural_width
 
     console = console or terminal()
-    # Names are never cut (two Gemini models must stay apart): the model column is as wide as
-    # its longest id, and other text folds onto a second line when the terminal is narrow.
-    widest = max((cell_len(_id(m["model_id"])) for m in report["models"]), default=5)
-    console.print(_cells_table(report, widest))
-    console.print(_models_table(report, widest, console.width))
+    width = console.width
+    per_model = _model_cells(report)
+    columns = _model_columns(per_model, width)
+    ids = [_id(m["model_id"]) for m in report["models"]]
+    ids += [i for i in dict.fromkeys(_id(c["model_id"]) for c in report["by"]) if i not in ids]
+
+    def models_fit(shown: Mapping[str, str]) -> bool:
+        return natural_width(_models_drawn(per_model, columns, shown)) <= width
+
+    def cells_fit(shown: Mapping[str, str]) -> bool:
+        return _fitting_cells(report, shown, width) is not None
+
+    # A table that no keying makes fit (its headings or numbers alone are too wide) does not
+    # ask for keys: they would hide ids and gain nothing.
+    narrowest = every_key(ids)
+    asking = [f for f in (models_fit, cells_fit) if f(narrowest)]
+    shown = keyed(ids, lambda shown: all(f(shown) for f in asking))
+
+    console.print(_fitting_cells(report, shown, width) or _grouped_cells(report, shown, fold=True))
+    console.print(_models_drawn(per_model, columns, shown))
+    for line in legend(shown):
+        console.print(text(line, layout=False))
     console.print(
         f"total {report['total']:,}, done {report['done']:,}, remaining {report['remaining']:,}; "
         f"estimated cost at most ${report['estimated_cost_usd']:,.2f}"
@@ -414,8 +440,29 @@ def _id(model_id: str) -> str:
     return literal(model_id, layout=False)
 
 
-def _cells_table(report: dict[str, Any], widest: int) -> Table:
-    """Trials and those done, by experiment, design, model and language."""
+def _fitting_cells(report: dict[str, Any], shown: Mapping[str, str], width: int) -> Table | None:
+    """The cells' table in the first layout that fits `width` without wrapping: one row a
+    cell, else grouped by experiment; None if neither fits."""
+    from ibias.runner.keyed_ids import natural_width
+
+    for table in (_flat_cells(report, shown), _grouped_cells(report, shown, fold=False)):
+        if natural_width(table) <= width:
+            return table
+    return None
+
+
+def _widest(shown: Mapping[str, str]) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(v) for v in shown.values()), default=5)
+
+
+def _cell_counts(c: dict[str, Any]) -> tuple[str, str]:
+    return f"{c['trials']:,}", f"{c['done']:,}"
+
+
+def _flat_cells(report: dict[str, Any], shown: Mapping[str, str]) -> Table:
+    """One row per cell: experiment, design, model, language, trials, done."""
     from rich import box
     from rich.table import Table
 
@@ -424,30 +471,63 @@ def _cells_table(report: dict[str, Any], widest: int) -> Table:
         table.add_column(
             col,
             justify="right" if col in ("trials", "done") else "left",
-            overflow="fold",
-            min_width=widest if col == "model" else None,
+            no_wrap=True,
+            min_width=_widest(shown) if col == "model" else None,
         )
     for c in report["by"]:
         table.add_row(
             text(c["experiment"], layout=False),
             text(c["design"] or "-", layout=False),
-            text(_id(c["model_id"])),
+            text(shown[_id(c["model_id"])]),
             text(c["language"] or "-", layout=False),
-            f"{c['trials']:,}",
-            f"{c['done']:,}",
+            *_cell_counts(c),
         )
     return table
 
 
-def _models_table(report: dict[str, Any], widest: int, width: int) -> Table:
-    """Per model, the trials left with their token, cost and time bounds. Nothing wraps (a
-    folded number or time reads wrongly); on a terminal narrower than `width` needs, the
-    tokens column (in --json, and the bound's basis) gives way first, then the count left."""
+def _grouped_cells(report: dict[str, Any], shown: Mapping[str, str], *, fold: bool) -> Table:
+    """The cells on a terminal too narrow for one row each: the experiment and its design as
+    a heading row, its cells below it, indented, with model, language and counts. The first
+    column needs only the longest of the names, not their sum, so every name stays whole at
+    80 columns. With `fold` that column folds (for a name wider than the terminal)."""
     from rich import box
-    from rich.cells import cell_len
     from rich.table import Table
 
-    cells = [
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for c in report["by"]:
+        groups.setdefault(_heading(c), []).append(c)
+    table = Table(title="ibias plan", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column(
+        "experiment, design\n  model",
+        no_wrap=not fold,
+        overflow="fold",
+        min_width=None if fold else _widest(shown) + 2,
+    )
+    table.add_column("lang", no_wrap=True)
+    table.add_column("trials", justify="right", no_wrap=True)
+    table.add_column("done", justify="right", no_wrap=True)
+    for name, cells in groups.items():
+        table.add_row(text(name, "bold", layout=False), "", "", "")
+        for c in cells:
+            table.add_row(
+                text("  " + shown[_id(c["model_id"])]),
+                text(c["language"] or "-", layout=False),
+                *_cell_counts(c),
+            )
+    return table
+
+
+def _heading(cell: dict[str, Any]) -> str:
+    """A group's heading: the experiment, and its design when the kind has designs."""
+    experiment = literal(cell["experiment"], layout=False)
+    if cell["design"] is None:
+        return experiment
+    return f"{experiment}, design {literal(cell['design'], layout=False)}"
+
+
+def _model_cells(report: dict[str, Any]) -> list[dict[str, str]]:
+    """Per model, the per-model table's cells as text."""
+    return [
         {
             "model": _id(m["model_id"]),
             "left": f"{m['remaining']:,}",
@@ -459,12 +539,31 @@ def _models_table(report: dict[str, Any], widest: int, width: int) -> Table:
         }
         for m in report["models"]
     ]
+
+
+def _model_columns(cells: list[dict[str, str]], width: int) -> list[str]:
+    """The per-model table's columns that fit `width`. Nothing wraps (a folded number or time
+    reads wrongly): on a narrower terminal the tokens column (in --json, and the bound's
+    basis) gives way first, then the count left."""
+    from rich.cells import cell_len
+
     columns = ["model", "left", "tokens", "cost $", "typical $", "time"]
     for droppable in ("tokens", "left"):
         need = sum(max(len(col), *(cell_len(c[col]) for c in cells)) for col in columns)
         if need + 3 * (len(columns) - 1) <= width:
             break
         columns.remove(droppable)
+    return columns
+
+
+def _models_drawn(
+    cells: list[dict[str, str]], columns: list[str], shown: Mapping[str, str]
+) -> Table:
+    """Per model, the trials left with their token, cost and time bounds: `cells`' `columns`,
+    each id shown as `shown` says."""
+    from rich import box
+    from rich.table import Table
+
     models = Table(
         title="per model, for the trials left (tokens and cost at most, time at least)",
         box=box.SIMPLE_HEAD,
@@ -476,10 +575,10 @@ def _models_table(report: dict[str, Any], widest: int, width: int) -> Table:
             col,
             justify="left" if col in ("model", "time") else "right",
             no_wrap=True,
-            min_width=widest if col == "model" else None,
+            min_width=_widest(shown) if col == "model" else None,
         )
     for c in cells:
-        models.add_row(*(text(c[col]) for col in columns))
+        models.add_row(*(text(shown[c[col]] if col == "model" else c[col]) for col in columns))
     return models
 
 

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
     from rich.console import Console
+    from rich.text import Text
 
 #: `--output` formats, by the file's extension.
 OUTPUT_FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
@@ -208,13 +209,83 @@ def _print_table(
 ) -> None:
     """The rows as a rich table, every name and value shown as stored (runner/console.py: a
     value like `[/x]` or `[red]a[/red]` is text, never markup, and control characters are
-    escaped); NULL for a missing value."""
-    table = Table(show_lines=False)
-    for name in names:
-        table.add_column(text(name))
-    for row in rows:
-        table.add_row(*(text("NULL" if v is None else v) for v in row))
-    (console or terminal()).print(table)
+    escaped); NULL for a missing value. Nothing is ever cut: two values never print as the
+    same text (issue 34: two ids both came out as `sim-gemini-2.0-fla...`), see
+    `_column_widths`."""
+    console = console or terminal()
+    header = [text(name) for name in names]
+    body = [[text("NULL" if v is None else v) for v in row] for row in rows]
+    widths = _column_widths(header, body, console.width)
+    table = _table()
+    for i, name in enumerate(header):
+        table.add_column(name, overflow="fold", width=None if widths is None else widths[i])
+    for cells in body:
+        table.add_row(*cells)
+    console.print(table)
+
+
+def _table() -> Table:
+    return Table(show_lines=False)
+
+
+def _column_widths(
+    header: Sequence[Text], body: Sequence[Sequence[Text]], width: int
+) -> list[int] | None:
+    """The width of each column when the result is wider than `width`, else None (each as
+    wide as its widest value).
+
+    Every column is first given its longest word (a run of characters without a space: an
+    id, a key, a number), then what is left goes to the columns that want more, the smallest
+    wants first (`_fair`), so short values such as ids and counts stay on one line and long
+    text (replies, prompts) wraps between words. When even the longest words do not fit side
+    by side, the shortest words are still kept whole first and the longest fold onto as many
+    lines as they need (rich's `fold`): broken inside a word, but whole, where rich's default
+    cut them to `...` and let two values look alike."""
+    from rich.measure import Measurement
+
+    columns = list(zip(header, *body, strict=True)) if header else []
+    natural = [max(_widest_line(t) for t in column) for column in columns]
+    words = [max(_longest_word(t) for t in column) for column in columns]
+    # The borders and padding: a table of the headers alone, less the headers' own width (a
+    # table of the rows too would measure every value a second time).
+    table = _table()
+    for name in header:
+        table.add_column(name)
+    measuring = terminal(width=10**6)  # measures only: nothing is printed on it
+    titles = sum(_widest_line(name) for name in header)
+    overhead = Measurement.get(measuring, measuring.options, table).maximum - titles
+    room = width - overhead
+    if sum(natural) <= room:
+        return None
+    if sum(words) > room:
+        return [max(1, w) for w in _fair(words, room)]
+    extra = _fair([n - w for n, w in zip(natural, words, strict=True)], room - sum(words))
+    return [w + e for w, e in zip(words, extra, strict=True)]
+
+
+def _fair(wants: Sequence[int], room: int) -> list[int]:
+    """`room` shared among columns wanting `wants`: the smallest wants are met in full first,
+    then each of the rest gets an equal share (max-min fair), so a short id or count stays
+    whole while one long value takes what is left."""
+    given = [0] * len(wants)
+    left = max(room, 0)
+    order = sorted(range(len(wants)), key=lambda i: wants[i])
+    for n, i in enumerate(order):
+        given[i] = min(wants[i], left // (len(order) - n))
+        left -= given[i]
+    return given
+
+
+def _widest_line(value: Text) -> int:
+    from rich.cells import cell_len
+
+    return max(cell_len(line) for line in value.plain.split("\n"))
+
+
+def _longest_word(value: Text) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(word) for word in value.plain.split()), default=0)
 
 
 def query_frame(store: Path, statement: duckdb.Statement, fmt: str = "csv") -> pl.DataFrame:

@@ -3,10 +3,11 @@ the store (with the run's rates and ETA from its status file), else read from th
 
 Both states render as the same per-model table (model, done/total, failed, req/s, retries,
 errors, cost, ETA), so a user watching a sweep sees the same thing before and after it ends;
-the rate and ETA exist only during a run. The table fits 80 columns without cutting a model
-id: the id column is as wide as the longest id and the numbers are compact, and with ids too
-long for that, the id wraps onto a second line instead of being elided. The per experiment x
-language breakdown is in `--json` (`by`) and in the store's `progress` view.
+the rate and ETA exist only during a run. The table fits 80 columns without cutting or
+breaking a model id or a number: the id column is as wide as the longest id and the numbers
+are compact; on a narrower terminal the droppable columns go, and ids still too long for the
+numbers beside them are shown by a key with a legend below (runner/keyed_ids.py). The per
+experiment x language breakdown is in `--json` (`by`) and in the store's `progress` view.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ibias.store.reader import open_reader
 if TYPE_CHECKING:
     import duckdb
     from rich.console import Console
+    from rich.table import Table
 
 #: The columns of the status table, during and after a run.
 COLUMNS = ("model", "done/total", "failed", "req/s", "retries", "errors", "cost $", "ETA")
@@ -208,30 +210,30 @@ def rows(report: dict[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
-def render_status(report: dict[str, Any], console: Console | None = None) -> None:
-    """The status on `console` (default: stdout). Every id, path and message is printed as
-    stored (runner/console.py): as `Text`, so even a caller's console with markup on reads no
-    `[...]` in it, with control characters escaped and ids kept to one line."""
-    from rich import box
+def _header(report: dict[str, Any], width: int) -> list[str]:
+    """Which store, whether a run holds it and since when: one line, or, when that is wider
+    than the terminal, one line per part, so that a long store path is not followed by a
+    timestamp broken across lines (`03:34:13` / `UTC`)."""
     from rich.cells import cell_len
-    from rich.table import Table
 
-    console = console or terminal()
     if report["running"]:
         state = report.get("state") or "starting"
-        console.print(
-            text(f"{report['store']}: run in progress, {state} ({report['holder']})", layout=False)
-        )
+        parts = [f"{report['store']}: run in progress", f"{state} ({report['holder']})"]
     else:
         last = report.get("last_run_started_at")
-        since = f"; last run started {last[:19].replace('T', ' ')} UTC" if last else ""
-        console.print(text(f"{report['store']}: no run in progress{since}", layout=False))
-    body = rows(report)
-    widest = max((cell_len(r[0]) for r in body), default=5)
-    # Nothing wraps, so no id can spill onto a line that reads as another row
-    # (`sim-gemini-2.0-flash` / `-lite`): the id column is as wide as its longest id, and on
-    # a terminal too narrow for every column the droppable ones go (`fitted`).
-    shown = fitted(body, widest, console.width)
+        parts = [f"{report['store']}: no run in progress"]
+        if last:
+            parts.append(f"last run started {last[:19].replace('T', ' ')} UTC")
+    line = (", " if report["running"] else "; ").join(parts)
+    return [line] if cell_len(literal(line, layout=False)) <= width else parts
+
+
+def _table(body: list[tuple[str, ...]], shown: list[str], ids: Mapping[str, str]) -> Table:
+    """The status table of `body`'s `shown` columns, each id shown as `ids` says."""
+    from rich import box
+    from rich.table import Table
+
+    widest = widest_of(ids)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     for col in shown:
         table.add_column(
@@ -241,8 +243,44 @@ def render_status(report: dict[str, Any], console: Console | None = None) -> Non
             min_width=widest if col == "model" else None,
         )
     for r in body:
-        table.add_row(*(text(cell) for col, cell in zip(COLUMNS, r, strict=True) if col in shown))
-    console.print(table)
+        cells = (ids[r[0]], *r[1:])
+        table.add_row(
+            *(text(cell) for col, cell in zip(COLUMNS, cells, strict=True) if col in shown)
+        )
+    return table
+
+
+def widest_of(ids: Mapping[str, str]) -> int:
+    """The model column's width: its longest id as shown (5, the header's, with none)."""
+    from rich.cells import cell_len
+
+    return max((cell_len(v) for v in ids.values()), default=5)
+
+
+def render_status(report: dict[str, Any], console: Console | None = None) -> None:
+    """The status on `console` (default: stdout). Every id, path and message is printed as
+    stored (runner/console.py): as `Text`, so even a caller's console with markup on reads no
+    `[...]` in it, with control characters escaped and ids kept to one line."""
+    from ibias.runner.keyed_ids import keyed, legend, natural_width
+
+    console = console or terminal()
+    for line in _header(report, console.width):
+        console.print(text(line, layout=False))
+    body = rows(report)
+    # Nothing wraps, so no id can spill onto a line that reads as another row
+    # (`sim-gemini-2.0-flash` / `-lite`) and no number is cut: the id column is as wide as its
+    # longest id, on a terminal too narrow for every column the droppable ones go (`fitted`),
+    # and ids still too long for the rest to fit are shown by a key with a legend
+    # (runner/keyed_ids.py).
+    kept = [c for c in COLUMNS if c not in DROPPABLE]
+    ids = keyed(
+        [r[0] for r in body],
+        lambda keys: natural_width(_table(body, kept, keys)) <= console.width,
+    )
+    shown = fitted([(ids[r[0]], *r[1:]) for r in body], widest_of(ids), console.width)
+    console.print(_table(body, shown, ids))
+    for line in legend(ids):
+        console.print(text(line, layout=False))
     for line in report.get("drift", []):
         console.print(text(f"drift: {line}", layout=False))
     for m in report.get("models", []):  # a live status only (runner/status.py pacing_note)

@@ -65,7 +65,9 @@ COMMANDS: dict[str, Command] = {
     "simulate": Command("simulate", "serve the provider simulator on loopback"),
     "analyze": Command("analyze", "tables, figures and report.html from a store"),
     "demo": Command(
-        "demo", "the paper's grid on simulated models, then analysis", own_stop_signals=True
+        "demo",
+        "our controlled design's grid on simulated models, then analysis",
+        own_stop_signals=True,
     ),
     "import": Command("imports", "ingest replies collected elsewhere (JSONL)"),
     "stimuli": Command("stimuli", "stimuli packs: the paper's own texts"),

@@ -1,4 +1,5 @@
-"""`ibias demo`: the paper's whole grid on seven simulated models, then the analysis."""
+"""`ibias demo`: our controlled design's whole grid on seven simulated models, then the
+analysis (README: the demo runs our design, not the paper's, and needs no stimuli pack)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,17 @@ from ibias.runner.console import literal
 DEMO_CONFIG = Path(str(resources.files("ibias") / "configs" / "demo.toml"))
 
 
+#: What `ibias demo --help` says it does, in the README's words.
+DESCRIPTION = (
+    "Run our controlled design's whole grid (configs/demo.toml: the experiments of "
+    "configs/controlled.toml, our texts, roster and conditions, 142,240 trials) on seven "
+    "simulated models with planted biases, then analyze it into DIR/report.html. No keys, no "
+    "network, no stimuli pack. The paper's own design is configs/paper.toml."
+)
+
+
 def add_arguments(demo: argparse.ArgumentParser) -> None:
+    demo.description = DESCRIPTION
     demo.add_argument(
         "--out",
         type=path_text,

@@ -125,7 +125,7 @@ def test_a_units_parameters_from_a_run_config_change_its_answers(
         (
             "occupation_bais = 0.9",
             "models[0].sim.experiments.occupation.occupation_bais: unknown key (expected one "
-            "of occupation_bias)",
+            "of occupation_bias); did you mean `occupation_bias`?",
         ),
     ],
 )
