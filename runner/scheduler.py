@@ -38,7 +38,7 @@ from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, 
 from ibias.runner.providers.usage import MAX_TOKEN_COUNT, token_count
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
-from ibias.runner.stop import Stop
+from ibias.runner.stop import Stop, stopping_line
 from ibias.store.derived import parsed_kinds, reply_text
 from ibias.store.plans import prompt_chars
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer
@@ -154,10 +154,16 @@ class _Queue:
 
 @dataclass(eq=False)
 class _Worker:
-    """A worker's cancel scope, and whether it is in a request (which a stop lets finish)."""
+    """A worker's cancel scope, and whether it is in a request (which a stop lets finish).
+
+    `waited_for`: whether a stop lets its request finish. Not for the built-in simulator
+    (provider `simulator`, served in-process): its replies cost nothing and come again the
+    same on resume, and waiting for a full load of them (448 for the demo grid, answered by
+    the same loop) was half a second of every stop of the demo."""
 
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     in_request: bool = False
+    waited_for: bool = True
 
 
 @dataclass(slots=True, eq=False)
@@ -289,6 +295,10 @@ def estimate_tokens(trial: Trial, max_tokens: int) -> int:
     return math.ceil(chars / 4) + max_tokens
 
 
+#: The provider served in-process by ibias's simulator (runner/providers/simulator.py).
+SIMULATOR = "simulator"
+
+
 class Scheduler:
     """Runs per-model feeders and workers until the plan is done, a stop is asked, or a
     budget is hit."""
@@ -325,8 +335,15 @@ class Scheduler:
         #: True when the first stop came from outside (a `Stop`): the run was interrupted.
         self.interrupted = False
         self._stopping = False
+        #: Called once, inside the request of a stop from outside (`Stop.on_request`), with the
+        #: line saying the run is stopping: the run halts its progress display and prints it.
+        self.on_interrupt: Callable[[str], None] = lambda line: None
         self._work_scope: anyio.CancelScope | None = None
         self._workers: set[_Worker] = set()
+        #: The feeders' cancel scopes: a stop cancels them, as it does the waiting workers.
+        self._feeders: set[anyio.CancelScope] = set()
+        #: One feeder reads the store at a time (see `_feed`); made inside the loop, in `run`.
+        self._reading: anyio.CapacityLimiter | None = None
         self._in_flight = 0
         self._reserved_cost = 0.0
         #: What replies of unknown cost (a usage count missing or invalid) may have cost: each
@@ -342,17 +359,32 @@ class Scheduler:
     # ------------------------------------------------------------------ control
 
     def request_stop(self, reason: str) -> None:
-        """Stop scheduling; in-flight requests get `grace_s` to finish. Idempotent; the
-        first reason is the one reported."""
+        """Stop scheduling; in-flight requests get `grace_s` to finish, except those to the
+        built-in simulator (`_Worker.waited_for`). Idempotent; the first reason is the one
+        reported."""
         if self.stop_reason is None:
             self.stop_reason = reason
         if self._stopping:
             return
         self._stopping = True
         for worker in self._workers:
-            if not worker.in_request:
+            if not worker.in_request or not worker.waited_for:
                 worker.scope.cancel()
+        for feeder in self._feeders:
+            feeder.cancel()
         self._start_grace()
+
+    def in_flight(self) -> tuple[int, int]:
+        """Requests in flight now: those a stop waits for, and those it does not (the
+        built-in simulator's)."""
+        waited = dropped = 0
+        for worker in self._workers:
+            if worker.in_request:
+                if worker.waited_for:
+                    waited += 1
+                else:
+                    dropped += 1
+        return waited, dropped
 
     @property
     def stopping(self) -> bool:
@@ -414,11 +446,13 @@ class Scheduler:
         """Schedule every model's trials until done or stopped (by `stop`, by `request_stop`,
         or by the budget). `source(rt)` gives the model's trials in batches; it is advanced in
         a worker thread, and closed (if it has `close`) when the model's feeding ends."""
+        # A stop from outside is handled inside its request, not by a task woken later: the
+        # workers stop and the run says so before any other task (a progress refresh) runs.
+        unlisten = None if stop is None else stop.on_request(lambda: self._interrupt(stop))
         try:
             async with anyio.create_task_group() as outer:
-                if stop is not None:
-                    outer.start_soon(self._relay, stop)
                 outer.start_soon(self.loop_lag.run)
+                self._reading = anyio.CapacityLimiter(1)
                 async with anyio.create_task_group() as work:
                     self._work_scope = work.cancel_scope
                     if self._stopping:
@@ -431,6 +465,8 @@ class Scheduler:
                             work.start_soon(self._work, rt, queue)
                 outer.cancel_scope.cancel()  # the work is over: stop listening for a stop
         finally:
+            if unlisten is not None:
+                unlisten()
             self._work_scope = None
             ended = time.monotonic()
             for rt in self.runtimes:
@@ -438,11 +474,17 @@ class Scheduler:
                 if rt.stats.ended_at is None:
                     rt.stats.ended_at = ended
 
-    async def _relay(self, stop: Stop) -> None:
-        await stop.wait()
-        if self.stop_reason is None:
+    def _interrupt(self, stop: Stop) -> None:
+        """A stop from outside: stop scheduling, then say so with the requests in flight."""
+        first = self.stop_reason is None
+        if first:
             self.interrupted = True
-        self.request_stop(stop.reason or "interrupted")
+        reason = stop.reason or "interrupted"
+        waited, dropped = self.in_flight()  # counted before the cancellations land
+        self.request_stop(reason)
+        if first:
+            ends = stop.grace_s + stop.margin_s if stop.armed else None
+            self.on_interrupt(stopping_line(reason, waited, dropped, self.grace_s, ends))
 
     def _halted(self, rt: ModelRuntime) -> bool:
         return self._stopping or rt.stats.fatal is not None
@@ -452,25 +494,42 @@ class Scheduler:
     ) -> None:
         """Keep the model's queue above its low-water mark, a batch at a time. Batches are
         fetched in a worker thread (reading the store, decoding JSON), so the loop only
-        appends them."""
+        appends them.
+
+        One feeder reads at a time (`_reading`), and its turn is waited for on the loop, not
+        in a thread: a stop cancels a feeder waiting for its turn or for space, and waits only
+        for the one read under way. (The store's reads took turns anyway, inside the threads,
+        where a stop had to wait for every model's queued read: up to a second of a stop of
+        the demo grid on a loaded machine.)"""
+        scope = anyio.CancelScope()
+        self._feeders.add(scope)
+
+        def fetch() -> Sequence[Trial] | None:
+            # A stop that came while this turn was being given: read nothing more.
+            return None if self._halted(rt) else next(batches, None)
+
         try:
-            while not self._halted(rt):
-                if len(queue.items) >= queue.low:
-                    await queue.wait_for_space()
-                    continue
-                batch = await anyio.to_thread.run_sync(next, batches, None)
-                if batch is None:
-                    return
-                queue.items.extend(batch)
-                queue.wake_workers()
+            with scope:
+                if self._stopping:
+                    scope.cancel()
+                while not self._halted(rt):
+                    if len(queue.items) >= queue.low:
+                        await queue.wait_for_space()
+                        continue
+                    batch = await anyio.to_thread.run_sync(fetch, limiter=self._reading)
+                    if batch is None:
+                        return
+                    queue.items.extend(batch)
+                    queue.wake_workers()
         finally:
+            self._feeders.discard(scope)
             queue.close()
             close = getattr(batches, "close", None)
             if close is not None:
                 close()
 
     async def _work(self, rt: ModelRuntime, queue: _Queue) -> None:
-        worker = _Worker()
+        worker = _Worker(waited_for=rt.config.provider != SIMULATOR)
         self._workers.add(worker)
         items = queue.items
         try:

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 
 from ibias.runner.commands import EXIT_INTERRUPTED
@@ -69,26 +70,39 @@ def with_stop_signals(job: Callable[[Stop], Awaitable[_T]], config: Config) -> _
 
 
 async def _receiving(job: Callable[[Stop], Awaitable[_T]], stop: Stop) -> _T:
-    """`job(stop)` with the stop signals relayed to `stop` while it runs."""
-    import anyio
+    """`job(stop)` with the stop signals relayed to `stop` while it runs.
 
-    outcome: list[_T] = []  # empty until job returns
-    error: Exception | None = None
-    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        async with anyio.create_task_group() as tg:
+    Each signal is a loop callback that requests the stop itself (`loop.add_signal_handler`),
+    not a message to a task that would request it a few loop turns later (anyio's signal
+    receiver): under a full load of requests a turn of the loop takes tens of milliseconds, and
+    the stop's listeners (runner/stop.py) must halt the progress display before its next
+    refresh; until they run, the process's own handler has noted the signal
+    (`Stop.signalled`), which the display checks before each refresh. A second signal requests
+    nothing new (the first reason stays; the armed watchdog still ends the process on time).
+    As with anyio's receiver before, every stop signal is received, even one the command
+    started with ignored (SIGHUP under `nohup`; runner/startup.py leaves those ignored).
+    """
+    import asyncio
 
-            async def relay() -> None:
-                async for signum in signals:
-                    stop.request(f"interrupted by {signal.Signals(signum).name}")
+    loop = asyncio.get_running_loop()
 
-            tg.start_soon(relay)
-            # Errors are carried out of the task group so they stay themselves (one line
-            # in cli.main) rather than an ExceptionGroup.
-            try:
-                outcome.append(await job(stop))
-            except Exception as exc:
-                error = exc
-            tg.cancel_scope.cancel()
-    if error is not None:
-        raise error
-    return outcome[0]
+    def on_signal(signum: int) -> None:
+        stop.request(f"interrupted by {signal.Signals(signum).name}")
+
+    def noted(signum: int, frame: FrameType | None) -> None:
+        stop.note_signal()
+
+    handled: list[int] = []
+    try:
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, on_signal, signum)
+            handled.append(signum)
+            # The process's handler (the loop hears of the signal through its wakeup fd, which
+            # any Python handler keeps) notes it at once, in whatever the main thread is
+            # running: from then on no refresh starts, however busy the loop is.
+            signal.signal(signum, noted)
+            signal.siginterrupt(signum, False)
+        return await job(stop)
+    finally:
+        for signum in handled:
+            loop.remove_signal_handler(signum)

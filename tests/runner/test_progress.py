@@ -10,7 +10,13 @@ import duckdb
 from rich.console import Console
 
 from ibias.runner.cli import main
-from ibias.runner.progress import SHOW_FAILING_AFTER, Progress, plain_lines, render_table
+from ibias.runner.progress import (
+    SHOW_FAILING_AFTER,
+    Progress,
+    plain_lines,
+    real_time_note,
+    render_table,
+)
 from ibias.runner.scheduler import ModelStats
 from ibias.runner.status import rate_and_eta
 from tests.helpers import model_block, write_config
@@ -183,3 +189,22 @@ def test_the_status_file_names_the_last_error_too():
     s.failing = 0  # a reply came
     (model,) = snapshot("r", "running", datetime.now(UTC), [s])["models"]
     assert model["last_error"] is None
+
+
+def test_a_rehearsal_says_its_etas_are_compressed_and_the_real_time_end() -> None:
+    """`--speed 8`: the table's caption and the plain lines say the ETAs are 8 times shorter
+    and when the real run's last model would end (its ETA x 8, by hand); at speed 1 nothing."""
+    now = time.monotonic()
+    # 401 done in 100 s since the first: 4 a second; 500 left -> 125 s -> 1000 s in real time.
+    s = ModelStats(model_id="m", total=1000, done_before=99, done=401, first_done_at=now - 100.0)
+    note = real_time_note([s], 8, now)
+    assert note == (
+        "rehearsal at --speed 8: ETAs are 8 times shorter than a real run's; "
+        "in real time the last model ends in about 16m40s"
+    )
+    assert real_time_note([s], 1, now) is None
+    table = render_table([s], 80, real_time=note)
+    assert "16m40s" in str(table.caption)
+    out = io.StringIO()
+    Progress([s], quiet=False, stream=out, speed=8).tick()
+    assert "ETAs are 8 times shorter" in out.getvalue()
