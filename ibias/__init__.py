@@ -250,6 +250,22 @@ def _config(config: Config | str | Path) -> Config:
     return config if isinstance(config, Config) else load_config(config)
 
 
+def _rehearsed(config: Config, rehearse: bool) -> Config:
+    """`config`, as its rehearsal when `rehearse` (runner/rehearsal.py)."""
+    from dataclasses import replace
+
+    return replace(config, rehearsal=True) if rehearse else config
+
+
+def _store(store: str | Path, rehearse: bool) -> Path:
+    """`store`, or with `rehearse` the rehearsal store beside it (`NAME.rehearsal.duckdb`)."""
+    if not rehearse:
+        return Path(store)
+    from ibias.runner.rehearsal import rehearsal_store
+
+    return rehearsal_store(Path(store))
+
+
 def plan(
     config: Config | str | Path,
     store: str | Path | None = None,
@@ -257,15 +273,16 @@ def plan(
     models: Sequence[str] | None = None,
     experiments: Sequence[str] | None = None,
     batch: bool = False,
+    rehearse: bool = False,
 ) -> PlanReport:
-    """`ibias plan [--model ID]... [--experiment NAME]... [--batch]`: trials per experiment,
-    design, model and language and how many the store answered (`.by`, Polars), per model the
-    tokens, cost (bound and typical), mode and least time of what is left (`.models`);
-    `.to_dict()` is `plan --json`."""
+    """`ibias plan [--model ID]... [--experiment NAME]... [--batch] [--rehearse]`: trials per
+    experiment, design, model and language and how many the store answered (`.by`, Polars),
+    per model the tokens, cost (bound and typical), mode and least time of what is left
+    (`.models`); `.to_dict()` is `plan --json`. `rehearse`: against the rehearsal store."""
     from ibias.runner.planning_report import PlanReport, plan_json
     from ibias.runner.selection import select
 
-    cfg = select(_config(config), models, experiments)
+    cfg = _rehearsed(select(_config(config), models, experiments), rehearse)
     path = cfg.store_path(None if store is None else str(store))
     return PlanReport(plan_json(cfg, path, batch=batch))
 
@@ -284,6 +301,8 @@ async def arun(
     stop: Stop | None = None,
     batch: bool = False,
     wait: bool = True,
+    rehearse: bool = False,
+    speed: float = 1.0,
 ) -> RunResult:
     """`ibias run` inside an already running event loop (a notebook's): resumable.
 
@@ -292,18 +311,33 @@ async def arun(
     builds each model's provider (default: the registry by the config's `provider`), e.g. an
     in-process provider for tests. `models` and `experiments` run part of the config, as
     `ibias run --model ID --experiment NAME` do (only those models' keys are needed).
-    `batch` and `wait` are `--batch` and `--no-wait` (docs/batches.md)."""
+    `batch` and `wait` are `--batch` and `--no-wait` (docs/batches.md). `rehearse` and
+    `speed` are `--rehearse --speed N` (docs/rehearsal.md): every model answered by the
+    in-process simulator, into the rehearsal store unless `store` names one. Code that runs
+    its own loop should run a rehearsal on asyncio's loop, not uvloop's (`ibias.run` does)."""
     from ibias.runner.batch.run import BatchOptions
     from ibias.runner.run import RunOptions, execute
     from ibias.runner.selection import select
 
-    cfg = select(_config(config), models, experiments)
+    if speed != 1.0 and not rehearse:
+        raise UsageError("speed applies only with rehearse=True")
+    cfg = _rehearsed(select(_config(config), models, experiments), rehearse)
+    rehearsal = None
+    if rehearse:
+        from ibias.runner.rehearsal import MAX_SPEED, Rehearsal
+
+        if not 0 < speed <= MAX_SPEED:
+            raise UsageError(f"speed: expected a number above 0 and at most {MAX_SPEED:,g}")
+        if not wait:
+            raise UsageError("a rehearsal cannot leave its batches running: wait=False")
+        rehearsal = Rehearsal(speed=speed)
     options = RunOptions(
         store=cfg.store_path(None if store is None else str(store)),
         max_cost=max_cost,
         concurrency=concurrency,
         quiet=quiet,
         batch=BatchOptions(forced=batch, wait=wait),
+        rehearsal=rehearsal,
     )
     return await execute(
         cfg,
@@ -329,13 +363,15 @@ def run(
     stop: Stop | None = None,
     batch: bool = False,
     wait: bool = True,
+    rehearse: bool = False,
+    speed: float = 1.0,
 ) -> RunResult:
     """`ibias run` from synchronous code; see `arun` for code already inside an event loop."""
     import anyio  # here, not at the top: the `ibias` command imports this package first
 
     from ibias.runner.event_loop import event_loop_options
 
-    cfg = _config(config)
+    cfg = _rehearsed(_config(config), rehearse)
     return anyio.run(
         functools.partial(
             arun,
@@ -351,6 +387,8 @@ def run(
             stop=stop,
             batch=batch,
             wait=wait,
+            rehearse=rehearse,
+            speed=speed,
         ),
         backend_options=event_loop_options(cfg),
     )
@@ -398,11 +436,14 @@ def analyze(
     by_reported_model: bool = False,
     population: bool = True,
     population_method: str = "two-way-cr2-satterthwaite",
+    rehearse: bool = False,
 ) -> AnalysisResult:
     """`ibias analyze [--by-reported-model] [--no-population] [--population-method NAME]`:
-    tables (CSV, Parquet), figures and report.html into `out`."""
+    tables (CSV, Parquet), figures and report.html into `out`; `rehearse`: of the rehearsal
+    store beside `store`."""
     from ibias.store.lock import check_store_path
 
+    store = _store(store, rehearse)
     check_store_path(Path(store))  # a bad path is said before seconds of imports
     from ibias.analysis.analyze import analyze as _analyze
 
@@ -420,14 +461,15 @@ def analyze(
     )
 
 
-def connect(store: str | Path) -> duckdb.DuckDBPyConnection:
+def connect(store: str | Path, *, rehearse: bool = False) -> duckdb.DuckDBPyConnection:
     """A read-only connection to a closed store (its views are the query surface); close it
     after. While `ibias run` holds the store no other process can open the file: this raises
-    a StoreError saying so and naming `ibias.sql`, which the run serves."""
+    a StoreError saying so and naming `ibias.sql`, which the run serves. `rehearse`: the
+    rehearsal store beside `store`."""
     from ibias.store.db import StoreError, open_store
     from ibias.store.lock import holder
 
-    path = Path(store)
+    path = _store(store, rehearse)
     who = holder(path)
     if who is not None:
         raise StoreError(
@@ -437,14 +479,15 @@ def connect(store: str | Path) -> duckdb.DuckDBPyConnection:
     return open_store(path, read_only=True)
 
 
-def sql(store: str | Path, query: str) -> pl.DataFrame:
+def sql(store: str | Path, query: str, *, rehearse: bool = False) -> pl.DataFrame:
     """`ibias sql`: one read-only statement over the store as a Polars frame, in the same
     sandbox (only the store is readable, no files are written); on a closed store or, while
-    `ibias run` holds it, served by the run. A refused query raises StoreError in one line."""
+    `ibias run` holds it, served by the run. A refused query raises StoreError in one line.
+    `rehearse`: over the rehearsal store beside `store`."""
     from ibias.runner.sql import query_frame
     from ibias.store.sandbox import read_statement
 
-    return query_frame(Path(store), read_statement(query), "parquet")
+    return query_frame(_store(store, rehearse), read_statement(query), "parquet")
 
 
 def __dir__() -> list[str]:

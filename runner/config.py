@@ -41,7 +41,15 @@ from msgspec import Meta
 from ibias import errors
 from ibias.prompts.base import Experiment, SettingsError
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
-from ibias.prompts.schema import MAX_INT, join_key, one_line, render_path, show, validate
+from ibias.prompts.schema import (
+    MAX_INT,
+    did_you_mean,
+    join_key,
+    one_line,
+    render_path,
+    show,
+    validate,
+)
 from ibias.runner.providers.names import BUILTIN, SENDING_OPTIONS
 from ibias.runner.providers.traits import BUILTIN_TRAITS, ModelRequest, ProviderTraits
 
@@ -306,6 +314,10 @@ class Config:
     models: tuple[ModelConfig, ...]
     experiments: Mapping[str, Mapping[str, Any]]
     built: tuple[Experiment, ...] = ()
+    #: A rehearsal of this config (`--rehearse`, runner/rehearsal.py): every model answered
+    #: by the in-process simulator, into the rehearsal store (`store_path`); the run then
+    #: serves the simulator (runner/event_loop.py). Never part of the plan or a trial key.
+    rehearsal: bool = False
 
     @property
     def base_dir(self) -> Path:
@@ -314,8 +326,11 @@ class Config:
     def store_path(self, override: str | None = None) -> Path:
         """--store (relative to the current directory: it was typed there), else [run].store
         (relative to this config's folder, `config_store_path`), else the default (relative to
-        the current directory, the same store every command finds without a config). Checked
-        before anything opens it (`check_store_path`: a regular file or absent, no NUL)."""
+        the current directory, the same store every command finds without a config); a
+        rehearsal's is the `.rehearsal.duckdb` beside the latter two (--store is taken as
+        given). Checked before anything opens it (`check_store_path`: a regular file or
+        absent, no NUL)."""
+        from ibias.runner.rehearsal import rehearsal_store
         from ibias.store.lock import check_store_path
 
         if override:
@@ -324,6 +339,8 @@ class Config:
             store = Path(DEFAULT_STORE)
         else:
             store = config_store_path(self.path, self.run.store)
+        if self.rehearsal and not override:
+            store = rehearsal_store(store)
         check_store_path(store)
         return store
 
@@ -582,14 +599,16 @@ def _check_base_url(where: str, t: ModelTable, traits: ProviderTraits) -> None:
 
 
 def _check_sim(where: str, t: ModelTable, traits: ProviderTraits) -> None:
-    """The `sim` table: only for simulated models; the runner's keys checked by the simulator
-    profile's schema and each `experiments.NAME` table (and flat unit key) by its unit's
-    parameter struct, errors prefixed with `models[i].sim`."""
+    """The `sim` table (any provider's model: the simulator's profile of it in a rehearsal,
+    of a `simulator` model always); the runner's keys checked by the simulator profile's
+    schema and each `experiments.NAME` table (and flat unit key) by its unit's parameter
+    struct, errors prefixed with `models[i].sim`."""
     if t.sim is None:
         return
-    if not traits.sim_table:
-        owners = _named(_owners(lambda traits: traits.sim_table))
-        raise SettingsError(f"{where}.sim", f"unknown key (a sim table is for {owners})")
+    # Every provider's model takes one: a rehearsal (`--rehearse`) simulates that model with
+    # it; a real run of a model the simulator does not answer says so and ignores it
+    # (runner/rehearsal.py `sim_table_note`). Never an input of the plan or a trial key
+    # (`plan.OPERATIONAL_MODEL_KEYS`).
     from ibias.runner.sim_profile import model_profile_from_dict  # only simulated models
 
     try:
@@ -711,9 +730,9 @@ def _experiments(
     for name, table in tables.items():
         where = render_path(["experiments", name])
         if name not in EXPERIMENT_BUILDERS:
-            raise SettingsError(
-                where, "unknown experiment; expected one of " + ", ".join(EXPERIMENT_BUILDERS)
-            )
+            known = list(EXPERIMENT_BUILDERS)
+            listed = "unknown experiment; expected one of " + ", ".join(known)
+            raise SettingsError(where, listed + did_you_mean(name, known))
         try:
             built.extend(EXPERIMENT_BUILDERS[name](table, seed, base_dir))
         except SettingsError as exc:

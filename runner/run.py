@@ -25,11 +25,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -56,12 +56,13 @@ from ibias.runner.progress import Progress
 from ibias.runner.providers.base import ProviderContext
 from ibias.runner.providers.registry import ProviderFactory, create_provider
 from ibias.runner.redact import secrets_scope
+from ibias.runner.rehearsal import check_store, sim_table_note
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
 from ibias.runner.status import snapshot, status_path, try_write_status, write_status
 from ibias.runner.stop import Stop
 from ibias.store.arrow_scan import registered
-from ibias.store.db import open_store
+from ibias.store.db import close_store, defer_final_checkpoint, open_store
 from ibias.store.derived import parse_landed
 from ibias.store.live import LiveServer
 from ibias.store.lock import StoreLock, shown_path
@@ -81,6 +82,7 @@ from ibias.store.writer import StoreWriteError, Writer, is_write_failure, write_
 
 if TYPE_CHECKING:
     from ibias.runner.providers.simulator import LoopbackSimulator
+    from ibias.runner.rehearsal import Rehearsal
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 TRIAL_BATCH = 5000
@@ -99,6 +101,9 @@ class RunOptions:
     #: Provider batches (`--batch`, `--no-wait`; runner/batch/): None reads each model's
     #: `mode` only (a model with `mode = "batch"` still runs in batch mode).
     batch: BatchOptions | None = None
+    #: `--rehearse` (and `--speed`): every model answered by the in-process simulator on its
+    #: own protocol, into a store marked a rehearsal's (runner/rehearsal.py); None: a real run.
+    rehearsal: Rehearsal | None = None
 
 
 @dataclass(frozen=True)
@@ -315,7 +320,16 @@ async def execute(
     `provider`); `stop` lets the caller interrupt the run (planning or scheduling) and get exit
     code 130 with everything done so far stored. No signal handler is installed here.
     """
-    keys = check_keys(config, os.environ if environ is None else environ)
+    if options.rehearsal is not None:
+        # No key is read: each model that names one gets a dummy (only in its session's
+        # headers); the limits are sped up, nothing that plans or keys a trial changes.
+        keys = options.rehearsal.keys(config)
+        config = options.rehearsal.config(replace(config, rehearsal=True))
+    else:
+        keys = check_keys(config, os.environ if environ is None else environ)
+        note = sim_table_note(config)
+        if note is not None:
+            say(note)
     stop = stop or Stop()
     stop.grace_s = config.run.grace_s if options.grace_s is None else options.grace_s
     options = replace(options, grace_s=stop.grace_s)
@@ -376,9 +390,15 @@ class _RunContext:
 
     def status(self, state: str, stats: Mapping[str, ModelStats]) -> None:
         """Write the run's status file (what `ibias status` reads) in `state`."""
-        write_status(
-            self.status_file, snapshot(self.run_id, state, self.started_at, stats.values())
-        )
+        write_status(self.status_file, self.snapshot(state, stats))
+
+    def snapshot(self, state: str, stats: Mapping[str, ModelStats]) -> dict[str, Any]:
+        """The status file's content in `state`; a rehearsal's says so, with its speed (so
+        `ibias status` gives the ETA in real time too)."""
+        data = snapshot(self.run_id, state, self.started_at, stats.values())
+        if self.options.rehearsal is not None:
+            data["rehearsal"] = {"speed": self.options.rehearsal.speed}
+        return data
 
 
 async def _execute_locked(
@@ -400,6 +420,7 @@ async def _execute_locked(
     exit_status = EXIT_BAD_INPUT
     run_recorded = False
     try:
+        check_store(con, options.store, rehearse=options.rehearsal is not None)  # before writing
         experiments = build_experiments(config)
         inputs, revision = await _inputs_and_revision(config, experiments, options.store)
         clock.lap("inputs")
@@ -426,6 +447,8 @@ async def _execute_locked(
         result = await _request_what_is_left(ctx, config, plan, stats, spent)
         clock.lap("schedule")
         exit_status = result.exit_code
+        if options.rehearsal is not None:
+            result = _rehearsal_result(result, options.rehearsal, clock.laps["schedule"])
         return replace(result, timings=clock.timings(planned=planned))
     except Exception as exc:
         failure = _refused_write(ctx, exc)
@@ -437,7 +460,7 @@ async def _execute_locked(
             live.close()
         if run_recorded:
             _record_end(con, ctx.run_id, exit_status)
-        con.close()
+        close_store(con, stopped=exit_status == EXIT_INTERRUPTED)
 
 
 def _new_run(store: Path) -> tuple[str, datetime, Path]:
@@ -454,6 +477,7 @@ def _open_for_run(
     # The writer only appends; DuckDB's default cache (80% of RAM) would just hold written
     # blocks, so cap it and keep a long run's footprint flat.
     con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'").fetchall()
+    defer_final_checkpoint(con)  # a stopped run leaves it to the next open (`close_store`)
     # Serves `ibias sql/status/plan/analyze` sandboxed snapshots while the run holds the store.
     live = LiveServer.start(con, store)
     # The run's own queries come first for DuckDB's memory: they take turns, and one that
@@ -564,19 +588,66 @@ async def _schedule_all(
     spent: float,
 ) -> RunResult:
     """The online models through the scheduler; the batch models (runner/batch/), when the
-    run or a model's `mode` asks for batches, through their provider's batch API around it."""
+    run or a model's `mode` asks for batches, through their provider's batch API around it.
+    A rehearsal starts its simulator first: its batch and online models all talk to it."""
+    rehearsal = ctx.options.rehearsal
+    if rehearsal is None:
+        return await _schedule_models(ctx, config, plan, stats, spent, None)
+    from ibias.runner.providers.simulator import LoopbackSimulator
+
+    sim = LoopbackSimulator(rehearsal.profile(config))
+    try:
+        await sim.url()
+        ctx.say(
+            f"rehearsal: {_models(len(config.models))} answered by ibias's simulator on "
+            + ("its own protocol" if len(config.models) == 1 else "their own protocols")
+            + ", no key, no network"
+            + (
+                f"; --speed {rehearsal.speed:g}: limits x{rehearsal.speed:g}, latencies "
+                f"/{rehearsal.speed:g}, so the ETAs shown are {rehearsal.speed:g} times shorter "
+                "than the real run's"
+                if rehearsal.speed != 1
+                else ""
+            )
+        )
+        return await _schedule_models(ctx, config, plan, stats, spent, sim)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await sim.stop()
+
+
+async def _schedule_models(
+    ctx: _RunContext,
+    config: Config,
+    plan: StoredPlan,
+    stats: dict[str, ModelStats],
+    spent: float,
+    rehearsal_sim: LoopbackSimulator | None,
+) -> RunResult:
+    """`_schedule_all` once the rehearsal's simulator (if any) listens."""
     batch_options = ctx.options.batch or BatchOptions()
     batched, online_lines = batch_models(config, batch_options.forced)
     for line in online_lines:
         ctx.say(line)
     if not batched:
-        return await _schedule(ctx, config, plan, stats, spent)
+        return await _schedule(ctx, config, plan, stats, spent, rehearsal_sim)
     online = online_config(config, batched)
     results: list[RunResult] = []
+    batch_base = None
+    rehearsal = ctx.options.rehearsal
+    if rehearsal is not None and rehearsal_sim is not None:
+        batch_base = rehearsal.batch_base(await rehearsal_sim.url())
+        # The simulator's batches move on as they are polled: the waits between polls are
+        # sped up with the rest of the rehearsal.
+        batch_options = replace(
+            batch_options, sleep=functools.partial(_sped_up_sleep, batch_options.sleep, rehearsal)
+        )
 
     async def run_online(committed: float) -> None:
         if online.models:
-            results.append(await _schedule(ctx, online, plan, stats, spent + committed))
+            results.append(
+                await _schedule(ctx, online, plan, stats, spent + committed, rehearsal_sim)
+            )
 
     outcome = await batch_run(
         ctx.con,
@@ -591,6 +662,7 @@ async def _schedule_all(
         online=run_online,
         max_cost=ctx.options.max_cost,
         spent=spent,
+        base_url=batch_base,
     )
     base = results[0] if results else _result(None, list(stats.values()))
     return _batched_result(ctx, stats, base, outcome)
@@ -647,27 +719,41 @@ class _Clock:
         return {**self.laps, "total": self.last - self.start, "planned": float(planned)}
 
 
+async def _sped_up_sleep(
+    sleep: Callable[[float], Awaitable[None]], rehearsal: Rehearsal, seconds: float
+) -> None:
+    await sleep(rehearsal.sleep(seconds))
+
+
 async def _schedule(
     ctx: _RunContext,
     config: Config,
     plan: StoredPlan,
     stats: dict[str, ModelStats],
     spent_before: float = 0.0,
+    rehearsal_sim: LoopbackSimulator | None = None,
 ) -> RunResult:
     """`config`'s models through the scheduler, each streaming what is left of `plan`; the
     writer, the progress display and the status ticker live exactly as long as it. Whatever
-    ends it, what was answered is written and every provider closed."""
-    sim = _loopback_simulator(config)
+    ends it, what was answered is written and every provider closed. In a rehearsal every
+    provider is built as in a real run, then sent to `rehearsal_sim` (its owner stops it)."""
+    sim = rehearsal_sim or _loopback_simulator(config)
+    factory = await _factory(ctx, rehearsal_sim)
     runtimes: list[ModelRuntime] = []
     writer = Writer(
         ctx.con, on_landed=parse_landed, guard=ctx.guard, before_commit=phase_hook.flush_hook()
     )
     loop_lag = LoopLag()  # the scheduler ticks it; progress says what it excused
     progress = Progress(
-        [stats[m.id] for m in config.models], quiet=ctx.options.quiet, loop_lag=loop_lag
+        [stats[m.id] for m in config.models],
+        quiet=ctx.options.quiet,
+        loop_lag=loop_lag,
+        stop=ctx.stop,
+        speed=1.0 if ctx.options.rehearsal is None else ctx.options.rehearsal.speed,
     )
     try:
-        await _start_providers(ctx, config, ProviderContext(simulator=sim), stats, runtimes)
+        context = ProviderContext(simulator=sim)
+        await _start_providers(ctx, config, context, stats, runtimes, factory)
         scheduler = Scheduler(
             run_id=ctx.run_id,
             runtimes=runtimes,
@@ -682,6 +768,8 @@ async def _schedule(
         # A failed write stops scheduling before any other task runs: no request starts after
         # it; the writer's error then ends the task group (in-flight requests are cancelled).
         writer.on_failure = lambda failure: scheduler.request_stop(str(failure))
+        # A stop from outside: the table stays as it was and the run says it is stopping.
+        scheduler.on_interrupt = progress.interrupted
         progress.start()
         async with anyio.create_task_group() as run:
             run.start_soon(writer.run)
@@ -691,10 +779,19 @@ async def _schedule(
             run.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            await _close_schedule(ctx, writer, runtimes, sim, progress, stats)
+            await _close_schedule(
+                ctx, writer, runtimes, None if rehearsal_sim else sim, progress, stats
+            )
     ctx.status("interrupted" if scheduler.interrupted else "finished", stats)
     causes = {rt.config.id: rt.last_failure for rt in runtimes if rt.last_failure}
     return _result(scheduler, list(stats.values()), causes)
+
+
+async def _factory(ctx: _RunContext, rehearsal_sim: LoopbackSimulator | None) -> ProviderFactory:
+    """The run's provider factory; a rehearsal's sends each provider to its simulator."""
+    if ctx.options.rehearsal is None or rehearsal_sim is None:
+        return ctx.factory
+    return ctx.options.rehearsal.factory(ctx.factory, await rehearsal_sim.url())
 
 
 def _loopback_simulator(config: Config) -> LoopbackSimulator | None:
@@ -713,13 +810,14 @@ async def _start_providers(
     context: ProviderContext,
     stats: dict[str, ModelStats],
     runtimes: list[ModelRuntime],
+    factory: ProviderFactory,
 ) -> None:
     """Make and start each model's provider and limiter into `runtimes` (the caller's list,
     so a provider whose start fails is still closed with the others)."""
     concurrency = ctx.options.concurrency
     for m in config.models:
         cfg = m if concurrency is None else _with_concurrency(m, concurrency)
-        provider = ctx.factory(cfg, ctx.keys[m.id], context)
+        provider = factory(cfg, ctx.keys[m.id], context)
         runtimes.append(
             ModelRuntime(
                 config=cfg,
@@ -742,9 +840,7 @@ async def _tick(ctx: _RunContext, progress: Progress, stats: dict[str, ModelStat
     while True:
         await anyio.sleep(1.0)
         progress.tick()
-        try_write_status(
-            ctx.status_file, snapshot(ctx.run_id, "running", ctx.started_at, stats.values())
-        )
+        try_write_status(ctx.status_file, ctx.snapshot("running", stats))
 
 
 def _remaining_trials(
@@ -823,6 +919,32 @@ def spent_on_plan(
         if m is not None:
             spent += m.cost(int(prompt), int(n) * m.max_tokens)
     return spent
+
+
+def _rehearsal_result(result: RunResult, rehearsal: Rehearsal, seconds: float) -> RunResult:
+    """The run's lines, with how long its requests took and what that is in real time."""
+    if rehearsal.speed == 1:
+        line = f"rehearsal: requests took {_duration(seconds)}"
+    else:
+        line = (
+            f"rehearsal at --speed {rehearsal.speed:g}: requests took {_duration(seconds)}, "
+            f"about {_duration(seconds * rehearsal.speed)} in real time"
+        )
+    return replace(result, lines=(*result.lines, line))
+
+
+def _models(n: int) -> str:
+    return "1 model" if n == 1 else f"{n:,} models"
+
+
+def _duration(seconds: float) -> str:
+    """`12.3 s`, `4m05s`, `3h07m`: a span as people read it."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    h, rem = divmod(whole, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
 def _budget_used_up(max_cost: float, spent: float, stats: list[ModelStats]) -> RunResult:

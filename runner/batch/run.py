@@ -91,9 +91,12 @@ async def run(
     online: Callable[[float], Awaitable[None]],
     max_cost: float | None = None,
     spent: float = 0.0,
+    base_url: Callable[[ModelConfig], str] | None = None,
 ) -> BatchOutcome:
     """Submit the batch models' trials, run `online(committed_usd)` (the online models), then
-    wait for the batches unless told not to."""
+    wait for the batches unless told not to. `base_url` gives the URL each model's batch API
+    is called at instead of its configured one (a rehearsal's simulator, runner/rehearsal.py);
+    the configured one still decides every rule."""
     from ibias.runner.batch.engine import ModelBatches  # loads aiohttp: only when used
 
     budget = _BatchBudget(max_cost, spent, say)
@@ -101,7 +104,7 @@ async def run(
     apis: list[BatchAPI] = []
     try:
         for m in models:
-            api = batch_api(m, keys.get(m.id))
+            api = batch_api(m, keys.get(m.id), None if base_url is None else base_url(m))
             await api.start()
             apis.append(api)
             engines.append(
@@ -222,8 +225,9 @@ def _outcome(
     return BatchOutcome(tuple(lines), interrupted, failed, tuple(running))
 
 
-def batch_api(model: ModelConfig, api_key: str | None) -> BatchAPI:
-    """The batch API of a model that runs in batch mode (`batch_refusal` said it can)."""
+def batch_api(model: ModelConfig, api_key: str | None, base_url: str | None = None) -> BatchAPI:
+    """The batch API of a model that runs in batch mode (`batch_refusal` said it can), called
+    at `base_url` when given (a rehearsal's simulator), else at the model's own."""
     from ibias.runner.providers.base import ProviderContext
     from ibias.runner.providers.registry import create_provider
 
@@ -233,19 +237,21 @@ def batch_api(model: ModelConfig, api_key: str | None) -> BatchAPI:
         from ibias.runner.providers.anthropic import AnthropicProvider
 
         assert isinstance(provider, AnthropicProvider)
-        return AnthropicBatches(provider, model.base_url or DEFAULT_BASE_URLS["anthropic"], api_key)
+        base = base_url or model.base_url or DEFAULT_BASE_URLS["anthropic"]
+        return AnthropicBatches(provider, base, api_key)
     if model.provider == "gemini":
         from ibias.runner.batch.gemini import GeminiBatches
         from ibias.runner.providers.gemini import GeminiProvider
 
         assert isinstance(provider, GeminiProvider)
-        return GeminiBatches(provider, model.base_url or DEFAULT_BASE_URLS["gemini"], api_key)
+        base = base_url or model.base_url or DEFAULT_BASE_URLS["gemini"]
+        return GeminiBatches(provider, base, api_key)
     from ibias.runner.batch.limits import OPENAI_ENQUEUED_TOKENS
     from ibias.runner.batch.openai import OpenAIBatchClient, OpenAIBatches
     from ibias.runner.providers.openai import OpenAIProvider
 
     assert isinstance(provider, OpenAIProvider)
-    client = OpenAIBatchClient(model.base_url or DEFAULT_BASE_URLS["openai"], api_key)
+    client = OpenAIBatchClient(base_url or model.base_url or DEFAULT_BASE_URLS["openai"], api_key)
     enqueued = model.options.get("batch_enqueued_tokens")
     return OpenAIBatches(
         provider, client, model.id, int(enqueued) if enqueued else OPENAI_ENQUEUED_TOKENS

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ibias.runner.commands import EXIT_OK
-from ibias.runner.commands.options import add_store, bounded_int, path_text
+from ibias.runner.commands.options import add_rehearse, add_store, bounded_int, path_text
 from ibias.runner.commands.stores import store_of
 from ibias.runner.console import literal
 
@@ -26,6 +26,7 @@ MAX_BOOTSTRAP = 100_000
 
 def add_arguments(analyze: argparse.ArgumentParser) -> None:
     add_store(analyze)
+    add_rehearse(analyze)
     analyze.add_argument(
         "--out",
         type=path_text,

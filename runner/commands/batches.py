@@ -7,7 +7,7 @@ import os
 import sys
 
 from ibias.runner.commands import EXIT_OK
-from ibias.runner.commands.options import Parser, add_store_only
+from ibias.runner.commands.options import Parser, add_rehearse, add_store_only
 
 
 def add_arguments(batches: argparse.ArgumentParser) -> None:
@@ -17,6 +17,7 @@ def add_arguments(batches: argparse.ArgumentParser) -> None:
     cancel = batches_sub.add_parser("cancel", help="cancel this config's live batches")
     cancel.add_argument("config", help="the TOML config whose batches to cancel")
     add_store_only(cancel)
+    add_rehearse(cancel)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -28,6 +29,11 @@ def handle(args: argparse.Namespace) -> int:
     from ibias.runner.console import literal
 
     config = load_config(args.config)
+    if args.rehearse:
+        # A rehearsal's batches lived in its run's own simulator, which ended with the run:
+        # there is no provider to ask, and no real key may be spent on them.
+        print("0 batches cancelled: a rehearsal's batches end with its run", file=sys.stderr)
+        return EXIT_OK
     store = config.store_path(args.store)
     cancelled = anyio.run(
         cancel_batches,

@@ -123,5 +123,36 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: `--speed` at most (runner/rehearsal.py `MAX_SPEED`, kept here as a number so that `--help`
+#: does not import the runner).
+MAX_SPEED = 10_000.0
+
+
+def speed(text: str) -> float:
+    """A `--speed` factor: a number above 0, at most `MAX_SPEED`."""
+    value = non_negative_float(text)
+    if not 0 < value <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(
+            f"expected a number above 0 and at most 10,000, got {text!r}"
+        )
+    return value
+
+
+def add_rehearse(p: argparse.ArgumentParser, *, run: bool = False) -> None:
+    """--rehearse: the config's rehearsal (runner/rehearsal.py) and its store."""
+    p.add_argument(
+        "--rehearse",
+        action="store_true",
+        help=(
+            "rehearse the config: every model answered by ibias's simulator on its own "
+            "protocol (no keys, no network), into the rehearsal store beside the config's "
+            "(NAME.rehearsal.duckdb; --store names another; default: a real run)"
+            if run
+            else "the rehearsal store (`ibias run CONFIG --rehearse`): NAME.rehearsal.duckdb "
+            "beside the config's store, or the default's (--store is taken as given)"
+        ),
+    )
+
+
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object (default: a table)")

@@ -8,13 +8,14 @@ import sys
 import orjson
 
 from ibias.runner.commands import EXIT_OK
-from ibias.runner.commands.options import add_selection, add_store_only
+from ibias.runner.commands.options import add_rehearse, add_selection, add_store_only
 from ibias.runner.commands.run import selected_config
 
 
 def add_arguments(plan: argparse.ArgumentParser) -> None:
     plan.add_argument("config", help="the TOML config to plan")
     add_store_only(plan)
+    add_rehearse(plan)
     add_selection(plan)
     plan.add_argument(
         "--json", action="store_true", help="print one JSON object (default: a table)"

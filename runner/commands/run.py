@@ -6,12 +6,15 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from ibias.errors import UsageError
 from ibias.runner.commands import EXIT_FAILED, EXIT_OK
 from ibias.runner.commands.options import (
+    add_rehearse,
     add_selection,
     add_store_only,
     bounded_int,
     non_negative_float,
+    speed,
 )
 from ibias.runner.config import MAX_CONCURRENCY, Config, absolute_path, load_config
 from ibias.runner.console import literal
@@ -56,13 +59,25 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
         help="with batches: submit them, run the online models, print the batch ids and exit 0 "
         "(default: wait for the batches)",
     )
+    add_rehearse(run, run=True)
+    run.add_argument(
+        "--speed",
+        type=speed,
+        metavar="N",
+        help="with --rehearse: compress time N-fold (limits x N, simulated latencies / N); "
+        "progress says the real-time estimate too (default: 1, real time)",
+    )
 
 
 def selected_config(args: argparse.Namespace) -> Config:
-    """The config of `run`/`plan`, restricted by --model and --experiment."""
+    """The config of `run`/`plan`, restricted by --model and --experiment; with --rehearse,
+    its rehearsal (whose store is the rehearsal store, runner/rehearsal.py)."""
+    from dataclasses import replace
+
     from ibias.runner.selection import select
 
-    return select(load_config(args.config), args.model, args.experiment)
+    config = select(load_config(args.config), args.model, args.experiment)
+    return replace(config, rehearsal=True) if getattr(args, "rehearse", False) else config
 
 
 def batch_options(args: argparse.Namespace) -> BatchOptions:
@@ -76,9 +91,21 @@ def handle(args: argparse.Namespace) -> int:
     from ibias.runner.commands.stop_signals import with_stop_signals
     from ibias.runner.run import RunOptions, execute
 
+    if args.speed is not None and not args.rehearse:
+        raise UsageError("ibias run: --speed applies only with --rehearse")
+    if args.rehearse and args.no_wait:
+        raise UsageError(
+            "ibias run: --no-wait cannot rehearse (a rehearsal's batches live in its own "
+            "simulator, which ends with the run); drop --no-wait"
+        )
     # Loaded before the loop, which it chooses (runner/event_loop.py); a stop signal while it
     # loads ends the command at once, as during start-up (runner/startup.py).
     config = selected_config(args)
+    rehearsal = None
+    if args.rehearse:
+        from ibias.runner.rehearsal import Rehearsal
+
+        rehearsal = Rehearsal(speed=args.speed or 1.0)
 
     async def job(stop: Stop) -> int:
         options = RunOptions(
@@ -87,6 +114,7 @@ def handle(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             quiet=args.quiet,
             batch=batch_options(args),
+            rehearsal=rehearsal,
         )
         result = await execute(config, options, stop=stop)
         # Which store the run filled, wherever it was started from: with the summary of a

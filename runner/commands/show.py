@@ -9,7 +9,7 @@ import orjson
 
 from ibias.errors import UsageError
 from ibias.runner.commands import EXIT_OK
-from ibias.runner.commands.options import add_store, bounded_int
+from ibias.runner.commands.options import add_rehearse, add_store, bounded_int
 from ibias.runner.commands.stores import store_of
 
 #: `show --random` at most (each trial is a screenful; runner/show.py).
@@ -24,6 +24,7 @@ def add_arguments(show: argparse.ArgumentParser) -> None:
         help="a trial key, or a prefix of one that is unique (default: select with options)",
     )
     add_store(show)
+    add_rehearse(show)
     show.add_argument(
         "--model", metavar="ID", help="only trials of this model (default: any model)"
     )

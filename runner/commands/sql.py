@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ibias.errors import UsageError
-from ibias.runner.commands.options import add_store, path_text
+from ibias.runner.commands.options import add_rehearse, add_store, path_text
 from ibias.runner.commands.stores import store_of
 
 
@@ -15,6 +15,7 @@ def add_arguments(sql: argparse.ArgumentParser) -> None:
         "query", help="one read-only SQL statement (see README: What ibias sql allows)"
     )
     add_store(sql)
+    add_rehearse(sql)
     shape = sql.add_mutually_exclusive_group()
     shape.add_argument(
         "--format",

@@ -10,7 +10,7 @@ import orjson
 
 from ibias.errors import UsageError
 from ibias.runner.commands import EXIT_OK
-from ibias.runner.commands.options import add_store
+from ibias.runner.commands.options import add_rehearse, add_store
 from ibias.runner.commands.stores import store_of
 from ibias.runner.config import absolute_path
 
@@ -23,6 +23,7 @@ def add_arguments(status: argparse.ArgumentParser) -> None:
         help="a config whose [run] store to show (same as --config; default: none)",
     )
     add_store(status)
+    add_rehearse(status)
     status.add_argument(
         "--json", action="store_true", help="print one JSON object (default: a table)"
     )
@@ -37,6 +38,11 @@ def add_arguments(status: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from ibias.runner.status_report import render_status, status_report
 
+    if args.refresh and args.rehearse:
+        raise UsageError(
+            "ibias status: --refresh asks the providers; a rehearsal's batches live in its "
+            "run's own simulator: drop --refresh"
+        )
     if args.refresh:
         _refresh_batches(args)
     # Absolute: the report names the store, and it must say which one wherever you stand.
@@ -48,9 +54,46 @@ def handle(args: argparse.Namespace) -> int:
         sys.stdout.write(orjson.dumps({**report, "batches": batches}).decode() + "\n")
     else:
         render_status(report)
+        line = rehearsal_line(report)
+        if line is not None:
+            from ibias.runner.console import literal
+
+            print(literal(line, layout=False))
         for line in batch_lines(batches):
             print(line)
     return EXIT_OK
+
+
+def rehearsal_line(report: dict[str, object]) -> str | None:
+    """What a running rehearsal's ETAs mean in real time: the status file of a run with
+    `--speed N` says N, and each model's real-time ETA is its shown ETA times N (None for a
+    real run); after a rehearsal, a line saying its replies are simulated."""
+    if not report.get("running"):
+        last = report.get("last_status")
+        if isinstance(last, dict) and isinstance(last.get("rehearsal"), dict):
+            return "a rehearsal's store: every reply in it is simulated"
+        return None
+    rehearsal = report.get("rehearsal")
+    if not isinstance(rehearsal, dict):
+        return None
+    speed = float(rehearsal.get("speed") or 1)
+    if speed == 1:
+        return "rehearsal: simulated replies, in real time"
+    models = report.get("models")
+    etas = [
+        f"{m['model_id']} {_span(float(m['eta_s']) * speed)}"
+        for m in (models if isinstance(models, list) else [])
+        if isinstance(m, dict) and m.get("eta_s") and not m.get("fatal")
+    ]
+    return f"rehearsal at --speed {speed:g}: the ETAs above are compressed" + (
+        f"; in real time: {', '.join(etas)}" if etas else ""
+    )
+
+
+def _span(seconds: float) -> str:
+    s = int(seconds)
+    h, rem = divmod(s, 3600)
+    return f"{h}h{rem // 60:02d}m" if h else f"{rem // 60}m{rem % 60:02d}s"
 
 
 def _refresh_batches(args: argparse.Namespace) -> None:

@@ -20,6 +20,17 @@ def store_of(args: argparse.Namespace) -> Path:
 
 
 def _store_named(args: argparse.Namespace) -> Path:
+    """`_store_of_config`, with --rehearse: the rehearsal store beside the store a config or
+    the default names (`runner/rehearsal.py`); --store is taken as given."""
+    store = _store_of_config(args)
+    if getattr(args, "rehearse", False) and args.store is None:
+        from ibias.runner.rehearsal import rehearsal_store
+
+        return rehearsal_store(store)
+    return store
+
+
+def _store_of_config(args: argparse.Namespace) -> Path:
     """The store a command means: --store (relative to the current directory), or the [run]
     store of --config (or of `status`'s CONFIG argument; relative to the config's folder,
     `config_store_path`), else the default.
@@ -44,11 +55,13 @@ def _store_named(args: argparse.Namespace) -> Path:
         return Path(DEFAULT_STORE) if named is None else config_store_path(config, named)
     if named is None or (not Path(named).is_absolute() and is_installed_config(config)):
         return Path(store)
-    if store_beside(config, named).resolve() != Path(store).resolve():
-        raise UsageError(
-            f"--store {store} differs from the [run] store {store_beside(config, named)} of "
-            f"{config}; give one"
-        )
+    beside, which = store_beside(config, named), "[run] store"
+    if getattr(args, "rehearse", False):
+        from ibias.runner.rehearsal import rehearsal_store
+
+        beside, which = rehearsal_store(beside), "rehearsal store"
+    if beside.resolve() != Path(store).resolve():
+        raise UsageError(f"--store {store} differs from the {which} {beside} of {config}; give one")
     return Path(store)
 
 

@@ -84,7 +84,8 @@ def test_numbers_keep_their_types_so_trial_keys_do_not_change(tmp_path):
         ("colour = 1", "models[0].colour: unknown key (expected one of id, provider, base_url"),
         ("price_output = nan", "models[0].price_output: expected a number from 0 to 100,000"),
         ('model = "  "', "models[0].model: expected a non-empty string, got '  '"),
-        ("sim = { word_bias = 0.5 }", "models[0].sim: unknown key (a sim table is for provider"),
+        # every provider's model takes a [models.sim] (rehearsals), checked as the simulator's
+        ("sim = { word_bias = 3 }", "models[0].sim.word_bias: expected a number from 0 to 1"),
     ],
 )
 def test_bad_model_values_name_the_key(tmp_path, extra, expected):
@@ -227,7 +228,7 @@ def test_duplicate_ids_unknown_tables_and_experiments(tmp_path):
         "word_association, allocation, prompts"
     )
     assert error(config_text(tmp_path, run="speed = 3"), tmp_path) == (
-        "run.speed: unknown key (expected one of name, seed, store, grace_s)"
+        "run.speed: unknown key (expected one of name, seed, store, grace_s); did you mean `seed`?"
     )
     assert error(config_text(tmp_path) + '[experiments."a b"]\n', tmp_path).startswith(
         'experiments."a b": unknown experiment'

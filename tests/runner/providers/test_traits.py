@@ -131,8 +131,14 @@ def test_a_registered_provider_is_validated_through_its_own_traits(tmp_path: Pat
     assert line.endswith("models[0].temperature: Tune's API takes temperature 0 to 1.5, got 1.8")
     line = _refusal(tmp_path, provider="tune", reasoning=True)
     assert line.endswith("models[0].reasoning: unknown key (it is for provider = 'openai' models)")
-    line = _refusal(tmp_path, provider="tune", sim={"word_bias": 0.5})
-    assert line.endswith("models[0].sim: unknown key (a sim table is for provider = 'simulator')")
+    # Every provider's model takes a [models.sim] table (for rehearsals), checked as the
+    # simulator's own.
+    sim = write_config(
+        tmp_path, [model_block("m", provider="tune", model="t1", sim={"word_bias": 0.5})]
+    )
+    assert load_config(sim).models[0].id == "m"
+    line = _refusal(tmp_path, provider="tune", sim={"word_bias": 2})
+    assert "models[0].sim" in line and "word_bias" in line
 
 
 @pytest.mark.usefixtures("registered")
