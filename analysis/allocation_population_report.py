@@ -26,6 +26,7 @@ from ibias.analysis.figures import (
 )
 from ibias.analysis.report import (
     Column,
+    anchor_id,
     col,
     count,
     esc,
@@ -166,15 +167,28 @@ def section(
         nulls(cells, ["gap_p_null"]),
     ]
     columns = with_df(cells, _CELL_COLUMNS)
-    for i, (title, sub) in enumerate(conditions(cells)):
+    for i, ((lang, level, expl), sub) in enumerate(condition_groups(cells)):
         # The first condition (the paper's main one when present) open, as a lead.
+        title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
+        anchor_ = population_anchor(anchor or "allocation", lang, level, expl)
         parts.append(
-            f"<details{' open' if i == 0 else ''}><summary>"
-            f"{esc(f'People like these: {title}')}</summary>{table(sub, columns)}</details>"
+            f"<details{CLASS_KEY_OPEN if i == 0 else ''}><summary>"
+            f"{esc(f'People like these: {title}')}</summary>"
+            f"{table(sub, columns, anchor=anchor_)}</details>"
         )
     parts.append(_effects(tables.get(EFFECTS, pl.DataFrame())))
     parts.append(_swap(tables.get(SWAP, pl.DataFrame())))
     return "".join(parts)
+
+
+CLASS_KEY_OPEN = " class='key' open"
+"""The lead table's <details> attributes: open, and marked as a key table."""
+
+
+def population_anchor(section: str, language: object, symptoms: object, explanation: bool) -> str:
+    """The id of one condition's population table (the report's findings link to it)."""
+    told = "with-explanation" if explanation else "without-explanation"
+    return anchor_id(section, "population", language, symptoms, told)
 
 
 def _effects(effects: pl.DataFrame) -> str:

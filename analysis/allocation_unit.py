@@ -168,6 +168,9 @@ _ALLOCATION_COLUMNS: tuple[Column, ...] = (
             f"{count(r['decided'])}</span>"
         ),
     ),
+    # The tests right after the estimate they test, so that they are on screen at 1280 px.
+    _p_with_holm("sign_p", "sign_p_holm"),
+    _p_with_holm("naive_p", "naive_p_holm"),
     Column(
         "no choice",
         lambda r: (
@@ -189,8 +192,6 @@ _ALLOCATION_COLUMNS: tuple[Column, ...] = (
         "pairs with none",
         lambda r: f"{count(r['pairs_with_none'])} of {count(r['pairs'])}",
     ),
-    _p_with_holm("sign_p", "sign_p_holm"),
-    _p_with_holm("naive_p", "naive_p_holm"),
 )
 
 
@@ -224,7 +225,9 @@ def _allocation(inp: SectionContext) -> str:
     for (lang, level, expl), sub in condition_groups(cells):
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(
-            f"<details class='key' open><summary>{esc(title)}</summary>"
+            # Closed: one table per condition runs long; the findings and the population
+            # tables above are the lead.
+            f"<details class='conditions'><summary>{esc(title)}</summary>"
             f"{legend(NO_CHOICE_CODES)}{table(sub, _ALLOCATION_COLUMNS)}</details>"
         )
     parts.append(_authors_view(inp))

@@ -17,18 +17,20 @@ from typing import Literal, get_args
 
 import polars as pl
 
-from ibias.analysis import cross, overview, paper, report
+from ibias import errors
+from ibias.analysis import cross, findings, overview, paper, report
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
     PLANTED_PEOPLE,
+    AnalysisDataError,
     ExperimentAnalysis,
     Section,
     SectionContext,
     TableContext,
     analysis_of,
 )
-from ibias.analysis.figures import Figure
+from ibias.analysis.figures import Figure, marking
 from ibias.analysis.load import StoreData, load_store, with_trials
 from ibias.analysis.population import DEFAULT_METHOD as DEFAULT_POPULATION_METHOD
 from ibias.analysis.population import METHODS as POPULATION_METHODS
@@ -365,7 +367,40 @@ def _report_input(
         front=store_parts(data)[1],
         before=cross_sections(crossing, ctx, "before"),
         after=[*extra_sections(tables), *cross_sections(crossing, ctx, "after")],
+        findings=findings.section(tables, model_order(data), data.simulated),
+        headline=findings.headline(data.simulated, model_order(data)),
     )
+
+
+def refuse_file_as_folder(out_dir: Path) -> None:
+    """Refuse an output folder that is a file, or lies under one, before the store is read
+    (issue 34: `--out README.md` said only `README.md: File exists`, after the analysis)."""
+    for folder in (out_dir, *out_dir.parents):
+        if not folder.exists():
+            continue
+        if folder.is_dir():
+            return
+        where = "is a file" if folder == out_dir else f"is under a file ({shown_path(folder)})"
+        raise errors.UsageError(
+            f"the output folder {shown_path(out_dir)} {where}: it must be a folder, new or "
+            "existing (analyze writes report.html, tables and figures into it)"
+        )
+
+
+def refuse_no_replies(data: StoreData) -> None:
+    """Refuse a store with no replies: its report would hold no numbers, only empty tables
+    (issue 34: it exited 0 with such a report and no hint). One line, exit 2."""
+    if data.responses.height:
+        return
+    planned = int(data.progress["planned"].sum()) if data.progress.height else 0
+    why = (
+        f"{planned:,} trials planned, none answered yet; run them with `ibias run CONFIG` "
+        "(`ibias status` shows progress)"
+        if planned
+        else "the store has no trials either; run a config with `ibias run CONFIG`, or "
+        "import replies with `ibias import`"
+    )
+    raise AnalysisDataError(f"no replies to analyse: {why}")
 
 
 def analyze(
@@ -393,9 +428,11 @@ def analyze(
             f"population method: expected one of {', '.join(POPULATION_METHODS)}, "
             f"got {population_method!r}"
         )
+    refuse_file_as_folder(out_dir)
     data = load_store(
         store, by_reported_model=by_reported_model, pair_people=population
     )  # parses pending responses; the store is closed on return
+    refuse_no_replies(data)
     models = model_order(data)
     blocks = compute_blocks(
         data, models, B=bootstrap, method=ci, seed=seed,
@@ -405,7 +442,8 @@ def analyze(
     tables = block_tables(blocks, data, models, comparisons, B=bootstrap, seed=seed, method=ci)
     out_dir.mkdir(parents=True, exist_ok=True)
     table_paths = write_tables(tables, out_dir)
-    per_block = draw(blocks, models, out_dir)
+    with marking(data.simulated):  # titles and legends say which are simulated
+        per_block = draw(blocks, models, out_dir)
     drawn = [fig for figures in per_block for fig in figures]
     page = report.render(
         _report_input(data, tables, blocks, per_block, comparisons, store=store, B=bootstrap,

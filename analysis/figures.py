@@ -12,6 +12,10 @@
    explanation condition; its plotted numbers are read back from the figure and written beside
    it (`<name>.data.csv`).
 
+Simulated models (analysis/simulated.py) are marked in every figure's title and in its legend
+or model labels ("simulated", or "rehearsal: simulated replies"), so a figure cut out of the
+report still says its numbers are the simulator's; `analyze` sets which models with `marking`.
+
 Colours are Okabe-Ito (distinguishable with the common colour-vision deficiencies) and every
 model also gets its own marker, so the figures survive greyscale printing. Sizes grow with the
 number of models, categories and services, so 7 models x 8 categories stay legible.
@@ -21,9 +25,12 @@ from __future__ import annotations
 
 import functools
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar
 
 import matplotlib as mpl
@@ -35,6 +42,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ibias.analysis import labels
+from ibias.analysis.simulated import SIMULATED_MARK, marked_title, reason_for
 
 # Okabe & Ito (2008), without yellow (too pale on white) until the eighth model.
 PALETTE: tuple[str, ...] = (
@@ -66,6 +74,33 @@ STYLE: dict[str, Any] = {
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+_SIMULATED: ContextVar[Mapping[str, str]] = ContextVar("simulated", default=MappingProxyType({}))
+"""The simulated models (model_id -> reason) of the figures being drawn; none by default."""
+
+
+@contextmanager
+def marking(simulated: Mapping[str, str]) -> Iterator[None]:
+    """Draw the figures inside with `simulated`'s models marked (`StoreData.simulated`)."""
+    token = _SIMULATED.set(MappingProxyType(dict(simulated)))
+    try:
+        yield
+    finally:
+        _SIMULATED.reset(token)
+
+
+def _title(title: str, models: Sequence[str]) -> str:
+    """`title` with the mark of the simulated ones among `models` (simulated.marked_title)."""
+    return marked_title(title, models, _SIMULATED.get())
+
+
+def model_label(model: str) -> str:
+    """How a figure names `model`: "id (simulated)" when simulated (a rehearsal too: its
+    title says "rehearsal", and the legend stays narrow), else the id."""
+    if reason_for(model, _SIMULATED.get()) is None:
+        return model
+    return f"{model} ({SIMULATED_MARK})"
 
 
 def _styled(fn: Callable[P, R]) -> Callable[P, R]:
@@ -175,10 +210,12 @@ def _col(frame: pl.DataFrame, name: str) -> np.ndarray:
 
 
 def _legend_handles(models: Sequence[str], style: dict[str, tuple[str, str]]) -> list[Line2D]:
-    return [
-        Line2D([], [], color=style[m][0], marker=style[m][1], linestyle="", markersize=7, label=m)
-        for m in models
-    ]
+    def handle(m: str) -> Line2D:
+        colour, marker = style[m]
+        label = model_label(m)
+        return Line2D([], [], color=colour, marker=marker, linestyle="", markersize=7, label=label)
+
+    return [handle(m) for m in models]
 
 
 # --------------------------------------------------------------------------------------------
@@ -259,7 +296,7 @@ def word_association_figure(
         ax.grid(axis="y", color="#dddddd", linewidth=0.6)
         ax.set_axisbelow(True)
     fig.legend(
-        handles=[Patch(color=style[m][0], label=m) for m in present],
+        handles=[Patch(color=style[m][0], label=model_label(m)) for m in present],
         loc="upper center", ncols=min(len(present), 4), frameon=False,
         bbox_to_anchor=(0.5, 1.0 - 0.05 / height),
     )  # fmt: skip
@@ -269,7 +306,8 @@ def word_association_figure(
         f"{interval_note(cells, 'resampling trials')}, about these stimuli (these words and "
         "templates)."
     )
-    return [_save(fig, out_dir, "word_association_bias", "Word-association bias", caption)]
+    title = _title("Word-association bias", present)
+    return [_save(fig, out_dir, "word_association_bias", title, caption)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,7 +359,7 @@ def _rates_figure(
     conditions = sorted(sub["explanation"].unique().to_list())
     per_block = max(1, min(len(services), RATES_PANELS_PER_ROW // len(conditions)))
     nrows = -(-len(services) // per_block)
-    label_w = 0.35 + _text_width(models, 9.0)
+    label_w = 0.35 + _text_width([model_label(m) for m in models], 9.0)
     panel_w, gap, block_gap, right = 2.5, 0.3, 0.55, 0.3
     top, bottom, title_h = 1.25, 0.6, 0.42
     fixed = top + bottom + (nrows - 1) * title_h + nrows * 0.3
@@ -363,13 +401,15 @@ def _rates_figure(
                 ax.set_xlabel("share of trials choosing the candidate", fontsize=9)
     for ax in unlabelled:  # after every panel set the shared ticks
         ax.tick_params(axis="y", labelleft=False)
-    _rates_titles(fig, height, lang, level)
-    title = f"Selection rates — {labels.language(lang)}, {labels.symptoms(level)}"
+    _rates_titles(fig, height, lang, level, models)
+    title = _title(f"Selection rates — {labels.language(lang)}, {labels.symptoms(level)}", models)
     caption = _rates_caption(sub, lang, level)
     return _save(fig, out_dir, f"allocation_rates_{lang}_{level}", title, caption)
 
 
-def _rates_titles(fig: MplFigure, height: float, lang: str, level: str) -> None:
+def _rates_titles(
+    fig: MplFigure, height: float, lang: str, level: str, models: Sequence[str]
+) -> None:
     """The selection-rate figure's legend (the two candidates, parity) and title."""
     handles = [
         Line2D([], [], color=CIS_COLOUR, marker="o", linestyle="", label="cisgender candidate"),
@@ -381,7 +421,7 @@ def _rates_titles(fig: MplFigure, height: float, lang: str, level: str) -> None:
         bbox_to_anchor=(0.5, 1.0 - 0.42 / height),
     )  # fmt: skip
     fig.suptitle(
-        f"Allocation, {labels.language(lang)}, {labels.symptoms(level)}",
+        _title(f"Allocation, {labels.language(lang)}, {labels.symptoms(level)}", models),
         fontweight="bold", y=1.0 - 0.1 / height, va="top",
     )  # fmt: skip
 
@@ -413,7 +453,7 @@ def _rates_panel(ax: Any, rows: pl.DataFrame, models: Sequence[str], y: np.ndarr
     ax.axvline(0.5, color="#777777", linestyle="--", linewidth=0.8)
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.6, len(models) - 0.4)
-    ax.set_yticks(y, list(models))
+    ax.set_yticks(y, [model_label(m) for m in models])
     ax.grid(axis="both", color="#ececec", linewidth=0.6)
     ax.set_axisbelow(True)
 
@@ -453,8 +493,8 @@ def effects_figures(effects: pl.DataFrame, models: Sequence[str], out_dir: Path)
             ncols=min(len(present), 4), frameon=False, bbox_to_anchor=(0.5, 1.0 - 0.4 / height),
         )  # fmt: skip
         fig.suptitle(
-            f"Effects of the conditions, {labels.language(lang)}", fontweight="bold",
-            y=1.0 - 0.08 / height, va="top",
+            _title(f"Effects of the conditions, {labels.language(lang)}", present),
+            fontweight="bold", y=1.0 - 0.08 / height, va="top",
         )  # fmt: skip
         caption = (
             "Paired effects on the share of trials choosing the transgender candidate: asking "
@@ -468,7 +508,7 @@ def effects_figures(effects: pl.DataFrame, models: Sequence[str], out_dir: Path)
                 fig,
                 out_dir,
                 f"allocation_effects_{lang}",
-                f"Condition effects — {labels.language(lang)}",
+                _title(f"Condition effects — {labels.language(lang)}", present),
                 caption,
             )
         )
@@ -608,8 +648,8 @@ def _population_gap_figure(
     step = min(0.16, max(0.07, step / max(1, len(models))))
     height = top + bottom + len(services) * (step * len(models) + 0.2)
     where = f"{labels.language(lang)}, {labels.symptoms(level)}"
-    suptitle = f"Gap among decided trials, people like these — {where}"
-    legend_w = min(len(models), 4) * (0.7 + _text_width(models, 9.0))
+    suptitle = _title(f"Gap among decided trials, people like these — {where}", models)
+    legend_w = min(len(models), 4) * (0.7 + _text_width([model_label(m) for m in models], 9.0))
     width = max(
         left + 0.3 + 3.6 * len(conditions) + 0.35 * (len(conditions) - 1),
         legend_w + 0.4,
@@ -639,7 +679,8 @@ def _population_gap_figure(
         f"people as one draw of people like them). Bars: {population_note(sub)}; the cis and "
         f"the trans persons are the sampling units. The plotted numbers are in {data.name}."
     )
-    figure = _save(fig, out_dir, name, f"People like these: gap among decided — {where}", caption)
+    title = _title(f"People like these: gap among decided — {where}", models)
+    figure = _save(fig, out_dir, name, title, caption)
     return Figure(figure.name, figure.title, figure.caption, figure.png, figure.svg, data)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import polars as pl
 
 from ibias.analysis.experiment import LoadContext, analysis_of
+from ibias.analysis.simulated import simulated_models
 from ibias.prompts.registry import Parser, kinds, units, view_columns
 from ibias.store.db import StoreError, open_store
 from ibias.store.derived import parse_pending, parsed_kinds
@@ -94,6 +95,9 @@ class StoreData:
     """Also the frames the units' loaders read (`ExperimentAnalysis.load`), by their names."""
     prompt_checks: pl.DataFrame = field(default_factory=lambda: pl.DataFrame())
     """Imported paper-design replies counted by model, kind, check status and difference."""
+    simulated: dict[str, str] = field(default_factory=dict)
+    """The store's simulated models and why (analysis/simulated.py), so no table, figure or
+    sentence shows their numbers as a real model's."""
 
 
 def _newest_sql(parser: Parser) -> str:
@@ -176,6 +180,7 @@ def load_store(
             store=path,
             extras=extras,
             prompt_checks=reader.frame(_PROMPT_CHECKS_SQL),
+            simulated=simulated_models(reader),
         )
 
 

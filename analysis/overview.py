@@ -9,11 +9,12 @@ update models behind a stable name).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
 from ibias.analysis.load import StoreData
+from ibias.analysis.simulated import mark_of
 from ibias.prompts import codes
 
 # Answer columns of the explicit summary, in display order (WA and allocation vocabularies).
@@ -93,8 +94,17 @@ def _rate(count: str, over: str) -> pl.Expr:
     return pl.when(pl.col(over) > 0).then(pl.col(count) / pl.col(over))
 
 
+def _simulated(models: pl.Series, simulated: Mapping[str, str]) -> pl.Series:
+    """The `simulated` column: "rehearsal: simulated replies", "simulated" or null
+    (analysis/simulated.py), so the table never shows a simulated model as a real one."""
+    return pl.Series(
+        "simulated", [mark_of(str(m), simulated) for m in models.to_list()], dtype=pl.String
+    )
+
+
 def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    """Per model: provider-reported versions, fingerprints, responses, refusal/unparseable rates.
+    """Per model: whether it was simulated, provider-reported versions, fingerprints,
+    responses, refusal/unparseable rates.
 
     `outcomes` holds each experiment's parsed trials as (model_id, refused, unparseable); rates
     are over those and the explicit checks. Ad-hoc `prompts` responses have no parser and count
@@ -121,9 +131,10 @@ def models_table(data: StoreData, outcomes: Sequence[pl.DataFrame]) -> pl.DataFr
         )
         .sort("model_id")
     )
+    table = table.with_columns(_simulated(table["model_id"], data.simulated))
     return table.select(
-        "model_id", "provider_models", "n_fingerprints", "fingerprints", "planned", "done",
-        "failed", "responses", "parsed", "refusals", "refusal_rate", "empty", "empty_rate",
+        "model_id", "simulated", "provider_models", "n_fingerprints", "fingerprints", "planned",
+        "done", "failed", "responses", "parsed", "refusals", "refusal_rate", "empty", "empty_rate",
         "unparseable", "unparseable_rate", "content_filtered", "truncated",
     )  # fmt: skip
 

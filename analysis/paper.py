@@ -20,6 +20,11 @@ model this row is), `substitute_for` (the paper's model this row stands in for: 
 model), `retired` (the provider retired or will retire it: when, and the source), `note`
 (anything else). Other keys are shown under the note. A row with no annotation is "not
 annotated": ibias cannot tell whether it is one of the paper's models.
+
+A simulated model (a rehearsal's, the `simulator` provider's, or one whose replies say they come
+from ibias's simulator: analysis/simulated.py) is never one of the paper's models, whatever its
+annotation says: its status is "simulated" ("rehearsal: simulated replies" in a rehearsal's
+store), and no sentence counts it among the paper's models that ran.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ibias.analysis import labels
 from ibias.analysis.experiment import SOURCE_COLUMNS, ExperimentAnalysis, PaperComparison
 from ibias.analysis.load import StoreData
 from ibias.analysis.report import DIFFERENCES, Column, absent, col, count, esc, prose, table
+from ibias.analysis.simulated import REHEARSAL_MARK, mark_of
 from ibias.prompts.codes import PAPER
 
 PAPER_MODELS: tuple[str, ...] = (
@@ -55,6 +61,7 @@ _TABLE_HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(?:#.*)?$")
 MODEL_COLUMNS: dict[str, pl.DataType] = {
     "model_id": pl.String(),
     "status": pl.String(),
+    "simulated": pl.String(),
     "paper_name": pl.String(),
     "substitute_for": pl.String(),
     "provider": pl.String(),
@@ -66,8 +73,6 @@ MODEL_COLUMNS: dict[str, pl.DataType] = {
 
 PAPER_MODEL = "paper's model"
 SUBSTITUTE = "substitute"
-SIMULATOR = "simulator"
-"""The provider of simulated models (runner/providers)."""
 NOT_ANNOTATED = "not annotated"
 
 
@@ -146,7 +151,10 @@ def models_table(data: StoreData) -> pl.DataFrame:
     rows = []
     for model_id in present:
         notes = described.get(model_id, {})
-        if notes.get("substitute_for"):
+        simulated = mark_of(model_id, data.simulated)
+        if simulated is not None:  # never the paper's model, whatever its annotation says
+            status = simulated
+        elif notes.get("substitute_for"):
             status = SUBSTITUTE
         elif notes.get("paper_name"):
             status = PAPER_MODEL
@@ -156,6 +164,7 @@ def models_table(data: StoreData) -> pl.DataFrame:
             {
                 "model_id": model_id,
                 "status": status,
+                "simulated": simulated,
                 "paper_name": notes.get("paper_name"),
                 "substitute_for": notes.get("substitute_for"),
                 "provider": notes.get("_provider") or None,
@@ -247,16 +256,21 @@ def _sources_html(sources: pl.DataFrame) -> str:
 
 
 def _simulated_sentence(simulated: pl.DataFrame) -> str:
-    return (
-        "Simulated by ibias's simulator (its answers carry the biases the config planted, "
-        "not any real model's): "
-        + ", ".join(
-            f"{r['model_id']} (annotated as {r['paper_name'] or r['substitute_for']})"
-            if r["paper_name"] or r["substitute_for"]
-            else str(r["model_id"])
-            for r in simulated.iter_rows(named=True)
+    listed = ", ".join(
+        f"{r['model_id']} (annotated as {r['paper_name'] or r['substitute_for']})"
+        if r["paper_name"] or r["substitute_for"]
+        else str(r["model_id"])
+        for r in simulated.iter_rows(named=True)
+    )
+    if (simulated["simulated"] == REHEARSAL_MARK).any():
+        return (
+            "Rehearsal: simulated replies. Every model of this store was answered by ibias's "
+            "simulator (its answers carry the biases it planted, not any real model's), so none "
+            f"is one of the paper's models, whatever its annotation says: {listed}."
         )
-        + "."
+    return (
+        "Simulated by ibias's simulator (its answers carry the biases it planted, not any real "
+        f"model's), so not one of the paper's models, whatever its annotation says: {listed}."
     )
 
 
@@ -265,11 +279,11 @@ def _models_sentences(models: pl.DataFrame) -> list[str]:
     unannotated or retired."""
     # A simulated model answers with the simulator's planted biases, whatever its annotation
     # says: it never counts as one of the paper's models having run.
-    simulated = models.filter(pl.col("provider") == SIMULATOR)
-    real = models.filter(pl.col("provider").fill_null("") != SIMULATOR)
+    simulated = models.filter(pl.col("simulated").is_not_null())
+    real = models.filter(pl.col("simulated").is_null())
     named = set(real["paper_name"].drop_nulls().to_list())
     standing_in = set(real["substitute_for"].drop_nulls().to_list())
-    subs = models.filter(pl.col("status") == SUBSTITUTE)
+    subs = real.filter(pl.col("status") == SUBSTITUTE)
     missing = [m for m in PAPER_MODELS if m not in named and m not in standing_in]
     ran = len(named & set(PAPER_MODELS))
     sentences = [
@@ -308,14 +322,20 @@ def _models_sentences(models: pl.DataFrame) -> list[str]:
     return sentences
 
 
+def _paper_model_cell(row: Mapping[str, object]) -> str:
+    """The paper's model a row is (or stands in for); for a simulated row, only what its
+    annotation claims, said to be a claim (a simulated model is never the paper's)."""
+    named = row["paper_name"] or row["substitute_for"]
+    if row["simulated"] is not None:
+        claimed = f"; annotated as {named}" if named else ""
+        return f"<em>none ({esc(row['simulated'])}{esc(claimed)})</em>"
+    return esc(named or "—")
+
+
 _MODEL_COLUMNS: tuple[Column, ...] = (
     col("model", "model_id", text=True),
     col("status", "status", text=True),
-    Column(
-        "paper's model",
-        lambda r: esc(r["paper_name"] or r["substitute_for"] or "—"),
-        text=True,
-    ),
+    Column("paper's model", _paper_model_cell, text=True),
     Column(
         "configured (provider)",
         lambda r: (

@@ -58,6 +58,12 @@ class ReportInput:
     """Cross-experiment sections placed before the experiments' own (the methods note)."""
     after: Sequence[Section] = ()
     """Sections after the experiments' own (cross-experiment analyses, planted values)."""
+    findings: str = ""
+    """The findings section's HTML (`analysis/findings.py`), shown first: a reader opens the
+    report to learn what was found, and every sentence there links to its table below."""
+    headline: str = ""
+    """A line above the findings (which models were simulated, `analysis/simulated.py`);
+    empty when there is nothing to say."""
 
 
 DIFFERENCES = ("paper-differences", "How this run differs from the paper")
@@ -171,7 +177,18 @@ def _nowrap(match: re.Match[str]) -> str:
     return f'<span class="nw">{token}</span>' if len(token) > 1 else token
 
 
-def table(frame: pl.DataFrame, columns: Sequence[Column]) -> str:
+def anchor_id(*parts: object) -> str:
+    """An element id from `parts` (a section's anchor, a language, a condition ...): lower
+    case, each run of other characters one hyphen. The tables and the findings that cite them
+    build their ids with this one function, so a finding's link always finds its table."""
+    slugs = (re.sub(r"[^a-z0-9]+", "-", str(p).lower()).strip("-") for p in parts)
+    return "-".join(s for s in slugs if s)
+
+
+def table(frame: pl.DataFrame, columns: Sequence[Column], anchor: str | None = None) -> str:
+    """The frame as an HTML table in a wrapper that scrolls sideways when the table is wider
+    than the page; `anchor` is the wrapper's id (what the findings link to). The id sits inside
+    any <details> around the table, so following a link to it opens the details."""
     head = "".join(
         f'<th class="{"text" if c.text or c.wrap else ""}">{keep_words(esc(c.header))}</th>'
         for c in columns
@@ -180,8 +197,9 @@ def table(frame: pl.DataFrame, columns: Sequence[Column]) -> str:
     for row in frame.iter_rows(named=True):
         cells = "".join(f'<td class="{c.css}">{keep_words(c.render(row))}</td>' for c in columns)
         body.append(f"<tr>{cells}</tr>")
+    ident = f' id="{esc(anchor)}"' if anchor else ""
     return (
-        f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+        f'<div class="table-wrap"{ident}><table><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
@@ -350,9 +368,12 @@ def _models(inp: ReportInput) -> str:
             models,
             [
                 col("model", "model_id", text=True),
-                col("provider model(s) reported", "provider_models", text=True),
-                col("fingerprints", "n_fingerprints", count),
-                col("e.g.", "fingerprints", text=True),
+                # Which models the simulator answered (analysis/simulated.py), beside the id.
+                *(
+                    [col("simulated", "simulated", lambda v: esc(v or "—"), text=True)]
+                    if "simulated" in models.columns
+                    else []
+                ),
                 col("planned", "planned", count),
                 col("done", "done", count),
                 col("failed", "failed", count),
@@ -366,9 +387,19 @@ def _models(inp: ReportInput) -> str:
                 col("unparseable rate", "unparseable_rate", pct),
                 col("content filter", "content_filtered", count),
                 col("truncated", "truncated", count),
+                # The provider's strings last: they are wide, and the counts are what the
+                # findings cite.
+                col("provider model(s) reported", "provider_models", text=True),
+                col("fingerprints", "n_fingerprints", count),
+                col("e.g.", "fingerprints", text=True),
             ],
+            anchor=MODELS_TABLE,
         )
     )
+
+
+MODELS_TABLE = "models-table"
+"""The models table's id (the findings' refusal sentences link to it)."""
 
 
 def _drift(models: pl.DataFrame) -> str:
@@ -425,22 +456,27 @@ def _explicit(inp: ReportInput) -> str:
         columns = [
             col("model", "model_id", text=True),
             col("language", "language", lambda v: esc(labels.language(v)), text=True),
-            col("subject", "subject", lambda v: esc(_subject(v)), text=True),
+            col("subject", "subject", lambda v: esc(subject(v)), text=True),
             col("n", "n", count),
             *[col(a, a, count) for a in used],
         ]
         parts.append(
             f"<details class='key' open><summary>{esc(experiment_names().get(exp, exp))}"
-            f"</summary>{table(sub, columns)}</details>"
+            f"</summary>{table(sub, columns, anchor=explicit_anchor(exp))}</details>"
         )
     return "".join(parts)
+
+
+def explicit_anchor(experiment: object) -> str:
+    """The id of one explicit check's table (the findings link to it)."""
+    return anchor_id("explicit", experiment)
 
 
 def _experiment(name: object) -> str:
     return experiment_names().get(str(name), str(name))
 
 
-def _subject(slug: object) -> str:
+def subject(slug: object) -> str:
     """An explicit check's subject by its display name: a service's or a category's."""
     for kind in ("services", "categories"):
         name = labels.label(kind, slug)
@@ -481,19 +517,35 @@ def template(name: str) -> str:
     return _template(name)
 
 
+STORE = ("store", "The store, its runs and their configuration")
+"""The folded block at the end: what the store holds, its runs and their configs."""
+
+
+def _store(inp: ReportInput) -> str:
+    """What the store holds, its runs and their configs, folded at the end of the page: a
+    reader opens the report for its findings; the inventory is there to check, not to read
+    first."""
+    return (
+        f"<details class='end' id='{STORE[0]}'><summary>{esc(STORE[1])}</summary>"
+        f"{_overview(inp)}{_runs(inp)}</details>"
+    )
+
+
 def render(inp: ReportInput) -> str:
-    """The whole page as one string."""
+    """The whole page as one string: the findings first, then the navigation, the
+    experiments' sections, the explicit checks, the models, the comparison with the paper,
+    the files, and the store's inventory, runs and configs folded at the end."""
     nav = "".join(
         f"<li><a href='#{a}'>{esc(t)}</a></li>"
         for a, t in (
-            ("overview", "What this store holds"),
-            ("runs", "Runs and configuration"),
+            *((("findings", "Findings"),) if inp.findings else ()),
+            *((sec.anchor, sec.title) for sec in (*inp.before, *inp.sections, *inp.after)),
+            *((("explicit", "Explicit checks"),) if _has_explicit(inp) else ()),
             ("models", "Models, versions, refusals"),
             *((sec.anchor, sec.title) for sec in inp.front),
             *((DIFFERENCES,) if inp.differences else ()),
-            *((sec.anchor, sec.title) for sec in (*inp.before, *inp.sections, *inp.after)),
-            *((("explicit", "Explicit checks"),) if _has_explicit(inp) else ()),
             ("files", "Files"),
+            STORE,
         )
     )
     body = "".join(
@@ -505,16 +557,17 @@ def render(inp: ReportInput) -> str:
             f"<dt>analysed</dt><dd>{esc(inp.generated_at)}</dd>",
             f"<dt>bootstrap</dt><dd>B = {inp.B:,}, {esc(inp.method)}, seed {inp.seed}</dd>",
             "</dl>",
-            f"<nav><ul>{nav}</ul></nav>",
-            _overview(inp),
-            _runs(inp),
+            inp.headline,
+            inp.findings,
+            f"<nav><h2 class='contents'>Contents</h2><ul>{nav}</ul></nav>",
+            *(sec.html for sec in (*inp.before, *inp.sections, *inp.after)),
+            _explicit(inp),
             _models(inp),
             _progress(inp),
             *(sec.html for sec in inp.front),
             inp.differences,
-            *(sec.html for sec in (*inp.before, *inp.sections, *inp.after)),
-            _explicit(inp),
             _outputs(inp),
+            _store(inp),
             "</main>",
         ]
     )

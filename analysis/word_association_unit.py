@@ -21,6 +21,7 @@ from ibias.analysis.figures import Figure
 from ibias.analysis.report import (
     Column,
     absent,
+    anchor_id,
     col,
     count,
     esc,
@@ -177,10 +178,16 @@ def _word_association(inp: SectionContext) -> str:
                     *_WA_COLUMNS,
                     *explicit_cols,
                 ],
+                anchor=cells_anchor(inp.anchor, lang),
             )
             + "</details>"
         )
     return "".join(parts)
+
+
+def cells_anchor(section: str, language: object) -> str:
+    """The id of one language's per-category table (the report's findings link to it)."""
+    return anchor_id(section or "word-association", "cells", language)
 
 
 EXPLICIT_CODES: tuple[tuple[str, str], ...] = (

@@ -35,6 +35,7 @@ GENERIC_SECTIONS = {
     ("runs", "Runs and configuration"),
     ("models", "Models, versions, refusals"),
     ("files", "Files"),
+    ("findings", "Findings"),  # the refusal sentences, even with no experiment of the paper
 }
 
 

@@ -213,8 +213,10 @@ def test_controlled_only_store(sim_store: Path, analysed: AnalysisResult) -> Non
         "word_association_explicit",
     ]
     models = read(analysed, "paper_models")
-    assert set(models["status"].to_list()) == {"not annotated"}
-    assert "Not annotated, so not known to be one of the paper&#x27;s models" in html
+    # The simulator's models: simulated, never "not annotated" nor the paper's (issue 34).
+    assert set(models["status"].to_list()) == {"simulated"}
+    assert "Simulated by ibias&#x27;s simulator" in html
+    assert "so not one of the paper&#x27;s models" in html
     assert "classifies the first record&#x27;s choice twice" in html
     assert "href='#paper-differences'" in analysed.report.read_text("utf-8")
 
@@ -305,13 +307,15 @@ def test_paper_only_store(paper_store: Path, tmp_path: Path) -> None:
     assert "Spanish templates" in by[("word_association", "es")]["ours"]
     assert by[("allocation", "en")]["condition"] == "without explanation, no symptoms"
     models = {r["model_id"]: r for r in read(result, "paper_models").iter_rows(named=True)}
-    assert models["sim-a"]["status"] == "paper's model"
+    # Simulated: annotated as the paper's GPT 4o mini, but never called the paper's model.
+    assert models["sim-a"]["status"] == "simulated"
     assert models["sim-a"]["paper_name"] == "GPT 4o mini"
     assert models["sim-a"]["retired"] == "2027-01-14, as the provider says"
     assert models["sim-a"]["note"] == "an annotation inside a subtable still belongs to its model"
-    assert models["sim-b"]["status"] == "substitute"
+    assert models["sim-b"]["status"] == "simulated"
     assert models["sim-b"]["substitute_for"] == "Llama 3 70B"
-    assert "Substituted: sim-b" in html and "stands in for Llama 3 70B" in html
+    assert "sim-b (annotated as Llama 3 70B)" in html and "Substituted: sim-b" not in html
+    assert "paper&#x27;s model</td>" not in html
     # sim-a is simulated: its annotation never makes it one of the paper's models having run.
     assert "ran as the paper named them" not in html
     assert "None of the paper&#x27;s 7 models ran in this store" in html
@@ -342,8 +346,9 @@ def test_mixed_store(paper_store: Path, tmp_path: Path) -> None:
     assert sources.filter(pl.col("experiment") == "allocation_explicit")["trials"].sum() == 2
     # The newest run's config describes sim-a: it carries no annotation there.
     models = {r["model_id"]: r for r in read(result, "paper_models").iter_rows(named=True)}
-    assert models["sim-a"]["status"] == "not annotated"
-    assert models["sim-b"]["status"] == "substitute"
+    assert models["sim-a"]["paper_name"] is None
+    assert models["sim-b"]["substitute_for"] == "Llama 3 70B"
+    assert {models["sim-a"]["status"], models["sim-b"]["status"]} == {"simulated"}
     # Both designs' authors' views, each by hand.
     check_authors_view(store, result, "paper")
     check_authors_view(store, result, "controlled")
