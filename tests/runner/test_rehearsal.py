@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 
 from ibias.runner.cli import main
@@ -130,6 +131,28 @@ def test_paper_rehearses_with_no_keys_into_its_own_store_with_the_real_keys(
     line = refused(capsys, "run", str(cfg), "--store", str(store), *selection)
     assert "is a rehearsal store" in line and "--rehearse" in line
     assert stored(store, "SELECT count(*) FROM runs") == [(1,)]  # no run recorded
+
+    # Its analysis calls both models simulated (a rehearsal's), never the paper's models.
+    out = tmp_path / "report"
+    code, text = cli(
+        capsys, "analyze", "--config", str(cfg), "--rehearse", "--out", str(out),
+        "--bootstrap", "50", "--no-population",
+    )  # fmt: skip
+    assert code == 0, text
+    mark = "rehearsal: simulated replies"
+    simulated = pl.read_csv(out / "models.csv").select("model_id", "simulated").rows()
+    assert sorted(simulated) == [(m, mark) for m in sorted(models)]
+    paper = pl.read_csv(out / "paper_models.csv")
+    ran = paper.filter(pl.col("model_id").is_in(models))
+    assert ran.height == 2 and set(ran["status"]) == {mark}, ran
+    assert "paper's model" not in set(paper["status"].drop_nulls())
+    html = (out / "report.html").read_text()
+    start = re.search(r"id=['\"]findings['\"]", html)
+    assert start is not None
+    findings = html[start.start() : html.index("<nav>", start.start())]
+    assert "Rehearsal: simulated replies" in html[: start.start()]  # the headline above it
+    said = re.sub(r"<[^>]+>", "", findings)  # the findings' text, as a reader sees it
+    assert all(f"{m} ({mark})" in said for m in models), said[:2000]
 
 
 def test_a_rehearsal_into_a_store_a_real_run_wrote_is_refused(tmp_path, capsys, monkeypatch):
