@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ibias.runner.console import literal, terminal, text
 from ibias.runner.loop_lag import LoopLag, starved_note
-from ibias.runner.status import SHOW_FAILING_AFTER, ModelStats, pacing_note, rate_and_eta
+from ibias.runner.status import (
+    SHOW_FAILING_AFTER,
+    ModelStats,
+    pacing_note,
+    rate_and_eta,
+    span,
+)
 
 if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quiet or a log)
     from rich.console import Console, RenderableType
@@ -41,7 +47,7 @@ def _eta(s: ModelStats, seconds: float | None) -> str:
         return "-"
     if seconds is None:
         return "?"
-    return _duration(seconds)
+    return span(seconds)
 
 
 def money(cost: float) -> str:
@@ -67,15 +73,8 @@ def real_time_note(stats: Sequence[ModelStats], speed: float, now: float) -> str
     known = [eta for eta in etas if eta is not None]
     line = f"rehearsal at --speed {speed:g}: ETAs are {speed:g} times shorter than a real run's"
     if known and len(known) == len(etas):
-        line += f"; in real time the last model ends in about {_duration(max(known) * speed)}"
+        line += f"; in real time the last model ends in about {span(max(known) * speed)}"
     return line
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    h, rem = divmod(seconds, 3600)
-    m, sec = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{sec:02d}s"
 
 
 def _cells(stats: Sequence[ModelStats]) -> list[dict[str, str]]:

@@ -59,7 +59,7 @@ from ibias.runner.redact import secrets_scope
 from ibias.runner.rehearsal import check_store, sim_table_note
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
-from ibias.runner.status import snapshot, status_path, try_write_status, write_status
+from ibias.runner.status import snapshot, span, status_path, try_write_status, write_status
 from ibias.runner.stop import Stop
 from ibias.store.arrow_scan import registered
 from ibias.store.db import close_store, defer_final_checkpoint, open_store
@@ -939,12 +939,7 @@ def _models(n: int) -> str:
 
 def _duration(seconds: float) -> str:
     """`12.3 s`, `4m05s`, `3h07m`: a span as people read it."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = round(seconds)
-    h, rem = divmod(whole, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+    return f"{seconds:.1f} s" if seconds < 60 else span(round(seconds))
 
 
 def _budget_used_up(max_cost: float, spent: float, stats: list[ModelStats]) -> RunResult:

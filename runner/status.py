@@ -110,6 +110,13 @@ def status_path(store: Path) -> Path:
     return store.with_name(store.name + ".status.json")
 
 
+def span(seconds: float) -> str:
+    """An ETA or a span as the progress table, `ibias status` and a run's last lines show it:
+    `3h07m` from an hour up, else `4m05s` (whole seconds, cut, never rounded up)."""
+    h, rem = divmod(int(seconds), 3600)
+    return f"{h}h{rem // 60:02d}m" if h else f"{rem // 60}m{rem % 60:02d}s"
+
+
 def rate_and_eta(s: ModelStats, now: float) -> tuple[float, float | None]:
     """Requests completed per second since the first completion, and seconds left.
 

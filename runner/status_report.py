@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ibias.runner.config import DEFAULT_STORE
 from ibias.runner.console import literal, terminal, text
-from ibias.runner.status import read_status, status_path
+from ibias.runner.status import read_status, span, status_path
 from ibias.store.db import StoreError
 from ibias.store.drift import model_drift
 from ibias.store.lock import holder, shown_path
@@ -165,9 +165,7 @@ def _eta(seconds: float | None, m: dict[str, Any], running: bool) -> str:
         return "-"
     if seconds is None:
         return "?"
-    s = int(seconds)
-    h, rem = divmod(s, 3600)
-    return f"{h}h{rem // 60:02d}m" if h else f"{rem // 60}m{rem % 60:02d}s"
+    return span(seconds)
 
 
 #: Given up in this order when the terminal is too narrow; the rest always stay.

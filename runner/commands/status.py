@@ -68,6 +68,8 @@ def rehearsal_line(report: dict[str, object]) -> str | None:
     """What a running rehearsal's ETAs mean in real time: the status file of a run with
     `--speed N` says N, and each model's real-time ETA is its shown ETA times N (None for a
     real run); after a rehearsal, a line saying its replies are simulated."""
+    from ibias.runner.status import span
+
     if not report.get("running"):
         last = report.get("last_status")
         if isinstance(last, dict) and isinstance(last.get("rehearsal"), dict):
@@ -81,19 +83,13 @@ def rehearsal_line(report: dict[str, object]) -> str | None:
         return "rehearsal: simulated replies, in real time"
     models = report.get("models")
     etas = [
-        f"{m['model_id']} {_span(float(m['eta_s']) * speed)}"
+        f"{m['model_id']} {span(float(m['eta_s']) * speed)}"
         for m in (models if isinstance(models, list) else [])
         if isinstance(m, dict) and m.get("eta_s") and not m.get("fatal")
     ]
     return f"rehearsal at --speed {speed:g}: the ETAs above are compressed" + (
         f"; in real time: {', '.join(etas)}" if etas else ""
     )
-
-
-def _span(seconds: float) -> str:
-    s = int(seconds)
-    h, rem = divmod(s, 3600)
-    return f"{h}h{rem // 60:02d}m" if h else f"{rem // 60}m{rem % 60:02d}s"
 
 
 def _refresh_batches(args: argparse.Namespace) -> None:
