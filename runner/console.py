@@ -52,9 +52,10 @@ from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # rich is imported only when something is drawn (CLI start-up stays cheap)
     from rich.console import Console
+    from rich.table import Table
     from rich.text import Text
 
-__all__ = ["literal", "terminal", "text"]
+__all__ = ["literal", "natural_width", "terminal", "text"]
 
 #: What is escaped, by what is kept: category Cc (C0, DEL, C1) and the surrogates (Cs), but
 #: for the newline and tab kept as layout.
@@ -97,6 +98,16 @@ def terminal(file: IO[str] | None = None, *, width: int | None = None, **kwargs:
     return _console_class()(
         file=file, width=width, markup=False, emoji=False, highlight=False, **kwargs
     )
+
+
+def natural_width(table: Table) -> int:
+    """The width `table` takes when nothing in it wraps, in terminal cells: what a table fitted
+    to the terminal (progress, `plan`, `status`, `sql`) is compared with. Measured on a console
+    far wider than any table, since rich clamps a measurement to its console's width."""
+    from rich.measure import Measurement
+
+    console = terminal(width=10**6)  # measures only: nothing is printed on it
+    return Measurement.get(console, console.options, table).maximum
 
 
 @functools.cache

@@ -12,12 +12,8 @@ table gives each key's id in full. A key holds a space, which no model id can (r
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from rich.table import Table
-
-__all__ = ["every_key", "keyed", "legend", "natural_width"]
+__all__ = ["every_key", "keyed", "legend"]
 
 
 def keyed(ids: Sequence[str], fits: Callable[[Mapping[str, str]], bool]) -> dict[str, str]:
@@ -63,14 +59,3 @@ def every_key(ids: Sequence[str]) -> dict[str, str]:
 def legend(shown: Mapping[str, str]) -> list[str]:
     """One line per keyed id: `id 1 = openrouter/meta-llama/llama-3.3-70b-instruct`."""
     return [f"{key} = {model_id}" for model_id, key in shown.items() if key != model_id]
-
-
-def natural_width(table: Table) -> int:
-    """The width `table` takes when nothing in it wraps: what `fits` compares with the
-    terminal's."""
-    from rich.measure import Measurement
-
-    from ibias.runner.console import terminal
-
-    console = terminal(width=10**5)  # measures only: nothing is printed on it
-    return Measurement.get(console, console.options, table).maximum

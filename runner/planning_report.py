@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ibias.prompts.registry import DEFAULT_DESIGN, kinds
 from ibias.runner.config import Config, ModelConfig
-from ibias.runner.console import literal, terminal, text
+from ibias.runner.console import literal, natural_width, terminal, text
 from ibias.runner.plan import build_experiments, plan_hash, plan_inputs, store_files, trials_for
 from ibias.store.reader import open_reader
 
@@ -400,7 +400,7 @@ def render_plan(report: dict[str, Any], console: Console | None = None) -> None:
     then its count left; and ids still too long for the numbers beside them are shown in both
     tables by one key each, with a legend (runner/keyed_ids.py). Only a name wider than the
     terminal by itself is folded, as nothing else could show it."""
-    from ibias.runner.keyed_ids import every_key, keyed, legend, natural_width
+    from ibias.runner.keyed_ids import every_key, keyed, legend
 
     console = console or terminal()
     width = console.width
@@ -443,7 +443,6 @@ def _id(model_id: str) -> str:
 def _fitting_cells(report: dict[str, Any], shown: Mapping[str, str], width: int) -> Table | None:
     """The cells' table in the first layout that fits `width` without wrapping: one row a
     cell, else grouped by experiment; None if neither fits."""
-    from ibias.runner.keyed_ids import natural_width
 
     for table in (_flat_cells(report, shown), _grouped_cells(report, shown, fold=False)):
         if natural_width(table) <= width:

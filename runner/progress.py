@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
-from ibias.runner.console import literal, terminal, text
+from ibias.runner.console import literal, natural_width, terminal, text
 from ibias.runner.loop_lag import LoopLag, starved_note
 from ibias.runner.status import (
     SHOW_FAILING_AFTER,
@@ -119,8 +119,6 @@ def render_table(
     `starved`: the run's line about requests retried because the machine was starved (one,
     under the models' notes), or None; `real_time`: a rehearsal's `real_time_note`, or None.
     """
-    from rich.measure import Measurement
-
     rows = _cells(stats)
     shown = list(COLUMNS)
     droppable: tuple[str, ...] = DROPPABLE
@@ -129,10 +127,8 @@ def render_table(
         droppable = (*DROPPABLE, LAST_ERROR)
     table = _table(rows, shown)
     if width is not None:
-        # Measured unbounded: rich clamps a measurement to the console's width.
-        console = terminal(width=1_000_000)
         for column in droppable:
-            if Measurement.get(console, console.options, table).maximum <= width:
+            if natural_width(table) <= width:
                 break
             shown.remove(column)
             table = _table(rows, shown)

@@ -33,7 +33,7 @@ import duckdb
 import orjson
 from rich.table import Table
 
-from ibias.runner.console import terminal, text
+from ibias.runner.console import natural_width, terminal, text
 from ibias.runner.status import status_path
 from ibias.store.db import StoreError, _first_line
 from ibias.store.reader import StoreReader, open_reader
@@ -241,8 +241,6 @@ def _column_widths(
     by side, the shortest words are still kept whole first and the longest fold onto as many
     lines as they need (rich's `fold`): broken inside a word, but whole, where rich's default
     cut them to `...` and let two values look alike."""
-    from rich.measure import Measurement
-
     columns = list(zip(header, *body, strict=True)) if header else []
     natural = [max(_widest_line(t) for t in column) for column in columns]
     words = [max(_longest_word(t) for t in column) for column in columns]
@@ -251,9 +249,8 @@ def _column_widths(
     table = _table()
     for name in header:
         table.add_column(name)
-    measuring = terminal(width=10**6)  # measures only: nothing is printed on it
     titles = sum(_widest_line(name) for name in header)
-    overhead = Measurement.get(measuring, measuring.options, table).maximum - titles
+    overhead = natural_width(table) - titles
     room = width - overhead
     if sum(natural) <= room:
         return None

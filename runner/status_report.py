@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ibias.runner.config import DEFAULT_STORE
-from ibias.runner.console import literal, terminal, text
+from ibias.runner.console import literal, natural_width, terminal, text
 from ibias.runner.status import read_status, span, status_path
 from ibias.store.db import StoreError
 from ibias.store.drift import model_drift
@@ -259,7 +259,7 @@ def render_status(report: dict[str, Any], console: Console | None = None) -> Non
     """The status on `console` (default: stdout). Every id, path and message is printed as
     stored (runner/console.py): as `Text`, so even a caller's console with markup on reads no
     `[...]` in it, with control characters escaped and ids kept to one line."""
-    from ibias.runner.keyed_ids import keyed, legend, natural_width
+    from ibias.runner.keyed_ids import keyed, legend
 
     console = console or terminal()
     for line in _header(report, console.width):
