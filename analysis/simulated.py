@@ -27,8 +27,6 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-import polars as pl
-
 REHEARSAL = "rehearsal"
 SIMULATOR_PROVIDER = "simulator provider"
 SIMULATOR_ENDPOINT = "simulator endpoint"
@@ -211,24 +209,3 @@ def simulated_headline(simulated: Mapping[str, str], models: Sequence[str]) -> s
         f"Simulated: {which} {verb} answered by ibias's simulator, not by a real model; "
         "their numbers show the biases the simulator planted and measure no model."
     )
-
-
-def simulated_in_table(models: pl.DataFrame) -> dict[str, str]:
-    """model_id -> reason, read back from a table with `model_id` and `simulated` columns (the
-    `models` table, analysis/overview.py), so the report says what the written table holds.
-    A rehearsal's mark reads back as `REHEARSAL`, "simulated" as `SIMULATED_MARK`."""
-    if models.is_empty() or not {"model_id", "simulated"} <= set(models.columns):
-        return {}
-    return {
-        str(m): REHEARSAL if s == REHEARSAL_MARK else SIMULATED_MARK
-        for m, s in models.select("model_id", "simulated").iter_rows()
-        if s is not None
-    }
-
-
-def headline_from_models_table(models: pl.DataFrame) -> str | None:
-    """`simulated_headline` from the written `models` table (its rows in report order)."""
-    if models.is_empty() or "model_id" not in models.columns:
-        return None
-    ids = [str(m) for m in models["model_id"].to_list()]
-    return simulated_headline(simulated_in_table(models), ids)
