@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ibias.runner.config import DEFAULT_STORE
 from ibias.runner.console import literal, natural_width, terminal, text
 from ibias.runner.status import read_status, span, status_path
+from ibias.store import progress_counts
 from ibias.store.db import StoreError
 from ibias.store.drift import model_drift
 from ibias.store.lock import holder, shown_path
@@ -78,30 +79,21 @@ def _demo_hint(store: Path) -> bool:
 def _stored_progress(store: Path) -> dict[str, Any] | None:
     """Progress per cell and per model, the last run and what the provider reported, in one
     snapshot through the store's read entry point (served by the run while one holds the
-    store); None while a run holds the store but serves no reads yet."""
+    store); None while a run holds the store but serves no reads yet. The counts are the
+    store's kept ones (store/progress_counts.py), read in constant time."""
     try:
         with open_reader(store, internal=True) as reader:
-            rows = reader.execute(
-                "SELECT experiment, model_id, language, planned, done, failed FROM progress"
-            ).fetchall()
+            # The counts' helpers and model_drift only call execute().fetchall(), which the
+            # reader provides.
+            con = cast("duckdb.DuckDBPyConnection", reader)
+            kept = progress_counts.current(con)  # else rows were edited by hand: recount
+            rows = progress_counts.cells(con, kept=kept)
             last = reader.execute(
                 "SELECT run_id, started_at FROM runs ORDER BY started_at DESC LIMIT 1"
             ).fetchone()
-            attempts = {
-                m: (int(r), int(e))
-                for m, r, e in reader.execute(
-                    "SELECT model_id, count(*) FILTER (WHERE outcome = 'retry'), "
-                    "count(*) FILTER (WHERE outcome IN ('retry', 'gave_up')) "
-                    "FROM attempts GROUP BY 1"
-                ).fetchall()
-            }
-            costs = dict(
-                reader.execute(
-                    "SELECT model_id, coalesce(sum(cost_usd), 0) FROM responses GROUP BY 1"
-                ).fetchall()
-            )
-            # model_drift only calls execute().fetchall(), which the reader provides.
-            reported = model_drift(cast("duckdb.DuckDBPyConnection", reader))
+            attempts = progress_counts.model_attempts(con, kept=kept)
+            costs = progress_counts.model_costs(con, kept=kept)
+            reported = model_drift(con)
     except StoreError:
         if holder(store) is None:
             raise
@@ -121,6 +113,15 @@ def _stored_progress(store: Path) -> dict[str, Any] | None:
         "drift": [d.line() for d in reported if d.drifted],
         "reported_models": [d.to_json() for d in reported],
     }
+
+
+def verify_counts(store: Path) -> tuple[list[str], int]:
+    """The differences between the store's kept progress counts and a recount from its rows
+    (store/progress_counts.py `verify`), and how many trials the counts hold. One snapshot,
+    read from the file or, while a run holds the store, served by the run."""
+    with open_reader(store, internal=True) as reader:
+        con = cast("duckdb.DuckDBPyConnection", reader)
+        return progress_counts.verify(con), progress_counts.trials_counted(con)
 
 
 def _model_totals(

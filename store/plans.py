@@ -27,8 +27,9 @@ import pyarrow as pa
 
 from ibias.prompts.base import Message
 from ibias.store.arrow_scan import registered
-from ibias.store.db import rollback
+from ibias.store.db import begin, rollback
 from ibias.store.memory import MemoryGuard
+from ibias.store.progress_counts import current, rebuild, runs_counts, trials_added
 from ibias.store.writer import SPEC_COLUMNS, TRIAL_ROW_COLUMNS
 
 #: Per-spec columns of a planner batch (`runner.plan.PlanBatch.columns()`, one entry per
@@ -149,19 +150,32 @@ def insert_planned(
     two leaves at most specs no row names yet (the view shows nothing of them, and the next
     planning finds them by key), never a row without its texts."""
     spec_table, row_table = _planned_tables(run_id, columns)
-    names = ", ".join(TRIAL_ROW_COLUMNS)
     spec_names = ", ".join(SPEC_COLUMNS)
     if fresh:
         _append(con, "trial_specs", spec_names, spec_table)
-        _append(con, "trial_rows", names, row_table)
-        return int(row_table.num_rows)
+        return _append_rows(con, row_table)
     row_table = _without_stored_keys(con, plan, run_id, row_table, columns["trial_key"])
     if not row_table.num_rows:
         return 0
     new_specs = _unstored_specs(con, spec_table, row_table, columns["spec_key"])
     if new_specs.num_rows:
         _append(con, "trial_specs", spec_names, new_specs)
-    _append(con, "trial_rows", names, row_table)
+    return _append_rows(con, row_table)
+
+
+def _append_rows(con: duckdb.DuckDBPyConnection, row_table: pa.Table) -> int:
+    """Append the batch's trial rows and count them (store/progress_counts.py) in one
+    transaction, so a crash keeps both or neither; returns how many."""
+    names = ", ".join(TRIAL_ROW_COLUMNS)
+    begin(con)
+    try:
+        with registered(con, "_append", row_table):
+            con.execute(f"INSERT INTO trial_rows ({names}) SELECT {names} FROM _append").fetchall()
+            trials_added(con, "_append", int(row_table.num_rows))
+        con.execute("COMMIT").fetchall()
+    except BaseException:
+        rollback(con)
+        raise
     return int(row_table.num_rows)
 
 
@@ -426,28 +440,51 @@ def plan_progress(
     used (tokens, cost, per the model that answered), so a resumed run's counts, tokens and
     cost start where the last run left them.
 
-    One query, one pass over the plan's trials joined with their responses (a trial has at
-    most one: the writer inserts with an anti-join): a resume of a finished store is mostly
-    this count (bench/BENCHMARKS.md, issue 12), and two queries scanned both tables twice."""
-    where, params = plan.membership()
-    rows = con.execute(
+    Read from the kept counts (store/progress_counts.py) of the trials the plan's runs
+    stored, in constant time: a resume of a nearly finished large store once spent over a
+    minute joining every trial with its response here. Trials the plan reuses from other runs
+    (listed in `plan_trials`) are counted under their own run, so those alone are still
+    joined with their responses (`_reused_progress`). Counts that are not `current` (rows
+    edited outside ibias) are rebuilt first: `con` is the run's writable connection, and the
+    flushes that follow add to them."""
+    if not current(con):
+        rebuild(con)
+    totals = {m: (0, 0) for m in model_ids}
+    usage: dict[str, Usage] = {}
+
+    def add(model_id: str, answered_by: str | None, trials: int, done: int, used: Usage) -> None:
+        total, had = totals.get(model_id, (0, 0))
+        totals[model_id] = (total + trials, had + done)
+        if answered_by is not None and done:
+            u = usage.get(answered_by, Usage(0, 0, 0.0))
+            usage[answered_by] = Usage(
+                u.prompt_tokens + used.prompt_tokens,
+                u.completion_tokens + used.completion_tokens,
+                u.cost_usd + used.cost_usd,
+            )
+
+    for c in runs_counts(con, plan.runs):
+        used = Usage(c.prompt_tokens, c.completion_tokens, c.cost_usd)
+        add(c.model_id, c.model_id, c.planned, c.answered, used)
+    if plan.reused:
+        for model_id, answered_by, trials, done, prompt, completion, cost in _reused_progress(
+            con, plan
+        ):
+            used = Usage(int(prompt), int(completion), float(cost))
+            add(model_id, answered_by, int(trials), int(done), used)
+    return totals, usage
+
+
+def _reused_progress(con: duckdb.DuckDBPyConnection, plan: StoredPlan) -> list[tuple[Any, ...]]:
+    """The plan's trials stored by runs outside it (listed in `plan_trials`), joined with
+    their responses: per trial model and answering model, trials, answered, tokens and cost.
+    The counts keep them under the run that stored them, which another plan may share."""
+    return con.execute(
         "SELECT t.model_id, r.model_id, count(*), count(r.trial_key), "
         "coalesce(sum(r.prompt_tokens), 0)::BIGINT, "
         "coalesce(sum(r.completion_tokens), 0)::BIGINT, coalesce(sum(r.cost_usd), 0) "
         "FROM trial_rows t LEFT JOIN responses r ON r.trial_key = t.trial_key "
-        f"WHERE {where} GROUP BY ALL",
-        params,
+        "WHERE NOT list_contains(?, t.run_id) AND t.trial_key IN "
+        "(SELECT trial_key FROM plan_trials WHERE plan_hash = ?) GROUP BY ALL",
+        [list(plan.runs), plan.plan_hash],
     ).fetchall()
-    totals = {m: (0, 0) for m in model_ids}
-    usage: dict[str, Usage] = {}
-    for model_id, answered_by, trials, done, prompt, completion, cost in rows:
-        total, had = totals.get(model_id, (0, 0))
-        totals[model_id] = (total + int(trials), had + int(done))
-        if answered_by is not None:
-            u = usage.get(answered_by, Usage(0, 0, 0.0))
-            usage[answered_by] = Usage(
-                u.prompt_tokens + int(prompt),
-                u.completion_tokens + int(completion),
-                u.cost_usd + float(cost),
-            )
-    return totals, usage

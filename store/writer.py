@@ -39,6 +39,7 @@ from ibias.store.arrow_scan import registered
 from ibias.store.db import begin, rollback
 from ibias.store.memory import MemoryGuard, is_out_of_memory
 from ibias.store.outcome import reply_outcome
+from ibias.store.progress_counts import attempts_adding, responses_added, trials_added
 from ibias.store.specs import spec_key
 from ibias.store.trial import Trial
 
@@ -167,8 +168,10 @@ def _json_text(value: Any) -> str | None:
 
 
 def insert_attempts(con: duckdb.DuckDBPyConnection, rows: Sequence[AttemptRow]) -> None:
+    """Insert attempts, counted (store/progress_counts.py) in the caller's transaction."""
     if not rows:
         return
+    attempts_adding(con, rows)
     batch = to_arrow(rows, AttemptRow)
     names = ", ".join(batch.column_names)
     with registered(con, "_attempt_batch", batch):
@@ -176,7 +179,9 @@ def insert_attempts(con: duckdb.DuckDBPyConnection, rows: Sequence[AttemptRow]) 
 
 
 def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]) -> int:
-    """Insert responses whose trial has none yet; returns how many were new.
+    """Insert responses whose trial has none yet; returns how many were new. The new ones
+    are counted (store/progress_counts.py) in the caller's transaction, from the rows the
+    insert returns.
 
     A trial's first row in `rows` is the one kept. Duplicates inside the batch are dropped
     here, in a pass over the keys, rather than by a window function in SQL: DuckDB's
@@ -193,12 +198,28 @@ def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]
     batch = _with_outcomes(to_arrow(rows, ResponseRow), rows)
     names = ", ".join(batch.column_names)
     with registered(con, "_response_batch", batch):
-        return _inserted(
-            con.execute(
-                f"INSERT INTO responses ({names}) SELECT {names} FROM _response_batch b "
-                f"WHERE b.trial_key NOT IN ({_existing('responses', '_response_batch')})"
-            ).fetchall()
-        )
+        new = con.execute(
+            f"INSERT INTO responses ({names}) SELECT {names} FROM _response_batch b "
+            f"WHERE b.trial_key NOT IN ({_existing('responses', '_response_batch')}) "
+            "RETURNING trial_key, prompt_tokens, completion_tokens, cost_usd"
+        ).fetchall()
+    table = _returned(new, ("trial_key", "prompt_tokens", "completion_tokens", "cost_usd"))
+    with registered(con, "_new_responses", table):
+        responses_added(con, "_new_responses", len(new))
+    return len(new)
+
+
+def _returned(rows: list[tuple[Any, ...]], names: Sequence[str]) -> pa.Table:
+    """The rows an INSERT ... RETURNING gave, as an Arrow table for counting them (fetched as
+    rows: DuckDB copies a DB-API result once more to give it as Arrow)."""
+    types = {"prompt_tokens": pa.int64(), "completion_tokens": pa.int64(), "cost_usd": pa.float64()}
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
+    return pa.table(
+        {
+            n: pa.array(c, type=types.get(n, pa.string()))
+            for n, c in zip(names, columns, strict=True)
+        }
+    )
 
 
 def _with_outcomes(batch: pa.Table, rows: Sequence[ResponseRow]) -> pa.Table:
@@ -219,11 +240,6 @@ def _existing(table: str, batch: str) -> str:
         f"SELECT s.trial_key FROM {table} s JOIN (SELECT DISTINCT trial_key FROM {batch}) k "
         f"ON s.trial_key = k.trial_key"
     )
-
-
-def _inserted(rows: list[tuple[Any, ...]]) -> int:
-    """The row count DuckDB returns for an INSERT."""
-    return int(rows[0][0]) if rows and rows[0] and rows[0][0] is not None else 0
 
 
 #: Columns of the `trials` view, in its order (migration 008: a view over `trial_rows` and
@@ -256,7 +272,8 @@ SPEC_COLUMNS = ("spec_key", "coords", "item", "messages")
 
 
 def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[Trial]) -> int:
-    """Insert trials not yet in the store (anti-join on trial_key); returns new rows.
+    """Insert trials not yet in the store (anti-join on trial_key); returns new rows, counted
+    (store/progress_counts.py) in the caller's transaction.
 
     Each spec's texts go to `trial_specs` once: only specs of the new rows, and only those not
     stored already (anti-join on spec_key), so importing a file again adds no spec. The specs
@@ -274,12 +291,15 @@ def insert_trials(con: duckdb.DuckDBPyConnection, run_id: str, trials: Iterable[
             "(SELECT s.spec_key FROM trial_specs s JOIN _spec_batch k "
             "ON s.spec_key = k.spec_key)"
         ).fetchall()
-        return _inserted(
-            con.execute(
-                f"INSERT INTO trial_rows ({names}) SELECT {names} FROM _trial_batch b "
-                f"WHERE b.trial_key NOT IN ({_existing('trial_rows', '_trial_batch')})"
-            ).fetchall()
-        )
+        new = con.execute(
+            f"INSERT INTO trial_rows ({names}) SELECT {names} FROM _trial_batch b "
+            f"WHERE b.trial_key NOT IN ({_existing('trial_rows', '_trial_batch')}) "
+            "RETURNING trial_key, run_id, model_id, experiment, language"
+        ).fetchall()
+    table = _returned(new, ("trial_key", "run_id", "model_id", "experiment", "language"))
+    with registered(con, "_new_trials", table):
+        trials_added(con, "_new_trials", len(new))
+    return len(new)
 
 
 def _trial_tables(run_id: str, trials: Iterable[Trial]) -> tuple[pa.Table, pa.Table]:

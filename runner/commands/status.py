@@ -9,7 +9,7 @@ import sys
 import orjson
 
 from ibias.errors import UsageError
-from ibias.runner.commands import EXIT_OK
+from ibias.runner.commands import EXIT_FAILED, EXIT_OK
 from ibias.runner.commands.options import add_rehearse, add_store
 from ibias.runner.commands.stores import store_of
 from ibias.runner.config import absolute_path
@@ -28,6 +28,13 @@ def add_arguments(status: argparse.ArgumentParser) -> None:
         "--json", action="store_true", help="print one JSON object (default: a table)"
     )
     status.add_argument(
+        "--verify",
+        action="store_true",
+        help="recount the progress from the store's rows and compare it with the counts the "
+        "store keeps: one line if they agree (exit 0), one per difference otherwise (exit 1) "
+        "(default: show the progress)",
+    )
+    status.add_argument(
         "--refresh",
         action="store_true",
         help="ask the providers for the state of CONFIG's running batches and record it "
@@ -43,6 +50,8 @@ def handle(args: argparse.Namespace) -> int:
             "ibias status: --refresh asks the providers; a rehearsal's batches live in its "
             "run's own simulator: drop --refresh"
         )
+    if args.verify:
+        return _verify(args)
     if args.refresh:
         _refresh_batches(args)
     # Absolute: the report names the store, and it must say which one wherever you stand.
@@ -62,6 +71,23 @@ def handle(args: argparse.Namespace) -> int:
         for line in batch_lines(batches):
             print(line)
     return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """`status --verify`: the kept progress counts against a recount from the rows (through
+    the run serving the store while one holds it, else from the file)."""
+    from ibias.runner.console import literal
+    from ibias.runner.status_report import verify_counts
+
+    if args.refresh or args.json:
+        raise UsageError("ibias status --verify: give it alone (without --refresh or --json)")
+    differences, trials = verify_counts(absolute_path(store_of(args)))
+    if not differences:
+        print(f"progress counts agree with the tables ({trials:,} trials)")
+        return EXIT_OK
+    for line in differences:
+        print(literal(line, layout=False))
+    return EXIT_FAILED
 
 
 def rehearsal_line(report: dict[str, object]) -> str | None:
