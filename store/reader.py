@@ -168,10 +168,14 @@ class StoreReader:
 
 
 @contextmanager
-def open_reader(store: Path, *, internal: bool = False) -> Iterator[StoreReader]:
+def open_reader(
+    store: Path, *, internal: bool = False, memory_limit: str | None = None
+) -> Iterator[StoreReader]:
     """A sandboxed read session of `store`: the file itself, or the run holding it.
-    `internal`: its queries are ibias's own, not the user's (see the module doc)."""
-    reader = _open(store)
+    `internal`: its queries are ibias's own, not the user's (see the module doc).
+    `memory_limit`: DuckDB's cap for a session on the file (`open_query_connection`); a run
+    holding the store serves reads under its own cap."""
+    reader = _open(store, memory_limit)
     reader.internal = internal
     try:
         yield reader
@@ -179,7 +183,7 @@ def open_reader(store: Path, *, internal: bool = False) -> Iterator[StoreReader]
         reader.close()
 
 
-def _open(store: Path) -> StoreReader:
+def _open(store: Path, memory_limit: str | None = None) -> StoreReader:
     who: str | None = None
     for attempt in range(ATTEMPTS):
         if attempt:
@@ -187,7 +191,7 @@ def _open(store: Path) -> StoreReader:
         who = holder(store)
         if who is None:
             try:
-                con = open_query_connection(store)
+                con = open_query_connection(store, memory_limit=memory_limit)
             except StoreError:
                 if holder(store) is None or attempt == ATTEMPTS - 1:
                     raise

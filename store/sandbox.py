@@ -70,8 +70,13 @@ _NAMES: Mapping[str, str] = {
 }
 
 
-def open_query_connection(store: Path) -> duckdb.DuckDBPyConnection:
+def open_query_connection(
+    store: Path, *, memory_limit: str | None = None
+) -> duckdb.DuckDBPyConnection:
     """The store, read-only, under `QUERY_SETTINGS`; one-line `StoreError` on any problem.
+    `memory_limit` caps DuckDB's memory for this connection (e.g. "384MB"; DuckDB's own default,
+    most of the machine's memory, when None): analysis sets it, so its reads of a store of any
+    size stay bounded, spilling to disk past it; a user's `ibias sql` keeps DuckDB's default.
 
     The same checks and messages as `open_store(path, read_only=True)`: the file must exist
     and be an ibias store of this schema version. DuckDB shares one database instance per
@@ -82,7 +87,10 @@ def open_query_connection(store: Path) -> duckdb.DuckDBPyConnection:
     if not store.exists():
         raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
     try:
-        con = duckdb.connect(duckdb_path(store), read_only=True, config=dict(QUERY_SETTINGS))
+        settings: dict[str, str | bool | int | float | list[str]] = dict(QUERY_SETTINGS)
+        if memory_limit is not None:
+            settings["memory_limit"] = memory_limit
+        con = duckdb.connect(duckdb_path(store), read_only=True, config=settings)
     except duckdb.IOException as exc:
         text = str(exc)
         if "lock" in text.lower():

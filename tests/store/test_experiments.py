@@ -109,9 +109,9 @@ def test_reopening_applies_nothing_and_a_new_version_adds_its_column(tmp_path: P
 #: quoted, store/experiments.py `sql_identifier`): each store re-creates its views once, the
 #: same columns, with no schema_version bump (an older ibias still opens the store).
 RECORDED_HASHES = {
-    "word_association": "2cc8f6be0bf371303f4b5b0e1781e61497ee303d5b05e80fe2e5a4e68da4bf44",
+    "word_association": "c52a59bfe0f9ee791e651911c3d5a5abdd2dc5f86eaeadaf75525aa56f52f5b2",
     "word_association_explicit": "c46374cb10b3807177a24d899c78a468b6052b00099799135a912ad464417ba6",
-    "allocation": "2b1a1863fd4802fc1b100d16d1f9a74ec1c9792725313a8d8ee79aae81c5e383",
+    "allocation": "5d55b63b23d29f105999bf1dcd41d14005a6179eb76b403c1ea68ad49477dbdd",
     "allocation_explicit": "7847a11292e3d8568edfe3b2ea3eea2ad790c69232c4e9a108b9d9e762fd3f29",
 }
 

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import duckdb
 import orjson
@@ -21,11 +22,12 @@ import pytest
 
 from ibias import import_replies
 from ibias.prompts.base import canonical_json, stable_hash
+from ibias.prompts.registry import TrialKind
 from ibias.runner.config import Config, load_config
 from ibias.runner.plan import build_experiments, merge_specs, plan_hash, plan_inputs, trials_for
 from ibias.runner.run import RunOptions, execute, prepare_plan
-from ibias.store import db
-from ibias.store.experiments import apply_experiment_schemas
+from ibias.store import db, experiments
+from ibias.store.experiments import apply_experiment_schemas, sql_identifier, sql_literal
 from ibias.store.plans import find_plan, remaining
 from ibias.store.trial import Trial
 from ibias.store.writer import TRIAL_COLUMNS
@@ -124,8 +126,33 @@ def _schema_7(path: Path) -> duckdb.DuckDBPyConnection:
             con.execute(sql)
             con.execute("INSERT INTO schema_version (version) VALUES (?)", [version])
     assert db.schema_version(con) == 7
-    apply_experiment_schemas(con)
+    with patch.object(experiments, "view_ddl", _view_ddl_over_trials):
+        apply_experiment_schemas(con)
     return con
+
+
+def _view_ddl_over_trials(kind: TrialKind) -> str:
+    """A kind's view as ibias made it before the views read `trial_rows` and `trial_specs`:
+    over the `trials` table, each item field read per trial."""
+    assert kind.parser is not None and kind.view is not None
+    fields = [
+        f"t.item ->> {sql_literal(n)} AS {sql_identifier(n)}"
+        if sql == "VARCHAR"
+        else f"CAST(t.item ->> {sql_literal(n)} AS {sql}) AS {sql_identifier(n)}"
+        for n, sql in kind.view_field_types()
+    ]
+    if kind.designs:
+        fields.insert(0, f"coalesce(t.item ->> 'design', {sql_literal(kind.designs[0])}) AS design")
+    parsed = [f"p.{sql_identifier(c.name)}" for c in kind.parser.columns if c.in_view]
+    select = ", ".join(["t.trial_key", "t.model_id", "t.language", *fields, *parsed])
+    table = sql_identifier(kind.parser.table)
+    return (
+        f"CREATE OR REPLACE VIEW {sql_identifier(kind.view)} AS WITH p AS (SELECT * FROM {table} "
+        "QUALIFY row_number() OVER (PARTITION BY trial_key ORDER BY parser_version DESC) = 1) "
+        f"SELECT {select}, p.parser_version FROM trials t "
+        "JOIN responses r ON r.trial_key = t.trial_key JOIN p ON p.trial_key = t.trial_key "
+        f"WHERE t.experiment = {sql_literal(kind.name)}"
+    )
 
 
 def _config(folder: Path, *models: str) -> Config:
