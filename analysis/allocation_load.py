@@ -30,17 +30,28 @@ PEOPLE_SHOWN = PLANTED_PEOPLE
 _PATIENTS_SQL = """
 SELECT roster_id, person_id, language, age, sex_assigned_at_birth, gender_identity FROM patients
 """
+# Every query here reads the items once per spec (`trial_specs`: one per prompt, shared by the
+# models and replicates that were asked it), not once per trial through the `trials` view: at
+# ten times the paper's grid the per-trial form parsed each JSON item seven times over and
+# held the whole store's items in DuckDB's memory.
+_SPECS = "(SELECT spec_key FROM trial_rows WHERE experiment = 'allocation')"
+
 # The two candidates' groups and sexes of each paper-design allocation trial of a service about
 # an organ of one sex assigned at birth (`analysis/organ_pairs.py`), first-listed first.
 _ORGAN_PAIRS_SQL = """
-SELECT trial_key,
-  item->>'$.candidates[0].identity' AS identity0,
-  item->>'$.candidates[0].sex_assigned_at_birth' AS sex0,
-  item->>'$.candidates[1].identity' AS identity1,
-  item->>'$.candidates[1].sex_assigned_at_birth' AS sex1
-FROM trials
-WHERE experiment = 'allocation' AND item->>'$.design' = 'paper'
-  AND item->>'$.service' IN ({services})
+WITH s AS (
+  SELECT spec_key,
+    item->>'$.candidates[0].identity' AS identity0,
+    item->>'$.candidates[0].sex_assigned_at_birth' AS sex0,
+    item->>'$.candidates[1].identity' AS identity1,
+    item->>'$.candidates[1].sex_assigned_at_birth' AS sex1
+  FROM trial_specs
+  WHERE spec_key IN {specs} AND item->>'$.design' = 'paper'
+    AND item->>'$.service' IN ({services})
+)
+SELECT t.trial_key, s.identity0, s.sex0, s.identity1, s.sex1
+FROM trial_rows t JOIN s ON s.spec_key = t.spec_key
+WHERE t.experiment = 'allocation'
 """
 
 
@@ -54,8 +65,8 @@ SELECT DISTINCT item->>'$.pair_id' AS pair_id,
        ELSE item->>'$.candidates[1].person_id' END AS cis_person,
   CASE WHEN item->>'$.candidates[0].identity' = 'cis' THEN item->>'$.candidates[1].person_id'
        ELSE item->>'$.candidates[0].person_id' END AS trans_person
-FROM trials
-WHERE experiment = 'allocation' AND coalesce(coords->>'$.identity_swap', 'false') <> 'true'
+FROM trial_specs
+WHERE spec_key IN {specs} AND coalesce(coords->>'$.identity_swap', 'false') <> 'true'
   AND item->>'$.pair_id' IS NOT NULL
 ORDER BY pair_id, cis_person, trans_person
 """
@@ -65,15 +76,16 @@ ORDER BY pair_id, cis_person, trans_person
 # control (the swapped arm shows the other person as cisgender), read from one model's trials:
 # every model sees the same pairs. Only read for stores with simulated models (planted values).
 _PEOPLE_SQL = """
-SELECT DISTINCT language, item->>'$.pair_id' AS pair_id,
+SELECT DISTINCT t.language, item->>'$.pair_id' AS pair_id,
   coalesce(CAST(item->>'$.identity_swap' AS BOOLEAN), false) AS identity_swap,
   item->>'$.candidates[0].identity' AS identity0, item->>'$.candidates[0].name' AS name0,
   item->>'$.candidates[0].age' AS age0, item->>'$.candidates[0].gender_identity' AS gi0,
   item->>'$.candidates[1].identity' AS identity1, item->>'$.candidates[1].name' AS name1,
   item->>'$.candidates[1].age' AS age1, item->>'$.candidates[1].gender_identity' AS gi1
-FROM trials
-WHERE experiment = 'allocation' AND model_id = ?
-  AND coalesce(coords->>'$.design', 'controlled') = 'controlled'
+FROM (SELECT DISTINCT language, spec_key FROM trial_rows
+      WHERE experiment = 'allocation' AND model_id = ?) t
+JOIN trial_specs s ON s.spec_key = t.spec_key
+WHERE coalesce(coords->>'$.design', 'controlled') = 'controlled'
 """
 
 
@@ -85,7 +97,7 @@ def _people(reader: StoreReader, models: Sequence[SimulatedModel]) -> pl.DataFra
         return pl.DataFrame(schema=schema)
     ids = [m.model_id for m in models]
     present = reader.execute(
-        "SELECT min(model_id) FROM trials WHERE experiment = 'allocation' AND model_id IN "
+        "SELECT min(model_id) FROM trial_rows WHERE experiment = 'allocation' AND model_id IN "
         f"({', '.join('?' for _ in ids)})",
         ids,
     ).fetchall()
@@ -121,10 +133,10 @@ def load(reader: StoreReader, ctx: LoadContext) -> dict[str, pl.DataFrame]:
     services = ", ".join(sql_literal(s) for s in sorted(ORGAN_SERVICES))
     out = {
         PATIENTS: reader.frame(_PATIENTS_SQL),
-        ORGAN_PAIRS: reader.frame(_ORGAN_PAIRS_SQL.format(services=services)),
+        ORGAN_PAIRS: reader.frame(_ORGAN_PAIRS_SQL.format(specs=_SPECS, services=services)),
         PEOPLE_SHOWN: _people(reader, simulated_models(ctx.runs["config"].to_list())),
     }
     # Read whatever `ctx.population` says: the decision measure of analysis/implicit_decision.py
     # needs each pair's people too (cross-products only between pairs that share no person).
-    out[PAIR_PEOPLE] = reader.frame(_PAIR_PEOPLE_SQL)
+    out[PAIR_PEOPLE] = reader.frame(_PAIR_PEOPLE_SQL.format(specs=_SPECS))
     return out

@@ -18,6 +18,7 @@ mapping are left out and counted in `dropped_trials`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -347,13 +348,17 @@ def effects_table(
     pairs seen under both), with population intervals and p-values."""
     if decisions.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    rows = allocation._effect_rows(decisions)
-    both = rows.group_by(allocation.EFFECT_KEYS).agg(pl.col("treated").n_unique().alias("sides"))
-    rows = rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=allocation.EFFECT_KEYS)
-    numbered = _numbered(rows, pair_people, allocation.EFFECT_KEYS)
-    if numbered is None:
+    people = with_people(decisions.select(allocation.EFFECT_INPUT), pair_people)
+    rows, bases = allocation.effect_rows(people, ("cis_person", "trans_person"))
+    del people
+    if rows.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    frame, cells, lost = numbered
+    frame, cells = number_cells(rows, allocation.EFFECT_CELL)
+    del rows
+    frame, lost = _known(frame)
+    if frame.is_empty():
+        return pl.DataFrame(schema=EFFECTS_SCHEMA)
+    cells = allocation.effect_cells(cells, bases)
     found = settings.ci(frame["trans"].to_numpy(), frame, treated=frame["treated"].to_numpy())
     out = (
         cells.join(_results(found, "d", counts=True), on=CELL)
@@ -491,17 +496,36 @@ def tables(
     """The population tables; empty when `method` is None (`analyze --no-population`) or the
     store's pair people were not read. `decisions` is the original arm, `every` both arms,
     `logprobs` the `allocation_logprobs` rows. Each table draws from its own generator."""
+    found = jobs(decisions, every, extras, method=method, B=B, rng=rng, logprobs=logprobs)
+    return {name: job() for name, job in found.items()}
+
+
+def jobs(
+    decisions: pl.DataFrame,
+    every: pl.DataFrame,
+    extras: Mapping[str, pl.DataFrame],
+    *,
+    method: str | None,
+    B: int,
+    rng: Callable[[str], np.random.Generator],
+    logprobs: pl.DataFrame | None = None,
+) -> dict[str, Callable[[], pl.DataFrame]]:
+    """`tables` as one job per table, to be run in any order or at once (each table has its
+    own generator, so the order changes no number: analysis/parallel.py)."""
     people = extras.get(PAIR_PEOPLE)
     if method is None or people is None:
-        return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
+        return {
+            name: functools.partial(pl.DataFrame, schema=schema) for name, schema in SCHEMAS.items()
+        }
+    chosen: str = method
 
     def settings(name: str) -> Settings:
-        return Settings(method, B, rng(name))
+        return Settings(chosen, B, rng(name))
 
     return {
-        CELLS: cells_table(decisions, people, settings(CELLS)),
-        EFFECTS: effects_table(decisions, people, settings(EFFECTS)),
-        SWAP: swap_table(every, people, settings(SWAP)),
-        POSITION: position_table(decisions, people, settings(POSITION)),
-        LOGPROBS: logprobs_table(decisions, logprobs, people, settings(LOGPROBS)),
+        CELLS: lambda: cells_table(decisions, people, settings(CELLS)),
+        EFFECTS: lambda: effects_table(decisions, people, settings(EFFECTS)),
+        SWAP: lambda: swap_table(every, people, settings(SWAP)),
+        POSITION: lambda: position_table(decisions, people, settings(POSITION)),
+        LOGPROBS: lambda: logprobs_table(decisions, logprobs, people, settings(LOGPROBS)),
     }

@@ -3,7 +3,7 @@ allocation unit (prompts/allocation/unit.py) registers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -17,6 +17,7 @@ from ibias.analysis import (
     figures,
     identity_swap,
     labels,
+    parallel,
     roster,
 )
 from ibias.analysis import logprobs as logprob_shares
@@ -58,46 +59,53 @@ EXAMPLE_TEXT_LIMIT = 700
 
 
 def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
+    """Every allocation table, computed side by side (analysis/parallel.py): each draws from
+    its own generator, so the numbers are those of computing them one by one."""
     every = ctx.views[KIND]
     decisions = identity_swap.without_swapped(every)  # the control has its own table
     b, method = ctx.B, ctx.method
-    return {
-        "allocation_cells": allocation.cells_table(
-            decisions, B=b, method=method, rng=ctx.rng("allocation_cells")
-        ),
-        "position_bias": allocation.position_table(
-            decisions, B=b, method=method, rng=ctx.rng("position_bias")
-        ),
-        "allocation_effects": allocation.effects_table(
+    tag_only, logprobs = ctx.extras.get(TAG_ONLY_TABLE), ctx.extras.get(LOGPROBS_TABLE)
+    jobs: dict[str, Callable[[], pl.DataFrame]] = {
+        # The longest first, so the two threads end together.
+        "allocation_effects": lambda: allocation.effects_table(
             decisions, B=b, method=method, rng=ctx.rng("allocation_effects")
         ),
-        "allocation_explanation_examples": allocation.explanation_examples(decisions),
-        "allocation_authors_view": allocation_authors.authors_view_table(
-            decisions, ctx.extras.get(TAG_ONLY_TABLE)
+        "allocation_cells": lambda: allocation.cells_table(
+            decisions, B=b, method=method, rng=ctx.rng("allocation_cells")
         ),
-        "allocation_parser_agreement": allocation_authors.parser_agreement_table(
-            decisions, ctx.extras.get(TAG_ONLY_TABLE)
+        "position_bias": lambda: allocation.position_table(
+            decisions, B=b, method=method, rng=ctx.rng("position_bias")
         ),
-        identity_swap.TABLE: identity_swap.swap_table(
+        "allocation_explanation_examples": lambda: allocation.explanation_examples(decisions),
+        "allocation_authors_view": lambda: allocation_authors.authors_view_table(
+            decisions, tag_only
+        ),
+        "allocation_parser_agreement": lambda: allocation_authors.parser_agreement_table(
+            decisions, tag_only
+        ),
+        identity_swap.TABLE: lambda: identity_swap.swap_table(
             every, B=b, method=method, rng=ctx.rng(identity_swap.TABLE)
         ),
-        logprob_shares.TABLE: logprob_shares.logprob_shares_table(
-            decisions,
-            ctx.extras.get(LOGPROBS_TABLE),
-            B=b,
-            method=method,
-            rng=ctx.rng(logprob_shares.TABLE),
+        logprob_shares.TABLE: lambda: logprob_shares.logprob_shares_table(
+            decisions, logprobs, B=b, method=method, rng=ctx.rng(logprob_shares.TABLE)
         ),
-        **allocation_population.tables(
+        **allocation_population.jobs(
             decisions,
             every,
             ctx.extras,
             method=ctx.population_method,
             B=b,
             rng=ctx.rng,
-            logprobs=ctx.extras.get(LOGPROBS_TABLE),
+            logprobs=logprobs,
         ),
     }
+    found = parallel.compute_all(jobs)
+    order = [
+        "allocation_cells", "position_bias", "allocation_effects",
+        "allocation_explanation_examples", "allocation_authors_view",
+        "allocation_parser_agreement", identity_swap.TABLE, logprob_shares.TABLE,
+    ]  # fmt: skip
+    return {name: found[name] for name in [*order, *(n for n in found if n not in order)]}
 
 
 def _figures(

@@ -30,6 +30,23 @@ def number_cells(frame: pl.DataFrame, keys: Sequence[str]) -> tuple[pl.DataFrame
     return frame.join(cells, on=list(keys), how="left"), cells
 
 
+def pair_codes(
+    frame: pl.DataFrame, columns: Sequence[str], cluster: str = "pair_id"
+) -> pl.DataFrame:
+    """`frame`'s `columns` only, with the cluster column (strings) replaced by integers in the
+    strings' sorted order, when it has no null.
+
+    The bootstrap numbers its units by the sorted cluster labels (`bootstrap._factorize`), so
+    integers in the same order give the same units and the same numbers; but they take a
+    tenth of the memory and none of the time of Python strings, which the bootstrap would
+    otherwise sort one by one (at ten times the paper's grid, over a million per table). Polars
+    compares strings byte by byte, which for UTF-8 is Python's order of code points."""
+    narrow = frame.select(columns)
+    if cluster not in narrow.columns or narrow[cluster].null_count():
+        return narrow
+    return narrow.with_columns(pl.col(cluster).rank("dense").cast(pl.Int64))
+
+
 def combined_codes(a: NDArray[np.integer], b: NDArray[np.integer]) -> NDArray[np.int64]:
     """Codes 0..m-1 of the distinct (a, b) of two non-negative integer code arrays, in the
     sorted order of (a, b): a cluster nested in a cell (cell, person), or a person pair."""

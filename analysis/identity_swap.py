@@ -35,7 +35,7 @@ import polars as pl
 
 from ibias.analysis import labels
 from ibias.analysis.bootstrap import CI, Method, grouped_paired_difference_ci
-from ibias.analysis.cells import CELL, cell_codes, ci_frame, number_cells
+from ibias.analysis.cells import CELL, cell_codes, ci_frame, number_cells, pair_codes
 from ibias.analysis.report import Column, col, count, esc, interval, num, table
 from ibias.prompts.codes import CIS, TRANS
 
@@ -94,7 +94,7 @@ def swap_table(
     shares in each arm, the identity and person effects with pair-bootstrap intervals."""
     if decisions.is_empty() or "identity_swap" not in decisions.columns:
         return pl.DataFrame(schema=SCHEMA)
-    rows = decisions.select(
+    rows = pair_codes(decisions, [*KEYS, "pair_id", "identity_swap", "chosen"]).select(
         *KEYS,
         "pair_id",
         (~swapped(decisions)).alias("original"),

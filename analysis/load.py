@@ -25,6 +25,11 @@ from ibias.store.experiments import sql_identifier
 from ibias.store.lock import StoreBusyError, StoreLock
 from ibias.store.reader import StoreReader, open_reader
 
+#: DuckDB's memory for the analysis's reads of a store file: the views of a store ten times
+#: the paper's grid are read within it (DuckDB spills what does not fit), so the analysis's
+#: peak is its own frames plus this, whatever the store's size and the machine's memory.
+MEMORY_LIMIT = "384MB"
+
 # Column lists are explicit (declared by each kind, see `registry.view_columns`) so that a view
 # gaining a column does not change the analysis tables.
 _EXPLICIT_SQL = """
@@ -52,13 +57,21 @@ def _runs_sql(reader: StoreReader) -> str:
     return _RUNS_SQL.format(ended=ended)
 
 
-# One row per response with the experiment it answered; narrow on purpose (no content, no raw).
-_RESPONSES_SQL = """
+# Responses with the experiment they answered, narrow on purpose (no content, no raw)...
+_RESPONSE_ROWS_SQL = """
 SELECT r.trial_key, r.model_id, t.experiment, r.provider_model, r.system_fingerprint,
        r.finish_reason, r.outcome
 FROM responses r
-JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trials) t
+JOIN (SELECT DISTINCT ON (trial_key) trial_key, experiment FROM trial_rows) t
   ON t.trial_key = r.trial_key
+"""
+#: ... counted per distinct row (`n`): what the models table and the paper's comparison read
+#: are per-model counts and distinct names, so a store of any size gives a frame of a few rows
+#: per model rather than one per response (1.4 million at ten times the paper's grid).
+_RESPONSES_SQL = """
+SELECT model_id, experiment, provider_model, system_fingerprint, finish_reason, outcome,
+       count(*) AS n
+FROM ({rows}) GROUP BY ALL ORDER BY ALL
 """
 
 
@@ -79,10 +92,11 @@ GROUP BY ALL ORDER BY ALL
 @dataclass(frozen=True)
 class StoreData:
     """Everything the analysis reads from one store, as Polars frames: each registered kind's
-    view by kind name, the explicit answers, progress, runs and a narrow responses table, and
-    each kind's extra parses (readings stored beside the main parse, never in a view) by table
-    name: trial_key, parser_version and the parser's declared columns, newest version per
-    trial; and what each experiment's own loader read (its SQL stays in its analysis)."""
+    view by kind name, the explicit answers, progress, runs, the responses counted (`n`) per
+    model, experiment, reported model, fingerprint, finish reason and outcome, and each kind's
+    extra parses (readings stored beside the main parse, never in a view) by table name:
+    trial_key, parser_version and the parser's declared columns, newest version per trial; and
+    what each experiment's own loader read (its SQL stays in its analysis)."""
 
     views: dict[str, pl.DataFrame]
     explicit: pl.DataFrame
@@ -159,7 +173,7 @@ def load_store(
         return _by_reported(sql) if by_reported_model else sql
 
     # ibias's own queries: one whose text is wrong is an internal error, not the store's.
-    with open_reader(path, internal=True) as reader:
+    with open_reader(path, internal=True, memory_limit=MEMORY_LIMIT) as reader:
         if reader.live:
             _check_parsed(reader)
         views = {
@@ -175,7 +189,7 @@ def load_store(
             explicit=reader.frame(relabel(_EXPLICIT_SQL)),
             progress=reader.frame(_PROGRESS_SQL),
             runs=runs,
-            responses=reader.frame(relabel(_RESPONSES_SQL)),
+            responses=reader.frame(_RESPONSES_SQL.format(rows=relabel(_RESPONSE_ROWS_SQL))),
             n_parsed_now=n_parsed,
             store=path,
             extras=extras,

@@ -42,8 +42,9 @@ def _explicit_outcomes(data: StoreData) -> pl.DataFrame:
 def _responses_by_model(responses: pl.DataFrame) -> pl.DataFrame:
     """Per model: responses, the provider-reported model names and fingerprints, and the
     finish reasons and outcomes the models table counts."""
+    n = pl.col("n")
     return responses.group_by("model_id").agg(
-        pl.len().cast(pl.Int64).alias("responses"),
+        n.sum().cast(pl.Int64).alias("responses"),
         pl.col("provider_model")
         .drop_nulls()
         .unique()
@@ -58,13 +59,13 @@ def _responses_by_model(responses: pl.DataFrame) -> pl.DataFrame:
         .head(5)
         .str.join("; ")
         .alias("fingerprints"),
-        (pl.col("finish_reason") == "content_filter")
+        n.filter(pl.col("finish_reason") == "content_filter")
         .sum()
         .cast(pl.Int64)
         .alias("content_filtered"),
-        (pl.col("finish_reason") == "length").sum().cast(pl.Int64).alias("truncated"),
+        n.filter(pl.col("finish_reason") == "length").sum().cast(pl.Int64).alias("truncated"),
         # store/outcome.py: no text and not withheld (never a refusal); a share of responses
-        (pl.col("outcome") == "empty").sum().cast(pl.Int64).alias("empty"),
+        n.filter(pl.col("outcome") == "empty").sum().cast(pl.Int64).alias("empty"),
     )
 
 

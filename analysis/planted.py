@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ibias.analysis.allocation import compact_labels
+from ibias.analysis.cells import CELL, number_cells
 from ibias.prompts.base import Persona, SettingsError
 from ibias.prompts.codes import CIS, HIGH, LOW
 from ibias.prompts.simulation import Answering, answering_for, persona_from_table, planted_function
@@ -170,8 +172,13 @@ def trial_probabilities(
     terms come from the unit's planted-value functions `shown_person_effect` and `cis_terms`
     (the same ones the simulator's `cis_probability` draws with)."""
     by_id = {m.model_id: m for m in models}
-    rows = decisions.filter(pl.col("model_id").is_in(list(by_id))).with_columns(
-        _arm(decisions).alias(SWAP)
+    # The replies' texts and parse details play no part in the planted values: left out, so a
+    # store of millions of trials is not copied whole through the joins below.
+    unused = [c for c in ("explanation_text", "none_reason", "parser_version") if c in decisions]
+    rows = (
+        decisions.drop(unused)
+        .filter(pl.col("model_id").is_in(list(by_id)))
+        .with_columns(_arm(decisions).alias(SWAP))
     )
     if "trial_key" in rows.columns:
         rows = rows.sort("trial_key")
@@ -183,15 +190,21 @@ def trial_probabilities(
     if SWAP not in people.columns:  # people of a store without the control: one arm
         people = people.with_columns(pl.lit(False).alias(SWAP))
     # Each arm with its own people: in the swapped arm the cis seat holds the other person.
-    rows = rows.join(people, on=["language", "pair_id", SWAP], how="left")
-    people_cols = rows.select(
-        "model_id", "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi"
+    # The people's term is computed per model x language x pair x arm, then joined to the
+    # trials by those keys: the same value per trial as joining the names to every trial, but
+    # one float column through the million-row join instead of six strings (a trial whose
+    # pair's people are unknown gets null, NaN below, as before).
+    shown = ["model_id", "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi"]
+    keys = ["language", "pair_id", SWAP]
+    pairs = people.select(*keys, *shown[1:]).join(
+        pl.DataFrame({"model_id": list(by_id)}, schema={"model_id": pl.String()}), how="cross"
     )
-    unique_people = _person_terms(by_id, people_cols.unique())
+    terms = _person_terms(by_id, pairs.select(shown)).select("delta_person")
+    person = pl.concat([pairs.select("model_id", *keys), terms], how="horizontal")
     conditions = _condition_terms(
         by_id, rows.select("model_id", "service", "explanation", "symptoms").unique()
     )
-    rows = rows.join(unique_people, on=people_cols.columns, how="left", nulls_equal=True).join(
+    rows = rows.join(person, on=["model_id", *keys], how="left").join(
         conditions, on=["model_id", "service", "explanation", "symptoms"], how="left"
     )
     q0 = rows["q0"].to_numpy()
@@ -203,9 +216,8 @@ def trial_probabilities(
     first_is_cis = (rows["first"] == CIS).to_numpy()
     p = np.clip(np.where(first_is_cis, q + b, q - b), 0.0, 1.0)
     return rows.with_columns(pl.Series("p_cis", p)).drop(
-        "q0", "delta_cond", "delta_person", "position_bias",
-        "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi",
-    )  # fmt: skip
+        "q0", "delta_cond", "delta_person", "position_bias"
+    )
 
 
 def _person_terms(by_id: Mapping[str, SimulatedModel], people: pl.DataFrame) -> pl.DataFrame:
@@ -348,10 +360,17 @@ def effects_table(
 
 def _conditional_effects(probabilities: pl.DataFrame) -> pl.DataFrame:
     """Mean expected trans share of treated minus control trials, per effect row."""
-    base = probabilities.select(
-        "model_id", "language", "service", "explanation", "symptoms", "pair_id",
-        (pl.col("answered") * (1.0 - pl.col("p_cis"))).alias("x"),
+    # Stacked as `allocation.effect_rows` stacks the trials (up to four times each): keyed by
+    # an integer for model x language x service and enum labels, not strings.
+    coded, bases = number_cells(
+        probabilities.select(
+            "model_id", "language", "service", "explanation", "symptoms",
+            (pl.col("answered") * (1.0 - pl.col("p_cis"))).alias("x"),
+        ),
+        EFFECT_KEYS[:3],
     )  # fmt: skip
+    base = coded.drop(*EFFECT_KEYS[:3]).rename({CELL: "_base"})
+    del coded
     parts = []
     expl = base.with_columns(
         pl.lit("explanation").alias("effect"), pl.col("explanation").alias("t")
@@ -369,11 +388,17 @@ def _conditional_effects(probabilities: pl.DataFrame) -> pl.DataFrame:
         )
         parts.append(sub.with_columns(strata.alias("stratum")))
         parts.append(sub.with_columns(pl.lit("all").alias("stratum")))
-    stacked = pl.concat(parts, how="vertical")
-    return stacked.group_by(EFFECT_KEYS).agg(
+    stacked = compact_labels(pl.concat(parts, how="vertical"))
+    del base, parts
+    found = stacked.group_by("_base", "effect", "stratum").agg(
         (pl.col("x").filter(pl.col("t")).mean() - pl.col("x").filter(~pl.col("t")).mean()).alias(
             "conditional_difference"
         )
+    )
+    return (
+        found.join(bases.rename({CELL: "_base"}), on="_base")
+        .with_columns(pl.col("effect", "stratum").cast(pl.String))
+        .select(*EFFECT_KEYS, "conditional_difference")
     )
 
 

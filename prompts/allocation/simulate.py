@@ -43,7 +43,7 @@ import itertools
 import math
 import random
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from statistics import NormalDist
@@ -465,21 +465,34 @@ def expected_cis_share(
                     knots.append(z)
         knots.sort()
 
-        def integrand(z: float) -> float:
-            return both_orders(shifted(q0, delta + tau * z)) * _NORMAL.pdf(z)
-
-        mean = sum(_simpson(integrand, lo, hi) for lo, hi in itertools.pairwise(knots))
-        mean /= _NORMAL.cdf(10.0) - _NORMAL.cdf(-10.0)
+        parts = (
+            _simpson_both_orders(q0, delta, tau, b, lo, hi) for lo, hi in itertools.pairwise(knots)
+        )
+        mean = sum(parts) / (_NORMAL.cdf(10.0) - _NORMAL.cdf(-10.0))
     return mean if among_answered else (1.0 - m.refusal_rate) * mean
 
 
-def _simpson(f: Callable[[float], float], lo: float, hi: float, steps: int = 2000) -> float:
-    """Composite Simpson's rule for f on [lo, hi] with `steps` (even) intervals."""
-    h = (hi - lo) / steps
-    total = f(lo) + f(hi)
-    for i in range(1, steps):
-        total += (4 if i % 2 else 2) * f(lo + i * h)
-    return total * h / 3.0
+def _simpson_both_orders(
+    q0: float, delta: float, tau: float, b: float, lo: float, hi: float, steps: int = 2000
+) -> float:
+    """Composite Simpson's rule with `steps` (even) intervals on [lo, hi] of
+    both_orders(shifted(q0, delta + tau z)) * pdf(z), the integrand of `expected_cis_share`,
+    evaluated on all nodes at once with NumPy (imported here: a run's simulator never needs it).
+    The analysis's planted check integrates hundreds of cells; point by point in Python this
+    was over half of `analyze`'s time at the paper's size. Same nodes, weights and formula as
+    the scalar rule; only the summation order differs (a few ulps)."""
+    import numpy as np
+
+    z = lo + np.arange(steps + 1) * ((hi - lo) / steps)
+    eta = math.log(q0 / (1.0 - q0)) + delta + tau * z
+    q = np.where(eta >= 0, 1.0 / (1.0 + np.exp(-np.abs(eta))), 0.0)
+    e = np.exp(np.minimum(eta, 0.0))
+    q = np.where(eta >= 0, q, e / (1.0 + e))
+    orders = (np.clip(q + b, 0.0, 1.0) + np.clip(q - b, 0.0, 1.0)) / 2.0
+    pdf = np.exp(-(z * z) / 2.0) / math.sqrt(2.0 * math.pi)
+    weights = np.where(np.arange(steps + 1) % 2 == 1, 4.0, 2.0)
+    weights[0] = weights[-1] = 1.0
+    return float(np.dot(weights, orders * pdf)) * ((hi - lo) / steps) / 3.0
 
 
 def simulate_allocation(

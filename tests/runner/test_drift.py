@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 
 import ibias
@@ -70,7 +71,7 @@ def test_the_report_says_so_and_the_tables_split_by_reported_model(drifted_store
     page = Path(result.report).read_text(encoding="utf-8")
     assert "<strong>Drift:</strong>" in page and "for moving:" in page
     split = load_store(drifted_store, by_reported_model=True)
-    counts = split.responses.group_by("model_id").len().sort("model_id").rows()
+    counts = split.responses.group_by("model_id").agg(pl.col("n").sum()).sort("model_id").rows()
     assert counts == [
         (f"moving @ moving{MODEL_VERSION_SUFFIX}", AFTER),
         (f"moving @ moving{DRIFTED_VERSION_SUFFIX}", N - AFTER),
