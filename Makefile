@@ -58,6 +58,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.bench_limits openai-hidden --rpm 60 120 600 6000
 	$(BIN)/python -m bench.bench_limits openai-configured --rpm 120 --seconds 300
 	$(BIN)/python -m bench.bench_population
+	$(BIN)/python -m bench.bench_tenx
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
