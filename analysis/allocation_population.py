@@ -483,23 +483,6 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
 }
 
 
-def tables(
-    decisions: pl.DataFrame,
-    every: pl.DataFrame,
-    extras: Mapping[str, pl.DataFrame],
-    *,
-    method: str | None,
-    B: int,
-    rng: Callable[[str], np.random.Generator],
-    logprobs: pl.DataFrame | None = None,
-) -> dict[str, pl.DataFrame]:
-    """The population tables; empty when `method` is None (`analyze --no-population`) or the
-    store's pair people were not read. `decisions` is the original arm, `every` both arms,
-    `logprobs` the `allocation_logprobs` rows. Each table draws from its own generator."""
-    found = jobs(decisions, every, extras, method=method, B=B, rng=rng, logprobs=logprobs)
-    return {name: job() for name, job in found.items()}
-
-
 def jobs(
     decisions: pl.DataFrame,
     every: pl.DataFrame,
@@ -510,8 +493,11 @@ def jobs(
     rng: Callable[[str], np.random.Generator],
     logprobs: pl.DataFrame | None = None,
 ) -> dict[str, Callable[[], pl.DataFrame]]:
-    """`tables` as one job per table, to be run in any order or at once (each table has its
-    own generator, so the order changes no number: analysis/parallel.py)."""
+    """The population tables, one job each, to be run in any order or at once (each table
+    draws from its own generator, so the order changes no number: analysis/parallel.py);
+    empty tables when `method` is None (`analyze --no-population`) or the store's pair people
+    were not read. `decisions` is the original arm, `every` both arms, `logprobs` the
+    `allocation_logprobs` rows."""
     people = extras.get(PAIR_PEOPLE)
     if method is None or people is None:
         return {
