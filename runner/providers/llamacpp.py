@@ -101,7 +101,11 @@ def free_port() -> int:
 
 
 def port_taken(port: int) -> bool:
+    """Whether a socket holds the port, binding as the server will (SO_REUSEADDR, as uvicorn
+    does): a port left only in TIME_WAIT by a server just stopped (a resume right after a stop)
+    is free for the server, and must not be refused here."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
