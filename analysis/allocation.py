@@ -463,7 +463,7 @@ def effect_rows(
     coded, bases = number_cells(decisions, EFFECT_INPUT[:3])
     base = coded.drop(*EFFECT_INPUT[:3]).rename({CELL: _BASE})
     del coded
-    rows = compact_labels(_effect_rows(base, (_BASE,), carry))
+    rows = _compact_labels(_effect_rows(base, (_BASE,), carry))
     del base
     both = rows.group_by(EFFECT_CELL).agg(pl.col("treated").n_unique().alias("sides"))
     rows = rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_CELL)
@@ -479,7 +479,7 @@ def effect_cells(cells: pl.DataFrame, bases: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def compact_labels(rows: pl.DataFrame) -> pl.DataFrame:
+def _compact_labels(rows: pl.DataFrame) -> pl.DataFrame:
     """`rows` (of `_effect_rows`) without the condition columns, effect and stratum as enums
     whose categories are in the strings' sorted order: they sort, group and join as the
     strings do, in a byte each rather than a string's sixteen over millions of rows."""

@@ -43,8 +43,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ibias.analysis.allocation import compact_labels
-from ibias.analysis.cells import CELL, number_cells
+from ibias.analysis.allocation import EFFECT_CELL, EFFECT_INPUT, effect_cells, effect_rows
 from ibias.prompts.base import Persona, SettingsError
 from ibias.prompts.codes import CIS, HIGH, LOW
 from ibias.prompts.simulation import Answering, answering_for, persona_from_table, planted_function
@@ -359,47 +358,17 @@ def effects_table(
 
 
 def _conditional_effects(probabilities: pl.DataFrame) -> pl.DataFrame:
-    """Mean expected trans share of treated minus control trials, per effect row."""
-    # Stacked as `allocation.effect_rows` stacks the trials (up to four times each): keyed by
-    # an integer for model x language x service and enum labels, not strings.
-    coded, bases = number_cells(
-        probabilities.select(
-            "model_id", "language", "service", "explanation", "symptoms",
-            (pl.col("answered") * (1.0 - pl.col("p_cis"))).alias("x"),
-        ),
-        EFFECT_KEYS[:3],
-    )  # fmt: skip
-    base = coded.drop(*EFFECT_KEYS[:3]).rename({CELL: "_base"})
-    del coded
-    parts = []
-    expl = base.with_columns(
-        pl.lit("explanation").alias("effect"), pl.col("explanation").alias("t")
+    """Mean expected trans share of treated minus control trials, per effect row: the trials
+    stacked into contrasts exactly as the estimates' (`allocation.effect_rows`)."""
+    x = (pl.col("answered") * (1.0 - pl.col("p_cis"))).alias("x")
+    rows, bases = effect_rows(probabilities.select(*EFFECT_INPUT, x), carry=("x",))
+    found = rows.group_by(EFFECT_CELL).agg(
+        (
+            pl.col("x").filter(pl.col("treated")).mean()
+            - pl.col("x").filter(~pl.col("treated")).mean()
+        ).alias("conditional_difference")
     )
-    parts.append(expl.with_columns(pl.col("symptoms").alias("stratum")))
-    parts.append(expl.with_columns(pl.lit("all").alias("stratum")))
-    for level in (HIGH, LOW):
-        sub = base.filter(pl.col("symptoms").is_in(["none", level])).with_columns(
-            pl.lit(f"symptoms_{level}").alias("effect"), (pl.col("symptoms") == level).alias("t")
-        )
-        strata = (
-            pl.when(pl.col("explanation"))
-            .then(pl.lit("explanation=yes"))
-            .otherwise(pl.lit("explanation=no"))
-        )
-        parts.append(sub.with_columns(strata.alias("stratum")))
-        parts.append(sub.with_columns(pl.lit("all").alias("stratum")))
-    stacked = compact_labels(pl.concat(parts, how="vertical"))
-    del base, parts
-    found = stacked.group_by("_base", "effect", "stratum").agg(
-        (pl.col("x").filter(pl.col("t")).mean() - pl.col("x").filter(~pl.col("t")).mean()).alias(
-            "conditional_difference"
-        )
-    )
-    return (
-        found.join(bases.rename({CELL: "_base"}), on="_base")
-        .with_columns(pl.col("effect", "stratum").cast(pl.String))
-        .select(*EFFECT_KEYS, "conditional_difference")
-    )
+    return effect_cells(found, bases).select(*EFFECT_KEYS, "conditional_difference")
 
 
 _ANSWERED: dict[tuple[str, int, str, bool, str | None], float] = {}
