@@ -99,6 +99,11 @@ class AdaptiveConcurrency:
         return limit
 
 
+#: The highest rate a learnt rate grows to without a configured or announced ceiling
+#: (requests per second; see `AdaptiveRate`, "ceiling").
+MAX_RATE_PER_S = 10_000.0
+
+
 class AdaptiveRate:
     """A request rate learnt from 429s, for an endpoint that publishes no limits.
 
@@ -134,7 +139,13 @@ class AdaptiveRate:
       seconds, not at 2% a step (from 120 to 216 RPM at 2% per 30 s took 15 minutes);
     * **ceiling** - with a rate configured or announced (`ceiling_per_s`), the learnt rate
       never goes above it: a configured limit is a ceiling, and the learnt rate only paces
-      below it while 429s say the real limit is lower.
+      below it while 429s say the real limit is lower. With none, `max_rate_per_s` is the
+      ceiling: a model that got one burst of 429s and none after grows its rate by 10% every
+      5 s for as long as the run lasts, and after forty minutes of that the paced rpm no
+      longer fits a 64-bit integer (a 1.4-million-trial simulated run died writing it to its
+      status file), and a rate that far above what is sent paces nothing a later 429 could cut
+      back in reasonable time. 10,000 requests a second is 20 times the highest per-key limit
+      of the providers ibias talks to.
 
     `admitted` and `finished` return the new rate (requests per second) when it changed;
     `dropped` closes the books of a request whose end says nothing about the limit (an error
@@ -152,6 +163,7 @@ class AdaptiveRate:
         fast_grow: float = 1.1,
         fast_interval_s: float = 5.0,
         min_rate_per_s: float = 1.0 / 60.0,
+        max_rate_per_s: float = MAX_RATE_PER_S,
         grow_every: int = 200,
         relax_s: float = 60.0,
         ceiling_per_s: float | None = None,
@@ -166,6 +178,7 @@ class AdaptiveRate:
         self.fast_grow = fast_grow
         self.fast_interval_s = fast_interval_s
         self.min_rate_per_s = min_rate_per_s
+        self.max_rate_per_s = max_rate_per_s
         self.grow_every = grow_every
         self.relax_s = relax_s
         #: The configured or announced rate the learnt one stays under (None: no ceiling).
@@ -248,7 +261,7 @@ class AdaptiveRate:
     def _set(self, rate: float, now: float) -> float | None:
         self._changed_at = now
         self._clean = 0
-        rate = max(rate, self.min_rate_per_s)
+        rate = min(max(rate, self.min_rate_per_s), self.max_rate_per_s)
         if self.ceiling_per_s is not None:
             rate = min(rate, self.ceiling_per_s)
         if rate == self.rate_per_s:

@@ -15,13 +15,16 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
+import orjson
 import pytest
 
-from ibias.runner.adaptive import AdaptiveRate
+from ibias.runner.adaptive import MAX_RATE_PER_S, AdaptiveRate
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.retries import Backoff
 from ibias.runner.simulator.faults import Bucket
+from ibias.runner.status import write_status
 from tests.runner.test_limits import run_virtual
 
 LATENCY_S = 0.1
@@ -234,3 +237,22 @@ def test_a_long_clean_stretch_after_a_cut_grows_fast_again() -> None:
     assert rate.finished(26.0, False, now=26.0) is None
     assert rate.finished(50.0, False, now=50.0) == pytest.approx(1.8 * 1.02)  # 30 s: slow
     assert rate.finished(80.0, False, now=80.0) == pytest.approx(1.8 * 1.02 * 1.1)  # fast
+
+
+def test_a_learnt_rate_without_a_ceiling_stops_growing_at_the_maximum(tmp_path: Path) -> None:
+    """One burst of 429s, then hours of clean answers (the simulator's injected bursts at ten
+    times the paper's grid): growth stops at `MAX_RATE_PER_S`, so the paced rpm stays an
+    ordinary number and the status file that shows it is still written (before, it outgrew
+    64 bits after about forty minutes and the run died writing it)."""
+    rate = AdaptiveRate(learn_s=10.0, margin=1.0)
+    rate.finished(0.0, True, now=1.0)
+    for i in range(20):
+        rate.admitted(1.0 + i * 0.5)
+        rate.finished(1.0 + i * 0.5, False, now=1.1 + i * 0.5)
+    assert rate.finished(11.0, False, now=11.1) == pytest.approx(2.0)
+    for t in range(12, 4 * 3600, 5):  # four hours clean, an answer every 5 s
+        rate.finished(float(t), False, now=float(t))
+    assert rate.rate_per_s == MAX_RATE_PER_S
+    rpm = round(rate.rate_per_s * 60)
+    write_status(tmp_path / "s.json", {"paced_rpm": rpm})
+    assert orjson.loads((tmp_path / "s.json").read_bytes()) == {"paced_rpm": 600_000}
