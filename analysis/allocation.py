@@ -37,9 +37,10 @@ import polars as pl
 
 from ibias.analysis import labels
 from ibias.analysis.bootstrap import (
+    CI,
     Method,
-    grouped_cluster_bootstrap_share_ci,
-    grouped_paired_difference_ci,
+    grouped_paired_difference_units_ci,
+    grouped_share_units_ci,
 )
 from ibias.analysis.cells import (
     CELL,
@@ -101,23 +102,26 @@ def order_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame
     decide), flagged `tied`, so a repetition never counts a pair twice in the sign test. The
     trial-level shares and their pair-resampling intervals still use every trial.
     """
-    votes = decisions.group_by([*keys, "pair_id", "first", "chosen"]).agg(pl.len().alias("votes"))
-    leads = pl.col("votes") == pl.col("votes").max()
-    return (
-        votes.group_by([*keys, "pair_id", "first"])
-        .agg(
-            pl.col("votes").sum().cast(pl.Int64).alias("n"),
-            (leads.sum() > 1).alias("tied"),
-            pl.col("chosen").filter(leads).min().alias("leader"),
-        )
-        .with_columns(
-            pl.when(pl.col("tied"))
-            .then(pl.lit(NO_CHOICE))
-            .otherwise(pl.col("leader"))
-            .alias("chosen")
-        )
-        .drop("leader")
+    order = [*keys, "pair_id", "first"]
+    votes = decisions.group_by([*order, "chosen"]).agg(pl.len().alias("votes"))
+    # Plain aggregations and a join rather than a filter inside each group's aggregation:
+    # there are as many groups as trials (a million at ten times the paper's grid).
+    shown = votes.group_by(order).agg(
+        pl.col("votes").sum().cast(pl.Int64).alias("n"), pl.col("votes").max().alias("top")
     )
+    leaders = (
+        votes.join(shown, on=order, nulls_equal=True)
+        .filter(pl.col("votes") == pl.col("top"))
+        .group_by(order)
+        .agg(
+            pl.col("n").first(),
+            (pl.len() > 1).alias("tied"),
+            pl.col("chosen").min().alias("leader"),
+        )
+    )
+    return leaders.with_columns(
+        pl.when(pl.col("tied")).then(pl.lit(NO_CHOICE)).otherwise(pl.col("leader")).alias("chosen")
+    ).select(*order, "n", "tied", "chosen")
 
 
 def pair_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
@@ -130,11 +134,19 @@ def pair_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     split_second, has_none.
     """
     per_order = order_outcomes(decisions, keys)
-    pairs = per_order.group_by([*keys, "pair_id"]).agg(
-        pl.col("chosen").filter(pl.col("first") == CIS).first().alias("cis_first"),
-        pl.col("chosen").filter(pl.col("first") == TRANS).first().alias("trans_first"),
-        (pl.col("n") > 1).any().alias("repeated"),
-        pl.col("tied").any().alias("tied"),
+    pair = [*keys, "pair_id"]
+
+    def listed_first(who: str) -> pl.DataFrame:
+        return per_order.filter(pl.col("first") == who).select(
+            *pair, pl.col("chosen").alias(f"{who}_first")
+        )
+
+    pairs = (
+        per_order.group_by(pair)
+        .agg((pl.col("n") > 1).any().alias("repeated"), pl.col("tied").any().alias("tied"))
+        .join(listed_first(CIS), on=pair, how="left", nulls_equal=True)
+        .join(listed_first(TRANS), on=pair, how="left", nulls_equal=True)
+        .select(*pair, "cis_first", "trans_first", "repeated", "tied")
     )
     cis_first, trans_first = pl.col("cis_first"), pl.col("trans_first")
     complete = cis_first.is_not_null() & trans_first.is_not_null()
@@ -168,6 +180,53 @@ def _pair_counts(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def pair_sums(frame: pl.DataFrame, **counts: pl.Expr) -> pl.DataFrame:
+    """Per cell (`_cell`) and pair: its trials `n` and the count of its trials meeting each
+    condition in `counts` (by name), sorted by cell then pair: the units the pair bootstrap
+    resamples, summed where the trials are (analysis/bootstrap.py `grouped_share_units_ci`),
+    so no interval needs a row per trial."""
+    return (
+        frame.group_by(CELL, "pair_id")
+        .agg(
+            pl.len().cast(pl.Int64).alias("n"),
+            *[c.sum().cast(pl.Int64).alias(name) for name, c in counts.items()],
+        )
+        .sort(CELL, "pair_id")
+    )
+
+
+def share_ci(
+    units: pl.DataFrame,
+    successes: str,
+    trials: str,
+    n_cells: int,
+    *,
+    B: int,
+    method: Method,
+    rng: np.random.Generator,
+    successes_minus: str | None = None,
+) -> dict[int, CI]:
+    """The pair-resampled share `successes` / `trials` per cell from `pair_sums` units (the
+    trials of a pair outside `trials` are dropped and counted); `successes_minus` subtracts
+    another count from the numerator (the gap's cis - trans over decided trials)."""
+    num = units[successes].to_numpy().astype(np.float64)
+    if successes_minus is not None:
+        num = num - units[successes_minus].to_numpy()
+    den = units[trials].to_numpy().astype(np.float64)
+    cell = cell_codes(units)
+    dropped = np.bincount(cell, weights=units["n"].to_numpy() - den, minlength=n_cells)
+    used = den > 0
+    return grouped_share_units_ci(
+        np.column_stack([num[used], den[used]]),
+        cell[used],
+        n_cells,
+        dropped=dropped.astype(np.int64),
+        B=B,
+        method=method,
+        rng=rng,
+    )
+
+
 def cells_table(
     decisions: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
 ) -> pl.DataFrame:
@@ -187,20 +246,19 @@ def cells_table(
             for r in NONE_REASONS
         ],
     )
-    codes = cell_codes(frame)
-    pairs = frame["pair_id"].to_numpy()
-    cis_ci = grouped_cluster_bootstrap_share_ci(
-        (frame["chosen"] == CIS).to_numpy().astype(np.float64),
-        pairs, codes, B=B, method=method, rng=rng,
-    )  # fmt: skip
-    trans_ci = grouped_cluster_bootstrap_share_ci(
-        (frame["chosen"] == TRANS).to_numpy().astype(np.float64),
-        pairs, codes, B=B, method=method, rng=rng,
-    )  # fmt: skip
-    # Drawn after the two shares, so their intervals are those of a table without the gap.
-    gap_ci = grouped_cluster_bootstrap_share_ci(
-        gap_outcome(frame["chosen"]), pairs, codes, B=B, method=method, rng=rng
+    units = pair_sums(frame, cis=chosen == CIS, trans=chosen == TRANS).with_columns(
+        (pl.col("cis") + pl.col("trans")).alias("decided")
     )
+    n_cells = cells.height
+    cis_ci = share_ci(units, "cis", "n", n_cells, B=B, method=method, rng=rng)
+    trans_ci = share_ci(units, "trans", "n", n_cells, B=B, method=method, rng=rng)
+    # Drawn after the two shares, so their intervals are those of a table without the gap:
+    # +1 for a trial choosing the cisgender candidate, -1 the transgender one, over decided
+    # trials (the paper's deviation from parity, 0 when the two are chosen equally often).
+    gap_ci = share_ci(
+        units, "cis", "decided", n_cells, B=B, method=method, rng=rng, successes_minus="trans"
+    )
+    del units
     table = (
         cells.join(counts, on=CELL)
         .join(ci_frame(cis_ci, "cis_ci"), on=CELL)
@@ -343,14 +401,9 @@ def position_table(
         decided.sum().cast(pl.Int64).alias("decided"),
         chose_first.sum().cast(pl.Int64).alias("n_first"),
     )
-    outcome = np.where(
-        (frame["chosen"] == NO_CHOICE).to_numpy(),
-        np.nan,
-        (frame["chosen"] == frame["first"]).to_numpy().astype(np.float64),
-    )
-    ci = grouped_cluster_bootstrap_share_ci(
-        outcome, frame["pair_id"].to_numpy(), cell_codes(frame), B=B, method=method, rng=rng
-    )
+    units = pair_sums(frame, decided=decided, first=chose_first)
+    ci = share_ci(units, "first", "decided", cells.height, B=B, method=method, rng=rng)
+    del units
     table = (
         cells.join(counts, on=CELL)
         .join(ci_frame(ci, "ci"), on=CELL)
@@ -409,16 +462,20 @@ def _effect_rows(
     keys: Sequence[str] = ("model_id", "language", "service"),
     carry: Sequence[str] = (),
 ) -> pl.DataFrame:
-    """Stack the trial subsets of every contrast: columns effect, stratum, treated, ...
+    """Stack the trial subsets of every contrast (`_stack`), each trial with its `trans`
+    (1.0 when it chose the transgender candidate). `keys`: the columns naming the cell besides
+    the contrast; `carry`: further columns kept."""
+    trans = (pl.col("chosen") == TRANS).cast(pl.Float64).alias("trans")
+    return _stack(decisions.select(*keys, "explanation", "symptoms", "pair_id", *carry, trans))
+
+
+def _stack(base: pl.DataFrame) -> pl.DataFrame:
+    """`base`'s rows stacked once per contrast they take part in: columns effect, stratum,
+    treated added.
 
     explanation: yes vs no, within each symptoms level and pooled over them ("all");
     symptoms_high / symptoms_low: high (low) vs none, within each explanation level and pooled.
-    `keys`: the columns naming the cell besides the contrast; `carry`: further columns kept.
     """
-    base = decisions.select(
-        *keys, "explanation", "symptoms", "pair_id", *carry,
-        (pl.col("chosen") == TRANS).cast(pl.Float64).alias("trans"),
-    )  # fmt: skip
     parts: list[pl.DataFrame] = []
     explanation = base.with_columns(
         pl.lit("explanation").alias("effect"), pl.col("explanation").alias("treated")
@@ -498,6 +555,54 @@ EFFECT_LABELS: dict[str, str] = {
 EFFECT_KEYS: tuple[str, ...] = ("model_id", "language", "service", "effect", "stratum")
 
 
+def effect_sums(
+    decisions: pl.DataFrame, carry: Sequence[str] = ()
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`effect_rows` summed where the trials are: (a row per contrast cell x pair x condition
+    x `carry`, keyed by `EFFECT_CELL`, with `treated`, the trials' count `n` and how many chose
+    the transgender candidate `t`; the model x language x service keys by `_base`).
+
+    Each pair's trials are summed per condition before they are stacked into the contrasts (a
+    pair is shown in two orders, and imported replies may repeat it), so the stack holds a row
+    per pair and condition rather than one per trial: at ten times the paper's grid a million
+    rows rather than five. Every sum an estimator takes over the stacked trials is the same
+    over these rows (`t` for the outcomes, `n` for the trials). (The planted check's
+    conditional effects stack the trials themselves, `effect_rows`: their means of
+    per-trial floats would round differently when summed per pair first.)"""
+    coded, bases = number_cells(pair_codes(decisions, [*EFFECT_INPUT, *carry]), EFFECT_INPUT[:3])
+    summed = (
+        coded.group_by(CELL, "explanation", "symptoms", "pair_id", *carry)
+        .agg((pl.col("chosen") == TRANS).sum().cast(pl.Int64).alias("t"), pl.len().alias("n"))
+        .rename({CELL: _BASE})
+    )
+    del coded
+    rows = _compact_labels(_stack(summed))
+    del summed
+    both = rows.group_by(EFFECT_CELL).agg(pl.col("treated").n_unique().alias("sides"))
+    rows = rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_CELL)
+    return rows, bases.rename({CELL: _BASE})
+
+
+def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The units of the paired effects: (one row per contrast cell x pair, `_cell` then pair
+    ascending, with the treated trials' count of transgender choices `t1` and their number
+    `n1`, and the control trials' `t0`, `n0`; the cells numbered over `EFFECT_CELL` with their
+    keys as `EFFECT_KEYS`). They are the cells and units `grouped_paired_difference_ci` forms
+    from the stacked trials (`effect_rows`): the same intervals."""
+    rows, bases = effect_sums(decisions)
+    treated = pl.col("treated")
+    units = rows.group_by(*EFFECT_CELL, "pair_id").agg(
+        pl.col("t").filter(treated).sum().alias("t1"),
+        pl.col("n").filter(treated).sum().alias("n1"),
+        pl.col("t").filter(~treated).sum().alias("t0"),
+        pl.col("n").filter(~treated).sum().alias("n0"),
+    )
+    del rows
+    frame, cells = number_cells(units, EFFECT_CELL)
+    frame = frame.select(CELL, "pair_id", "t1", "n1", "t0", "n0").sort(CELL, "pair_id")
+    return frame, effect_cells(cells, bases)
+
+
 def effects_table(
     decisions: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
 ) -> pl.DataFrame:
@@ -509,17 +614,13 @@ def effects_table(
     """
     if decisions.is_empty():
         return pl.DataFrame(schema=_EFFECT_SCHEMA)
-    rows, bases = effect_rows(pair_codes(decisions, list(EFFECT_INPUT)))
-    if rows.is_empty():
+    units, cells = effect_units(decisions)
+    if units.is_empty():
         return pl.DataFrame(schema=_EFFECT_SCHEMA)
-    frame, cells = number_cells(rows, EFFECT_CELL)
-    del rows
-    cells = effect_cells(cells, bases)
-    results = grouped_paired_difference_ci(
-        frame["trans"].to_numpy(),
-        frame["pair_id"].to_numpy(),
-        frame["treated"].to_numpy(),
-        cell_codes(frame),
+    results = grouped_paired_difference_units_ci(
+        units.select("t1", "n1", "t0", "n0").to_numpy().astype(np.float64),
+        cell_codes(units),
+        cells.height,
         B=B,
         method=method,
         rng=rng,
@@ -535,13 +636,12 @@ def effects_table(
         }
     ).with_columns(pl.col("difference").fill_nan(None))
     # Shares over the paired pairs only, so that share_treated - share_control = difference.
-    paired_pairs = frame.group_by(CELL, "pair_id").agg(pl.col("treated").n_unique().alias("sides"))
     shares = (
-        frame.join(paired_pairs.filter(pl.col("sides") == 2), on=[CELL, "pair_id"])
+        units.filter((pl.col("n1") > 0) & (pl.col("n0") > 0))
         .group_by(CELL)
         .agg(
-            pl.col("trans").filter(pl.col("treated")).mean().alias("share_treated"),
-            pl.col("trans").filter(~pl.col("treated")).mean().alias("share_control"),
+            (pl.col("t1").sum() / pl.col("n1").sum()).alias("share_treated"),
+            (pl.col("t0").sum() / pl.col("n0").sum()).alias("share_control"),
         )
     )
     table = (

@@ -167,12 +167,15 @@ class Settings:
         *,
         treated: ArrayLike | None = None,
         null: float = 0.0,
+        trials: pl.Series | None = None,
     ) -> dict[object, population.PopulationCI]:
-        """Every cell's interval and test; `frame` holds the trials' people and cell codes."""
+        """Every cell's interval and test; `frame` holds the trials' people and cell codes
+        (`trials`: how many trials each row stands for, `outcome` their sum)."""
         return population.grouped_population_ci(
             outcome, frame["cis_person"].to_numpy(), frame["trans_person"].to_numpy(),
             cell_codes(frame), treated=treated, null=null, method=self.method, B=self.B,
             level=LEVEL, rng=self.rng,
+            trials=None if trials is None else trials.to_numpy(),
         )  # fmt: skip
 
 
@@ -230,10 +233,12 @@ def _results(
     return pl.DataFrame(columns).with_columns(pl.selectors.float().fill_nan(None))
 
 
-def _known(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(trials whose two people are known, per-cell count of the others)."""
+def _known(frame: pl.DataFrame, trials: str | None = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(trials whose two people are known, per-cell count of the others); `trials` names the
+    column saying how many trials a row stands for (rows summed per pair), if not one."""
     unknown = pl.col("cis_person").is_null() | pl.col("trans_person").is_null()
-    lost = frame.filter(unknown).group_by(CELL).agg(pl.len().cast(pl.Int64).alias("unknown"))
+    count = pl.len() if trials is None else pl.col(trials).sum()
+    lost = frame.filter(unknown).group_by(CELL).agg(count.cast(pl.Int64).alias("unknown"))
     return frame.filter(~unknown), lost
 
 
@@ -349,17 +354,21 @@ def effects_table(
     if decisions.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
     people = with_people(decisions.select(allocation.EFFECT_INPUT), pair_people)
-    rows, bases = allocation.effect_rows(people, ("cis_person", "trans_person"))
+    # Summed per pair and condition before the contrasts are stacked (`effect_sums`): the
+    # estimator sums the trials per person pair, so it is given them summed.
+    rows, bases = allocation.effect_sums(people, ("cis_person", "trans_person"))
     del people
     if rows.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
     frame, cells = number_cells(rows, allocation.EFFECT_CELL)
     del rows
-    frame, lost = _known(frame)
+    frame, lost = _known(frame, trials="n")
     if frame.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
     cells = allocation.effect_cells(cells, bases)
-    found = settings.ci(frame["trans"].to_numpy(), frame, treated=frame["treated"].to_numpy())
+    found = settings.ci(
+        frame["t"].to_numpy(), frame, treated=frame["treated"].to_numpy(), trials=frame["n"]
+    )
     out = (
         cells.join(_results(found, "d", counts=True), on=CELL)
         .join(lost, on=CELL, how="left")

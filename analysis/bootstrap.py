@@ -5,10 +5,13 @@ and every model x language x service x condition cell (allocation): hundreds of 
 resamples each. Every estimator here is a *ratio of sums over resampling units*: the mean of
 trial scores is sum(score) / sum(1); the share of trials choosing the transgender candidate is
 sum(chosen trans) / sum(trials) over pairs; a paired difference is a difference of two such
-ratios over the same resampled pairs. So one engine serves them all: draw, for all cells of the
-same size at once, one `rng.integers` block of resample indices, sum the unit columns, and apply
-the ratio. Python loops only over distinct cell sizes and memory-bounded chunks, never over
-resamples.
+ratios over the same resampled pairs. So one engine serves them all: resample each cell's
+units, sum the unit columns, and apply the ratio. A replicate draws as many units as the cell
+has, with replacement, in one of two ways with the same law: as resample indices (for all
+cells of the same size at once, one `rng.integers` block), or, for a cell whose units take few
+distinct values (allocation's pairs: 0, 1 or 2 trials choosing someone), as how many times
+each distinct value is drawn (one multinomial draw per replicate). Python loops only over
+distinct cell sizes, counted cells and memory-bounded chunks, never over resamples.
 
 Resampling units. For word association the unit is the trial: each trial draws its own words,
 template and label order, so trials are independent given the model. That holds for the
@@ -38,9 +41,11 @@ replicate lies on one side of the estimate the share is clipped to [1/(2B), 1 - 
 when the jackknife deviations are all zero the acceleration is 0.
 
 Reproducibility: the result is a deterministic function of the inputs, B, level, method and the
-state of `rng`. Cells drawn in the same call share the generator's stream (cells are drawn in
-order of size, then of key), so a cell's interval also depends on which other cells were passed;
-re-running the same call with the same seed reproduces every interval exactly.
+state of `rng`. Cells drawn in the same call share the generator's stream (index-drawn cells in
+order of size, then of key; then the counted cells in order of key), so a cell's interval also
+depends on which other cells were passed; re-running the same call with the same seed
+reproduces every interval exactly. Which way a cell is drawn depends on its data only (its
+units per distinct value, `_COUNTS_MIN_UNITS_PER_VALUE`), never on the machine.
 
 Undefined observations (NaN: a word-association trial where a group got no words, an allocation
 trial excluded by the caller) are dropped before resampling and counted in `CI.n_dropped`; a
@@ -71,6 +76,10 @@ _CHUNK_ELEMENTS = 1 << 21
 # correction: sums taken in a different order differ in the last bits, and discrete data (shares,
 # bounded scores) produce many exact ties that must not be split by rounding noise.
 _TIE_RTOL = 1e-12
+# A cell is resampled by counts (`_by_counts`) when it has at least this many units per
+# distinct unit value: numpy's multinomial costs about 150-250 ns per value and replicate,
+# an index draw and its gather 10-25 ns per unit (bench/bench_bootstrap.py measures both).
+_COUNTS_MIN_UNITS_PER_VALUE = 24
 
 
 @dataclass(frozen=True)
@@ -204,6 +213,54 @@ def grouped_cluster_bootstrap_share_ci(
     return _run(cols, cell, keys, dropped, _ratio, B, level, method, rng)
 
 
+def grouped_share_units_ci(
+    sums: ArrayLike,
+    cells: ArrayLike,
+    n_cells: int,
+    *,
+    dropped: ArrayLike | None = None,
+    B: int = 2000,
+    level: float = 0.95,
+    method: Method = "percentile",
+    rng: np.random.Generator,
+) -> dict[int, CI]:
+    """`grouped_cluster_bootstrap_share_ci` from each cluster's sums rather than its trials.
+
+    `sums` has one row per (cell, cluster) unit with at least one usable trial: the sum of its
+    usable trials' outcomes and their number. `cells` numbers each unit's cell (0 .. n_cells -
+    1), ascending; within a cell, units in the order of their clusters' labels (the order
+    `grouped_cluster_bootstrap_share_ci` numbers them in, so the same units give the same
+    intervals). `dropped` counts per cell the trials left out (NaN outcomes). A table with
+    millions of trials passes a row per pair this way, summed where the trials are. Results
+    are keyed by cell number; a cell without units has a CI of NaNs.
+    """
+    _check_options(B, level, method)
+    cols, cell, lost = _unit_input(sums, 2, cells, n_cells, dropped)
+    if (cols[:, 1] <= 0).any():
+        raise ValueError("sums: every unit needs at least one trial")
+    return _run(cols, cell, list(range(n_cells)), lost, _ratio, B, level, method, rng)
+
+
+def _unit_input(
+    sums: ArrayLike, width: int, cells: ArrayLike, n_cells: int, dropped: ArrayLike | None
+) -> tuple[FloatArray, IntArray, NDArray[np.int64]]:
+    """Checked unit sums, their cell numbers and the dropped counts per cell."""
+    cols = np.asarray(sums, dtype=np.float64)
+    cell = np.asarray(cells)
+    if cols.ndim != 2 or cols.shape[1] != width or cell.shape != (cols.shape[0],):
+        raise ValueError(f"sums: expected {width} sums per unit and one cell number per unit")
+    if cell.size and (cell.dtype.kind not in "iu" or cell.min() < 0 or cell.max() >= n_cells):
+        raise ValueError(f"cells: expected cell numbers 0 .. {n_cells - 1}")
+    if cell.size > 1 and (np.diff(cell) < 0).any():
+        raise ValueError("cells: units must be sorted by cell")
+    if not np.isfinite(cols).all() or (cols[:, 1::2] < 0).any():
+        raise ValueError("sums: expected finite sums and non-negative trial numbers")
+    lost = np.zeros(n_cells, np.int64) if dropped is None else np.asarray(dropped, np.int64)
+    if lost.shape != (n_cells,):
+        raise ValueError("dropped: expected one count per cell")
+    return cols, cell.astype(np.intp), lost
+
+
 def grouped_pooled_bias_ci(
     counts: ArrayLike,
     groups: ArrayLike | Sequence[Hashable],
@@ -305,6 +362,47 @@ def grouped_paired_difference_ci(
             np.bincount(unit, weights=(~t_def).astype(np.float64), minlength=n_units),
         ]
     ).astype(np.float64)
+    return _paired(cols, cell, keys, dropped, B, level, method, rng)
+
+
+def grouped_paired_difference_units_ci(
+    sums: ArrayLike,
+    cells: ArrayLike,
+    n_cells: int,
+    *,
+    dropped: ArrayLike | None = None,
+    B: int = 2000,
+    level: float = 0.95,
+    method: Method = "percentile",
+    rng: np.random.Generator,
+) -> dict[int, CI]:
+    """`grouped_paired_difference_ci` from each unit's sums rather than its trials.
+
+    `sums` has one row per (cell, cluster) unit: the treated trials' outcome sum, their
+    number, the untreated trials' outcome sum, their number. `cells` numbers each unit's cell
+    (0 .. n_cells - 1), ascending; within a cell, units in the order of their clusters' labels
+    (the order `grouped_paired_difference_ci` numbers them in, so the same units give the same
+    intervals). `dropped` counts per cell the trials left out before (undefined outcomes). A
+    table with millions of trials passes a row per pair this way, summed where the trials are
+    (analysis/allocation.py), instead of a row per trial. Results are keyed by cell number.
+    """
+    _check_options(B, level, method)
+    cols, cell, lost = _unit_input(sums, 4, cells, n_cells, dropped)
+    return _paired(cols, cell, list(range(n_cells)), lost, B, level, method, rng)
+
+
+def _paired(
+    cols: FloatArray,
+    cell: IntArray,
+    keys: list[Any],
+    dropped: NDArray[np.int64],
+    B: int,
+    level: float,
+    method: Method,
+    rng: np.random.Generator,
+) -> dict[Any, CI]:
+    """The paired difference over the units seen under both conditions; the trials of the
+    others are dropped and counted."""
     complete = (cols[:, 1] > 0) & (cols[:, 3] > 0)
     unpaired_trials = cols[~complete, 1] + cols[~complete, 3]
     dropped = dropped + np.bincount(
@@ -419,14 +517,78 @@ def _bootstrap_replicates(
 ) -> FloatArray:
     """The (cells, B) bootstrap distribution; rows of empty cells are NaN.
 
+    A replicate of a cell of n units is n units drawn with replacement. Two ways of drawing
+    it have that same law, and each cell takes the cheaper (`_by_counts`): cells whose units
+    take few distinct values (rows of `cols`) draw how often each value is drawn; the others
+    draw the units' indices (`_index_replicates`). The generator serves the index draws first
+    (cells by size, then by key), then the counted cells in key order.
+    """
+    replicates = np.full((sizes.shape[0], B), np.nan)
+    counted = _by_counts(cols, sizes, starts)
+    indexed = sizes.copy()
+    indexed[list(counted)] = 0
+    _index_replicates(cols, indexed, starts, statistic, B, rng, replicates)
+    for i, (values, multiplicity) in counted.items():
+        n = int(sizes[i])
+        counts = rng.multinomial(n, multiplicity / n, size=B)
+        replicates[i] = statistic(counts.astype(np.float64) @ values)
+    return replicates
+
+
+def _by_counts(
+    cols: FloatArray, sizes: IntArray, starts: IntArray
+) -> dict[int, tuple[FloatArray, NDArray[np.int64]]]:
+    """The cells to resample by counts: cell -> (its distinct unit rows, their multiplicities).
+
+    Drawing n units with replacement from units whose distinct values have multiplicities m
+    draws value j a Multinomial(n, m / n) number of times: the same law as n index draws,
+    and the statistic only sees the sums. It costs one binomial draw per distinct value per
+    replicate instead of n index draws and gathers. Allocation's pairs take a few values each
+    (a pair's count of trials choosing someone: 0, 1 or 2), so at ten times the paper's grid
+    (1,000 pairs per cell) a replicate costs a few binomials instead of a thousand draws;
+    word association's trial scores take many values and keep the index draws.
+    """
+    counted: dict[int, tuple[FloatArray, NDArray[np.int64]]] = {}
+    candidates = np.flatnonzero(sizes >= _COUNTS_MIN_UNITS_PER_VALUE)
+    if candidates.size == 0:
+        return counted
+    # Every candidate cell's distinct rows at once: sort its units by cell, then by value, and
+    # cut where the cell or any column changes (np.unique per cell costs a sort per cell).
+    rows = np.concatenate([np.arange(starts[i], starts[i] + sizes[i]) for i in candidates])
+    cell = np.repeat(np.arange(candidates.size), sizes[candidates])
+    order = np.lexsort((*(cols[rows, c] for c in range(cols.shape[1] - 1, -1, -1)), cell))
+    values, cell = cols[rows[order]], cell[order]
+    new = np.ones(values.shape[0], dtype=bool)
+    new[1:] = (cell[1:] != cell[:-1]) | (values[1:] != values[:-1]).any(axis=1)
+    first = np.flatnonzero(new)
+    multiplicity = np.diff(np.append(first, values.shape[0]))
+    distinct = np.bincount(cell[first], minlength=candidates.size)
+    bounds = np.concatenate([[0], np.cumsum(distinct)])
+    for j, i in enumerate(candidates.tolist()):
+        if distinct[j] * _COUNTS_MIN_UNITS_PER_VALUE <= sizes[i]:
+            lo, hi = bounds[j], bounds[j + 1]
+            counted[i] = (values[first[lo:hi]], multiplicity[lo:hi].astype(np.int64))
+    return counted
+
+
+def _index_replicates(
+    cols: FloatArray,
+    sizes: IntArray,
+    starts: IntArray,
+    statistic: Statistic,
+    B: int,
+    rng: np.random.Generator,
+    replicates: FloatArray,
+) -> None:
+    """Fill the rows of `replicates` of the cells of non-zero `sizes` by index draws.
+
     Cells of equal size n share one index draw of shape (rows, n), a row being one (cell,
     replicate), chunked to bound memory. The gather then runs cell by cell from that cell's own
     n values, which stay in cache: several times faster than one gather through flat indices
     into all cells. A column that is constant over a size bucket (the 1s of a mean, the 2 trials
     of complete pairs) is summed as n * value without a gather.
     """
-    n_cells, n_cols = sizes.shape[0], cols.shape[1]
-    replicates = np.full((n_cells, B), np.nan)
+    n_cols = cols.shape[1]
     for n in np.unique(sizes[sizes > 0]).tolist():
         members = np.flatnonzero(sizes == n)
         rows_of = starts[members][:, None] + np.arange(n)  # (cells, n) unit rows
@@ -448,7 +610,6 @@ def _bootstrap_replicates(
                 for c, column in varying:
                     sums[a:b, c] = column[k][block].sum(axis=1)
         replicates[members] = statistic(sums).reshape(members.shape[0], B)
-    return replicates
 
 
 def _bca_levels(

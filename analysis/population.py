@@ -168,22 +168,26 @@ def _prepare(
     trans_person: ArrayLike | Sequence[Hashable],
     groups: ArrayLike | Sequence[Hashable],
     treated: ArrayLike | None,
+    trials: ArrayLike | None = None,
 ) -> _Prepared:
     y = np.asarray(outcome, dtype=np.float64)
     if y.ndim != 1:
         raise ValueError("outcome: expected a 1-D array")
     n = y.shape[0]
+    w = np.ones(n) if trials is None else np.asarray(trials, dtype=np.float64)
+    if w.shape != (n,) or (w < 1).any():
+        raise ValueError("trials: expected one count of at least 1 per row")
     cell, keys = _factorize(groups, n, "groups")
     cis, _ = _factorize(cis_person, n, "cis_person")
     trans, _ = _factorize(trans_person, n, "trans_person")
     defined = ~np.isnan(y)
-    dropped = np.bincount(cell[~defined], minlength=len(keys)).astype(np.int64)
-    y, cell, cis, trans = y[defined], cell[defined], cis[defined], trans[defined]
+    dropped = np.bincount(cell[~defined], weights=w[~defined], minlength=len(keys)).astype(np.int64)
+    y, w, cell, cis, trans = y[defined], w[defined], cell[defined], cis[defined], trans[defined]
     unit, units = _pairs(cell, cis, trans)
     k = units.shape[0]
     if treated is None:
         cols = np.column_stack(
-            [np.bincount(unit, weights=y, minlength=k), np.bincount(unit, minlength=k)]
+            [np.bincount(unit, weights=y, minlength=k), np.bincount(unit, weights=w, minlength=k)]
         ).astype(np.float64)
         complete = np.ones(k, dtype=bool)
     else:
@@ -191,9 +195,9 @@ def _prepare(
         cols = np.column_stack(
             [
                 np.bincount(unit, weights=np.where(t, y, 0.0), minlength=k),
-                np.bincount(unit, weights=t.astype(np.float64), minlength=k),
+                np.bincount(unit, weights=np.where(t, w, 0.0), minlength=k),
                 np.bincount(unit, weights=np.where(t, 0.0, y), minlength=k),
-                np.bincount(unit, weights=(~t).astype(np.float64), minlength=k),
+                np.bincount(unit, weights=np.where(t, 0.0, w), minlength=k),
             ]
         )
         complete = (cols[:, 1] > 0) & (cols[:, 3] > 0)
@@ -218,6 +222,7 @@ def grouped_population_ci(
     B: int = 2000,
     level: float = 0.95,
     rng: np.random.Generator | None = None,
+    trials: ArrayLike | None = None,
 ) -> dict[Any, PopulationCI]:
     """Per cell (group): the ratio estimate, its interval for people like these by `method`
     (one of `METHODS`, module docstring) and the two-sided p-value of `null`.
@@ -227,11 +232,15 @@ def grouped_population_ci(
     `bootstrap.grouped_cluster_bootstrap_share_ci`. With `treated` (one boolean per trial) it is
     the paired difference ratio(treated) - ratio(untreated) over the pairs seen under both, as
     in `bootstrap.grouped_paired_difference_ci`. A pair is one (cell, cis person, trans
-    person). `B` and `rng` are used by the bootstrap methods only."""
+    person). `B` and `rng` are used by the bootstrap methods only.
+
+    `trials`, when given, says how many trials each row stands for, `outcome` then holding
+    their sum: a table with millions of trials passes them summed per pair and condition
+    (analysis/allocation_population.py), with the same pairs, sums and results."""
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
     _check_settings(B, level)
-    prepared = _prepare(outcome, cis_person, trans_person, groups, treated)
+    prepared = _prepare(outcome, cis_person, trans_person, groups, treated, trials)
     if method in BOOTSTRAP_METHODS:
         if rng is None:
             raise ValueError(f"rng: the {method} method draws replicates and needs a generator")

@@ -24,6 +24,7 @@ import pytest
 from scipy import stats as sps
 from scipy.special import expit, ndtr, ndtri
 
+from ibias.analysis import bootstrap
 from ibias.analysis.bootstrap import (
     CI,
     Method,
@@ -597,3 +598,140 @@ def test_coverage_paired_difference(method: Method) -> None:
     )
     covered = sum(ci.low <= truth <= ci.high for ci in out.values())
     assert COUNT_LOW <= covered <= COUNT_HIGH, covered
+
+
+# ---------------------------------------------------------------------------------------------
+# Resampling by counts (cells whose units take few values) and from unit sums
+# ---------------------------------------------------------------------------------------------
+
+
+def test_counted_cells_match_scipy_and_take_the_counts_path() -> None:
+    """A cell of 600 pairs whose per-pair sums take a handful of values is resampled by
+    multinomial counts (`_by_counts`); its interval must still match scipy's index-drawing
+    bootstrap within Monte-Carlo error, for the share and for the paired difference."""
+    rng = np.random.default_rng(41)
+    y, pairs = pair_data(rng, 600)
+    succ, trials = per_pair(y, pairs)
+    cols = np.column_stack([succ, trials])
+    sizes, starts = np.array([600]), np.array([0])
+    assert 0 in bootstrap._by_counts(cols, sizes, starts)
+    B = 40_000
+    for method in ("percentile", "bca"):
+        ours = cluster_bootstrap_share_ci(y, pairs, B=B, method=method, rng=rng)
+        ref, tol = scipy_reference(method, (succ, trials), ratio_stat, B, rng)
+        assert_matches_scipy(ours, ref, tol)
+    y_yes, _ = pair_data(rng, 600)
+    outcome = np.concatenate([y_yes, y])
+    treated = np.repeat([True, False], y.size)
+    ours = paired_difference_ci(outcome, np.concatenate([pairs, pairs]), treated, B=B, rng=rng)
+    data = (*per_pair(y_yes, pairs), succ, trials)
+    ref, tol = scipy_reference("percentile", data, difference_stat, B, rng)
+    assert_matches_scipy(ours, ref, tol)
+
+
+def test_counts_and_index_draws_have_the_same_law(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bootstrap distribution of a mean over 240 units taking three values, drawn by
+    counts and (forced) by indices: the same exact moments (mean x-bar, variance
+    s^2 / n with s^2 the 1/n variance) and the same distribution by a two-sample KS test."""
+    x = np.repeat([0.0, 1.0, 2.0], [60, 100, 80])
+    cols = np.column_stack([x, np.ones_like(x)])
+    sizes, starts = np.array([240]), np.array([0])
+    B = 50_000
+
+    def replicates() -> np.ndarray:
+        out = bootstrap._bootstrap_replicates(
+            cols, sizes, starts, bootstrap._ratio, B, np.random.default_rng(7)
+        )
+        return out[0]
+
+    counted = replicates()
+    monkeypatch.setattr(bootstrap, "_COUNTS_MIN_UNITS_PER_VALUE", 10**9)
+    assert bootstrap._by_counts(cols, sizes, starts) == {}
+    indexed = replicates()
+    var = x.var() / x.size
+    for reps in (counted, indexed):
+        assert abs(reps.mean() - x.mean()) < 5 * math.sqrt(var / B)
+        # The sample variance of B normal-ish replicates has sd var * sqrt(2 / B).
+        assert abs(reps.var() - var) < 5 * var * math.sqrt(2 / B)
+    assert sps.ks_2samp(counted, indexed).pvalue > 1e-4
+    assert not np.array_equal(counted, indexed)  # two draws, not the same numbers twice
+
+
+def test_distinct_values_and_their_multiplicities_by_hand() -> None:
+    # Cell 0: 60 units, values (1, 2) x 40 and (0, 2) x 20: counted (2 values, 30 units each).
+    # Cell 1: 24 units, all different: drawn by indices. Cell 2: 48 units of one value.
+    cols = np.vstack(
+        [
+            np.repeat([[1.0, 2.0], [0.0, 2.0]], [40, 20], axis=0),
+            np.column_stack([np.arange(24.0), np.ones(24)]),
+            np.tile([3.0, 1.0], (48, 1)),
+        ]
+    )
+    sizes, starts = np.array([60, 24, 48]), np.array([0, 60, 84])
+    found = bootstrap._by_counts(cols, sizes, starts)
+    assert set(found) == {0, 2}
+    values, multiplicity = found[0]
+    assert values.tolist() == [[0.0, 2.0], [1.0, 2.0]] and multiplicity.tolist() == [20, 40]
+    assert found[2][0].tolist() == [[3.0, 1.0]] and found[2][1].tolist() == [48]
+
+
+@pytest.mark.parametrize("n_pairs", [40, 400])  # index draws, then counts
+def test_unit_sums_give_the_trial_level_intervals(n_pairs: int) -> None:
+    """A table may pass each pair's sums instead of its trials: the same units in the same
+    order, so the same intervals for the same seed, exactly, dropped trials included."""
+    rng = np.random.default_rng(3)
+    y, pairs = pair_data(rng, n_pairs)
+    groups = pairs % 3  # three cells, pairs nested in them
+    trial = grouped_cluster_bootstrap_share_ci(
+        y, pairs, groups, B=999, rng=np.random.default_rng(1)
+    )
+    keep = ~np.isnan(y)
+    unit_cell = np.array([p % 3 for p in range(n_pairs)])
+    succ = np.bincount(pairs[keep], weights=y[keep], minlength=n_pairs)
+    n = np.bincount(pairs[keep], minlength=n_pairs).astype(float)
+    order = np.lexsort((np.arange(n_pairs), unit_cell))
+    used = order[n[order] > 0]
+    dropped = np.bincount(groups[~keep], minlength=3)
+    units = bootstrap.grouped_share_units_ci(
+        np.column_stack([succ[used], n[used]]), unit_cell[used], 3, dropped=dropped,
+        B=999, rng=np.random.default_rng(1),
+    )  # fmt: skip
+    assert units == trial
+
+    y1, _ = pair_data(rng, n_pairs)
+    outcome = np.concatenate([y1, y])
+    treated = np.repeat([True, False], y.size)
+    trial_d = grouped_paired_difference_ci(
+        outcome, np.concatenate([pairs, pairs]), treated, np.concatenate([groups, groups]),
+        B=999, rng=np.random.default_rng(2),
+    )  # fmt: skip
+    k1 = ~np.isnan(y1)
+    s1 = np.bincount(pairs[k1], weights=y1[k1], minlength=n_pairs)
+    n1 = np.bincount(pairs[k1], minlength=n_pairs).astype(float)
+    sums = np.column_stack([s1, n1, succ, n])[order]
+    seen = (sums[:, 1] + sums[:, 3]) > 0
+    lost = np.bincount(groups[~k1], minlength=3) + dropped
+    units_d = bootstrap.grouped_paired_difference_units_ci(
+        sums[seen], unit_cell[order][seen], 3, dropped=lost, B=999, rng=np.random.default_rng(2)
+    )
+    assert units_d == trial_d
+
+
+def test_unit_sums_are_checked() -> None:
+    rng = np.random.default_rng(0)
+    share = bootstrap.grouped_share_units_ci
+    with pytest.raises(ValueError, match="sorted by cell"):
+        share([[1, 2], [1, 2]], np.array([1, 0]), 2, rng=rng)
+    with pytest.raises(ValueError, match="cell numbers"):
+        share([[1, 2]], np.array([2]), 2, rng=rng)
+    with pytest.raises(ValueError, match="2 sums per unit"):
+        share([[1, 2, 3]], np.array([0]), 1, rng=rng)
+    with pytest.raises(ValueError, match="at least one trial"):
+        share([[0, 0]], np.array([0]), 1, rng=rng)
+    with pytest.raises(ValueError, match="one count per cell"):
+        share([[1, 2]], np.array([0]), 1, dropped=[1, 2], rng=rng)
+    with pytest.raises(ValueError, match="4 sums per unit"):
+        bootstrap.grouped_paired_difference_units_ci([[1, 2]], np.array([0]), 1, rng=rng)
+    empty = share(np.zeros((0, 2)), np.zeros(0, dtype=int), 2, dropped=[3, 0], rng=rng)
+    assert [c.n for c in empty.values()] == [0, 0] and empty[0].n_dropped == 3
+    assert math.isnan(empty[1].estimate)

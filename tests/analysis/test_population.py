@@ -123,3 +123,47 @@ def test_cells_with_the_same_people_share_one_draw_and_constant_cells_are_exact(
     assert got[1].p == 1.0
     with pytest.raises(ValueError, match="B:"):
         grouped_pigeonhole_ci(y, cis, trans, cells, B=0, rng=np.random.default_rng(1))
+
+
+@pytest.mark.parametrize("method", ["pigeonhole", "two-way-cr2-satterthwaite"])
+@pytest.mark.parametrize("paired", [False, True])
+def test_rows_summed_per_pair_give_the_trial_level_results(method: str, paired: bool) -> None:
+    """A table may pass its trials summed per pair and condition (`trials`: how many each row
+    stands for, the outcome their sum): the same pairs, sums and results, exactly."""
+    from ibias.analysis.population import grouped_population_ci
+
+    rng = np.random.default_rng(11)
+    n = 900
+    cis, trans = rng.integers(0, 12, n), rng.integers(0, 12, n)
+    cell = rng.integers(0, 3, n)
+    treated = rng.random(n) < 0.5
+    y = (rng.random(n) < 0.4).astype(float)
+    kw = {"method": method, "B": 300}
+    trial = grouped_population_ci(
+        y,
+        cis,
+        trans,
+        cell,
+        treated=treated if paired else None,
+        rng=np.random.default_rng(5),
+        **kw,  # type: ignore[arg-type]
+    )
+    key = np.column_stack([cell, cis, trans, treated])
+    rows, inverse = np.unique(key, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    summed = np.bincount(inverse, weights=y)
+    count = np.bincount(inverse)
+    assert count.max() > 1  # some rows stand for several trials
+    grouped = grouped_population_ci(
+        summed,
+        rows[:, 1],
+        rows[:, 2],
+        rows[:, 0],
+        treated=rows[:, 3].astype(bool) if paired else None,
+        rng=np.random.default_rng(5),
+        trials=count,
+        **kw,  # type: ignore[arg-type]
+    )
+    assert grouped == trial
+    with pytest.raises(ValueError, match="trials"):
+        grouped_population_ci(y, cis, trans, cell, trials=np.zeros(n), **kw)  # type: ignore[arg-type]
