@@ -50,6 +50,8 @@ from ibias.prompts.schema import (
     show,
     validate,
 )
+from ibias.runner.paths import DEFAULT_STORE as DEFAULT_STORE
+from ibias.runner.paths import absolute_path as absolute_path
 from ibias.runner.providers.names import BUILTIN, SENDING_OPTIONS
 from ibias.runner.providers.traits import BUILTIN_TRAITS, ModelRequest, ProviderTraits
 
@@ -59,8 +61,6 @@ def implemented_providers() -> tuple[str, ...]:
     checking a config loads no provider)."""
     return tuple(BUILTIN)
 
-
-DEFAULT_STORE = "runs/ibias.duckdb"
 
 #: The largest config (or simulator profile) read, in bytes: the paper's grid takes 20 KB, and
 #: a bound means a wrong path (a log, a dump) fails at once instead of filling memory.
@@ -343,15 +343,6 @@ class Config:
             store = rehearsal_store(store)
         check_store_path(store)
         return store
-
-
-def absolute_path(path: Path) -> Path:
-    """`path` made absolute the way the system will open it: its folder's symlinks and `..`
-    resolved (so `configs/../runs/x.duckdb` is `runs/x.duckdb` even when `configs` is a
-    symlink), the file's own name kept (a symlinked store keeps its lock beside the link)."""
-    if path.name in ("", ".", ".."):
-        return path.resolve()
-    return path.parent.resolve() / path.name
 
 
 def store_beside(config: Path, store: str) -> Path:

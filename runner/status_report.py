@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ibias.runner.config import DEFAULT_STORE
 from ibias.runner.console import literal, natural_width, terminal, text
+from ibias.runner.paths import DEFAULT_STORE
 from ibias.runner.status import read_status, span, status_path
 from ibias.store import progress_counts
 from ibias.store.db import StoreError
@@ -35,6 +35,28 @@ COLUMNS = ("model", "done/total", "failed", "req/s", "retries", "errors", "cost 
 
 
 def status_report(store: Path) -> dict[str, Any]:
+    """The status of `store`: progress, drift and, during a run, the run's live figures."""
+    return _report(store, None)[0]
+
+
+def status_with_batches(store: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`status_report` and the store's batches (runner/batch/status.py `batches_report`), read
+    in one session: opening the store (or asking the run) once instead of twice is a good part
+    of what `ibias status` costs. Should the store be held by a run that serves no reads yet,
+    the batches are asked for apart, as `batches_report` alone would."""
+    batches: list[dict[str, Any]] = []
+    report, read = _report(store, batches)
+    if not read:
+        from ibias.runner.batch.status import batches_report
+
+        return report, batches_report(store)
+    return report, batches
+
+
+def _report(store: Path, batches: list[dict[str, Any]] | None) -> tuple[dict[str, Any], bool]:
+    """`status_report`, and whether the store's snapshot was read (False while a run holds
+    the store and serves no reads yet); with `batches`, the store's batches are put in that
+    list, from the same snapshot."""
     who = holder(store)
     live = read_status(status_path(store))
     if who is not None:
@@ -46,23 +68,23 @@ def status_report(store: Path) -> dict[str, Any]:
             for m in report.get("models", [])
             if len(m.get("reported_models", ())) > 1
         ]
-        stored = _stored_progress(store)
+        stored = _stored_progress(store, batches)
         if stored is not None:  # the committed snapshot, as after a run
             report.update({k: v for k, v in stored.items() if k not in report})
-        return report
+        return report, stored is not None
     if not store.exists():
         raise StoreError(
             f"no store at {store} (run `ibias run CONFIG` first, or pass --store"
             + (f"; the demo's is {DEMO_STORE}: --store {DEMO_STORE})" if _demo_hint(store) else ")")
         )
-    stored = _stored_progress(store)
+    stored = _stored_progress(store, batches)
     assert stored is not None
     fatal = {
         m["model_id"]: m.get("fatal") for m in (live or {}).get("models", []) if m.get("fatal")
     }
     for m in stored["models"]:
         m["fatal"] = fatal.get(m["model_id"])
-    return {"store": shown_path(store), "running": False, **stored, "last_status": live}
+    return {"store": shown_path(store), "running": False, **stored, "last_status": live}, True
 
 
 #: Where `make demo` (`ibias demo --out out/demo`) puts its store.
@@ -76,11 +98,14 @@ def _demo_hint(store: Path) -> bool:
     return store.resolve() == Path(DEFAULT_STORE).resolve() and DEMO_STORE.is_file()
 
 
-def _stored_progress(store: Path) -> dict[str, Any] | None:
+def _stored_progress(
+    store: Path, batches: list[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """Progress per cell and per model, the last run and what the provider reported, in one
     snapshot through the store's read entry point (served by the run while one holds the
     store); None while a run holds the store but serves no reads yet. The counts are the
-    store's kept ones (store/progress_counts.py), read in constant time."""
+    store's kept ones (store/progress_counts.py), read in constant time. With `batches`, the
+    store's batches are read in the same snapshot and put in that list."""
     try:
         with open_reader(store, internal=True) as reader:
             # The counts' helpers and model_drift only call execute().fetchall(), which the
@@ -94,6 +119,10 @@ def _stored_progress(store: Path) -> dict[str, Any] | None:
             attempts = progress_counts.model_attempts(con, kept=kept)
             costs = progress_counts.model_costs(con, kept=kept)
             reported = model_drift(con)
+            if batches is not None:
+                from ibias.runner.batch.status import batches_of
+
+                batches.extend(batches_of(con))
     except StoreError:
         if holder(store) is None:
             raise

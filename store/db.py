@@ -15,7 +15,6 @@ from pathlib import Path
 import duckdb
 
 from ibias import errors
-from ibias.store.experiments import ExperimentSchemaError, apply_experiment_schemas
 from ibias.store.lock import check_store_path, holder
 
 
@@ -186,6 +185,10 @@ def open_store(
     `--store` is an error rather than an empty result. A path that is not a regular file (a
     FIFO would block DuckDB's open for ever) is refused before it is opened (`check_store_path`).
     """
+    # Here, not at the top: the experiments' DDL needs the experiment registry, which a
+    # read-only session (`ibias status`, store/sandbox.py) never uses.
+    from ibias.store.experiments import ExperimentSchemaError, apply_experiment_schemas
+
     check_store_path(path)
     if not path.exists():
         if not create:

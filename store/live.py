@@ -367,7 +367,7 @@ def execute_read(
 ) -> pa.RecordBatchReader:
     """One sandboxed read: the text must be one read statement (`read_statement`); DuckDB's
     refusals and failures become one-line `StoreError`s, the same served live or not."""
-    read_statement(sql)
+    read_statement(sql, con)
     try:
         return con.sql(sql, params=list(params) or None).to_arrow_reader(BATCH_ROWS)
     except duckdb.Error as exc:
@@ -391,7 +391,7 @@ def execute_rows(
 ) -> duckdb.DuckDBPyConnection:
     """`execute_read` for small results read as Python rows (no Arrow: `ibias status` stays
     light); call `fetchall()` / `fetchone()` on the result."""
-    read_statement(sql)
+    read_statement(sql, con)
     try:
         return con.execute(sql, list(params) or None)
     except duckdb.Error as exc:

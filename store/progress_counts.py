@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, Protocol
 
 import duckdb
 
+from ibias.store import drift
 from ibias.store.arrow_scan import registered
 from ibias.store.db import begin, rollback
 
@@ -141,9 +142,10 @@ def trials_added(con: duckdb.DuckDBPyConnection, relation: str, n: int) -> None:
 
 
 def responses_added(con: duckdb.DuckDBPyConnection, relation: str, n: int) -> None:
-    """Count the responses just inserted, visible to `con` as `relation` (key, tokens, cost;
-    `n` rows, each new: the writer inserts a trial's first response only). Each answers its
-    trial, which leaves the failed count if an attempt had given it up.
+    """Count the responses just inserted, visible to `con` as `relation` (key, tokens, cost,
+    and what store/drift.py keeps: model, reported name, fingerprint, time received; `n` rows,
+    each new: the writer inserts a trial's first response only). Each answers its trial, which
+    leaves the failed count if an attempt had given it up.
 
     Each response's trial is found in `trial_index` by the MD5 of its key: a scan of 16-byte
     numbers, several times cheaper than matching the 64-character keys of `trial_rows`, which
@@ -171,6 +173,7 @@ def responses_added(con: duckdb.DuckDBPyConnection, relation: str, n: int) -> No
                 relation, _TRIALS_SQL.format(rows=_keyed("trial_rows", relation)) + " t"
             ),
         )
+    drift.responses_added(con, relation)
     _seen(con, "responses", n)
 
 
@@ -264,11 +267,14 @@ def attempts_adding(con: duckdb.DuckDBPyConnection, attempts: Iterable[AttemptKe
 
 def rebuild(con: duckdb.DuckDBPyConnection) -> None:
     """Recompute every count from the rows, in one transaction (after rows were edited by
-    hand, or to repair counts `verify` found wrong)."""
+    hand, or to repair counts `verify` found wrong), what was reported per model
+    (store/drift.py) included."""
     begin(con)
     try:
         for table in ("progress_counts", "attempt_counts", "progress_rows", "trial_index"):
             con.execute(f"DELETE FROM {table}").fetchall()
+        for statement in drift.rebuild_sql():
+            con.execute(statement).fetchall()
         con.execute(f"INSERT INTO trial_index {_INDEX_SQL.format(rows='trial_rows')}").fetchall()
         con.execute(f"INSERT INTO progress_counts {RECOUNT_SQL}").fetchall()
         con.execute(f"INSERT INTO attempt_counts {RECOUNT_ATTEMPTS_SQL}").fetchall()
@@ -280,9 +286,9 @@ def rebuild(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def verify(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The differences between the kept counts and a recount from the rows, one line each
-    (empty when they agree). `con` may be a store reader (store/reader.py): only
-    `execute(...).fetchall()` is called."""
+    """The differences between the kept counts (what was reported per model included,
+    store/drift.py) and a recount from the rows, one line each (empty when they agree). `con`
+    may be a store reader (store/reader.py): only `execute(...).fetchall()` is called."""
     out: list[str] = []
     kept = _by_key(con.execute(f"SELECT {', '.join((*GROUP, *MEASURES))} FROM progress_counts"))
     recounted = _by_key(con.execute(RECOUNT_SQL))
@@ -310,6 +316,7 @@ def verify(con: duckdb.DuckDBPyConnection) -> list[str]:
     ).fetchall()[0][0]
     if stray:
         out.append(f"trial_index: {stray} rows differ from trial_rows")
+    out.extend(f"reported_counts: {line}" for line in drift.verify(con))
     seen = con.execute("SELECT * FROM progress_rows").fetchall()
     actual = con.execute(_ROW_COUNTS_SQL).fetchall()[0]
     if len(seen) != 1:

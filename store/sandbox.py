@@ -126,8 +126,10 @@ def open_query_connection(
     return con
 
 
-def read_statement(query: str) -> duckdb.Statement:
+def read_statement(query: str, parser: duckdb.DuckDBPyConnection | None = None) -> duckdb.Statement:
     """The query's one statement, parsed by DuckDB, if it is a read; else a one-line refusal.
+    `parser`: the connection whose parser reads it, when there is one (else DuckDB's default
+    connection, whose first use creates a database: tens of milliseconds of `ibias status`).
 
     `EXPLAIN` and `EXPLAIN ANALYZE` are checked as the statement they wrap: `EXPLAIN ANALYZE`
     executes it, so `EXPLAIN ANALYZE COPY (...) TO 'STORE.tmp/x.csv'` would write a file.
@@ -137,14 +139,14 @@ def read_statement(query: str) -> duckdb.Statement:
     EXPORT or ATTACH out, however it is wrapped (a CTE, a PIVOT and several statements are
     parsed by DuckDB as what they are: SELECT, or refused as MULTI or as more than one).
     """
-    statement = _one_statement(query)
+    statement = _one_statement(query, parser)
     _check_read(statement, explained=False)
     return statement
 
 
-def _one_statement(query: str) -> duckdb.Statement:
+def _one_statement(query: str, parser: duckdb.DuckDBPyConnection | None = None) -> duckdb.Statement:
     try:
-        statements = duckdb.extract_statements(query)
+        statements = (duckdb if parser is None else parser).extract_statements(query)
     except duckdb.Error as exc:
         raise StoreError(f"query failed: {_first_line(str(exc))}") from None
     if not statements:

@@ -201,18 +201,36 @@ def insert_responses(con: duckdb.DuckDBPyConnection, rows: Sequence[ResponseRow]
         new = con.execute(
             f"INSERT INTO responses ({names}) SELECT {names} FROM _response_batch b "
             f"WHERE b.trial_key NOT IN ({_existing('responses', '_response_batch')}) "
-            "RETURNING trial_key, prompt_tokens, completion_tokens, cost_usd"
+            f"RETURNING {', '.join(_COUNTED_RESPONSE_COLUMNS)}"
         ).fetchall()
-    table = _returned(new, ("trial_key", "prompt_tokens", "completion_tokens", "cost_usd"))
+    table = _returned(new, _COUNTED_RESPONSE_COLUMNS)
     with registered(con, "_new_responses", table):
         responses_added(con, "_new_responses", len(new))
     return len(new)
 
 
+#: What counting a new response needs of it (store/progress_counts.py, store/drift.py).
+_COUNTED_RESPONSE_COLUMNS = (
+    "trial_key",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "model_id",
+    "provider_model",
+    "system_fingerprint",
+    "received_at",
+)
+
+
 def _returned(rows: list[tuple[Any, ...]], names: Sequence[str]) -> pa.Table:
     """The rows an INSERT ... RETURNING gave, as an Arrow table for counting them (fetched as
     rows: DuckDB copies a DB-API result once more to give it as Arrow)."""
-    types = {"prompt_tokens": pa.int64(), "completion_tokens": pa.int64(), "cost_usd": pa.float64()}
+    types = {
+        "prompt_tokens": pa.int64(),
+        "completion_tokens": pa.int64(),
+        "cost_usd": pa.float64(),
+        "received_at": pa.timestamp("us", tz="UTC"),
+    }
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
     return pa.table(
         {

@@ -19,28 +19,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    import duckdb
+
     from ibias.runner.batch.engine import ModelBatches
 
-__all__ = ["batch_lines", "batches_report", "cancel_batches", "refresh_batches"]
+__all__ = ["batch_lines", "batches_of", "batches_report", "cancel_batches", "refresh_batches"]
 
 
 def batches_report(store: Path, now: datetime | None = None) -> list[dict[str, Any]]:
     """Every batch of the store, oldest first (empty for a store without batches or from
     before them)."""
-    import duckdb
-
     from ibias.store.reader import open_reader
 
-    now = now or datetime.now(UTC)
     with open_reader(store, internal=True) as reader:
-        con = cast("duckdb.DuckDBPyConnection", reader)
-        try:
-            rows = con.execute(
-                "SELECT provider, model_id, batch_id, state, requests, completed, failed, "
-                "intended_at, updated_at, detail FROM batch_state ORDER BY intended_at"
-            ).fetchall()
-        except duckdb.Error:  # a store from before batches (migration 012)
-            return []
+        return batches_of(cast("duckdb.DuckDBPyConnection", reader), now)
+
+
+def batches_of(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> list[dict[str, Any]]:
+    """`batches_report` read through an open session (a store reader or a connection), so
+    `ibias status` reads them in the snapshot it reads the progress in."""
+    import duckdb
+
+    now = now or datetime.now(UTC)
+    try:
+        rows = con.execute(
+            "SELECT provider, model_id, batch_id, state, requests, completed, failed, "
+            "intended_at, updated_at, detail FROM batch_state ORDER BY intended_at"
+        ).fetchall()
+    except duckdb.Error:  # a store from before batches (migration 012)
+        return []
     out: list[dict[str, Any]] = []
     for provider, model, batch_id, state, requests, completed, failed, at, updated, detail in rows:
         out.append(

@@ -86,7 +86,7 @@ def probability(text: str) -> float:
 
 def add_store_only(p: argparse.ArgumentParser) -> None:
     """--store alone, for the commands whose config is their positional argument."""
-    from ibias.runner.config import DEFAULT_STORE
+    from ibias.runner.paths import DEFAULT_STORE
 
     p.add_argument(
         "--store",

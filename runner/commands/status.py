@@ -6,13 +6,11 @@ import argparse
 import os
 import sys
 
-import orjson
-
 from ibias.errors import UsageError
 from ibias.runner.commands import EXIT_FAILED, EXIT_OK
 from ibias.runner.commands.options import add_rehearse, add_store
 from ibias.runner.commands.stores import store_of
-from ibias.runner.config import absolute_path
+from ibias.runner.paths import absolute_path
 
 
 def add_arguments(status: argparse.ArgumentParser) -> None:
@@ -43,7 +41,7 @@ def add_arguments(status: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ibias.runner.status_report import render_status, status_report
+    from ibias.runner.status_report import render_status, status_with_batches
 
     if args.refresh and args.rehearse:
         raise UsageError(
@@ -55,13 +53,14 @@ def handle(args: argparse.Namespace) -> int:
     if args.refresh:
         _refresh_batches(args)
     # Absolute: the report names the store, and it must say which one wherever you stand.
-    report = status_report(absolute_path(store_of(args)))
-    from ibias.runner.batch.status import batch_lines, batches_report
-
-    batches = batches_report(absolute_path(store_of(args)))
+    report, batches = status_with_batches(absolute_path(store_of(args)))
     if args.json:
+        import orjson
+
         sys.stdout.write(orjson.dumps({**report, "batches": batches}).decode() + "\n")
     else:
+        from ibias.runner.batch.status import batch_lines
+
         render_status(report)
         line = rehearsal_line(report)
         if line is not None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ibias.errors import UsageError
-from ibias.runner.config import DEFAULT_STORE, ConfigError
+from ibias.runner.paths import DEFAULT_STORE
 
 
 def store_of(args: argparse.Namespace) -> Path:
@@ -41,14 +41,16 @@ def _store_of_config(args: argparse.Namespace) -> Path:
     A config installed inside the package has no store of its own to agree with: its
     relative store means nothing, and --store alone decides.
     """
-    from ibias.runner.config import config_store_path, is_installed_config, store_beside
-
     configs = [c for c in (getattr(args, "config_file", None), args.config) if c is not None]
     if len(configs) == 2 and Path(configs[0]).resolve() != Path(configs[1]).resolve():
         raise UsageError(f"CONFIG {configs[0]} and --config {configs[1]} differ; give one")
     store: str | None = args.store
     if not configs:
         return Path(store or DEFAULT_STORE)
+    # Only with a config: runner/config.py costs a command that names its store alone about
+    # 0.1-0.2 s of imports (the experiment registry, the provider tables).
+    from ibias.runner.config import config_store_path, is_installed_config, store_beside
+
     config = Path(configs[0])
     named = config_store(config)
     if store is None:
@@ -71,7 +73,7 @@ def config_store(path: str | Path) -> str | None:
     experiments' data files are elsewhere). The file gets the checks of every config read
     (`read_toml_file`, `loads_toml`: a regular file, its size, its depth); the path it names
     is resolved by `config_store_path`."""
-    from ibias.runner.config import loads_toml, read_toml_file
+    from ibias.runner.config import ConfigError, loads_toml, read_toml_file
 
     file = Path(path)
     data = loads_toml(read_toml_file(file), file)

@@ -106,6 +106,9 @@ def test_counts_survive_a_kill_inside_a_flush_and_agree_during_a_run(tmp_path, c
     answered = query(store, "SELECT count(*) FROM responses")[0][0]
     assert 0 < answered < 120  # interrupted with trials left
     assert _verify(capsys, store)[0] == 0
+    # what the providers reported (store/drift.py) lost the killed flush with its rows
+    reported = "SELECT sum(responses) FROM reported_counts WHERE provider_model IS NOT NULL"
+    assert query(store, reported)[0][0] == answered
     assert main(["run", str(config), "--quiet"]) in (0, 1)
     capsys.readouterr()
     code, lines = _verify(capsys, store)
@@ -141,5 +144,9 @@ async def test_counts_agree_after_a_batch_ingest_with_lines_to_retry(tmp_path):
             "SELECT sum(attempts) FROM attempt_counts WHERE outcome = 'retry'"
         ).fetchall()
         assert retries == [(3,)]  # lines 4 and 8, then line 4 of the second batch
+        reported = con.execute(
+            "SELECT sum(responses) FROM reported_counts WHERE provider_model IS NOT NULL"
+        ).fetchall()
+        assert reported == [(12,)]  # each ingested reply names its model (store/drift.py)
     finally:
         con.close()

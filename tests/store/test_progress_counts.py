@@ -21,7 +21,7 @@ from ibias.runner.plan import build_experiments, plan_hash, plan_inputs
 from ibias.runner.providers.base import Provider, ProviderContext, ProviderError, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.run import RunOptions, RunResult, execute
-from ibias.store import db, progress_counts
+from ibias.store import db, drift, progress_counts
 from ibias.store.importer import import_file
 from ibias.store.plans import find_plan, plan_progress
 from ibias.store.writer import AttemptRow, ResponseRow, insert_attempts, insert_responses
@@ -87,12 +87,13 @@ def _prompt(i: int) -> str:
 
 
 def _check(store: Path) -> list[tuple[Any, ...]]:
-    """Assert the kept counts agree with a recount and the view with the old join; the
-    `progress` view's rows."""
+    """Assert the kept counts agree with a recount and the view with the old join, and what
+    was reported per model (store/drift.py) reads as the rows say; the `progress` view's rows."""
     con = db.open_store(store, read_only=True)
     try:
         assert progress_counts.verify(con) == []
         assert progress_counts.current(con)
+        assert drift.model_drift(con, kept=True) == drift.model_drift(con, kept=False)
         rows = con.execute("SELECT * FROM progress").fetchall()
         assert rows == con.execute(OLD_PROGRESS_SQL).fetchall()
         return rows
