@@ -77,7 +77,7 @@ _CHUNK_ELEMENTS = 1 << 21
 # bounded scores) produce many exact ties that must not be split by rounding noise.
 _TIE_RTOL = 1e-12
 # A cell is resampled by counts (`_by_counts`) when it has at least this many units per
-# distinct unit value: numpy's multinomial costs about 150-250 ns per value and replicate,
+# distinct unit value: numpy's multinomial costs about 150-300 ns per value and replicate,
 # an index draw and its gather 10-25 ns per unit (bench/bench_bootstrap.py measures both).
 _COUNTS_MIN_UNITS_PER_VALUE = 24
 

@@ -10,6 +10,12 @@ The scipy baseline gets per-cell arrays prepared outside its timing (for allocat
 per pair, the pair's share, whose mean is the same ratio estimator when every pair is complete),
 and uses its vectorised statistic, so the comparison favours scipy. Each timing is the best of
 `repeats` runs. Run with `python -m bench.bench_bootstrap`; `run()` returns the figures.
+
+`counts_against_indices()` times the allocation cells at the paper's size (100 pairs a cell)
+and ten times it (1,000) as ibias draws them (by counts of each distinct pair value, the
+cells having a few) and forced to draw one index per pair (`_COUNTS_MIN_UNITS_PER_VALUE` set
+out of reach), in one run: the ratio, and the cost per distinct value and per pair of one
+replicate, from which `bootstrap._COUNTS_MIN_UNITS_PER_VALUE` is set.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import TypeVar
 import numpy as np
 from scipy import stats as sps
 
+from ibias.analysis import bootstrap
 from ibias.analysis.bootstrap import (
     CI,
     Method,
@@ -64,15 +71,45 @@ def _word_association_cells(rng: np.random.Generator) -> tuple[np.ndarray, np.nd
     return scores.ravel(), np.repeat(np.arange(n_cells), WA_TRIALS)
 
 
-def _allocation_cells(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _allocation_cells(
+    rng: np.random.Generator, n_pairs: int = N_PAIRS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     n_cells = N_MODELS * N_LANGUAGES * N_SERVICES * N_CONDITIONS
     lean = rng.normal(0.0, 1.0, size=(n_cells, 1, 1))
-    eta = lean + rng.choice([-3.0, 0.0, 3.0], size=(n_cells, N_PAIRS, 1))
+    eta = lean + rng.choice([-3.0, 0.0, 3.0], size=(n_cells, n_pairs, 1))
     p_trans = 0.95 / (1 + np.exp(-(eta + np.array([0.7, -0.7]))))
     outcome = (rng.random(p_trans.shape) < p_trans).astype(np.float64).ravel()
-    pairs = np.tile(np.repeat(np.arange(N_PAIRS), 2), n_cells)
-    cells = np.repeat(np.arange(n_cells), 2 * N_PAIRS)
+    pairs = np.tile(np.repeat(np.arange(n_pairs), 2), n_cells)
+    cells = np.repeat(np.arange(n_cells), 2 * n_pairs)
     return outcome, pairs, cells
+
+
+def counts_against_indices(repeats: int = 3, seed: int = 7) -> dict[str, float]:
+    """The allocation cells at 100 and 1,000 pairs: ibias's draw by counts against one index
+    per pair, best of `repeats` each, in one run (see the module docstring)."""
+    figures: dict[str, float] = {}
+    for n_pairs in (N_PAIRS, 10 * N_PAIRS):
+        outcome, pairs, cells = _allocation_cells(np.random.default_rng(seed), n_pairs)
+        once = partial(
+            grouped_cluster_bootstrap_share_ci, outcome, pairs, cells, B=B,
+            rng=np.random.default_rng(seed),
+        )  # fmt: skip
+
+        t_counts, _ = _best_of(repeats, once)
+        kept = bootstrap._COUNTS_MIN_UNITS_PER_VALUE
+        bootstrap._COUNTS_MIN_UNITS_PER_VALUE = 1 << 62
+        try:
+            t_indices, _ = _best_of(repeats, once)
+        finally:
+            bootstrap._COUNTS_MIN_UNITS_PER_VALUE = kept
+        n_cells = int(cells.max()) + 1
+        values = 3 * n_cells  # a complete pair's count choosing the candidate: 0, 1 or 2
+        figures[f"pairs{n_pairs}_counts_s"] = t_counts
+        figures[f"pairs{n_pairs}_indices_s"] = t_indices
+        figures[f"pairs{n_pairs}_ratio"] = t_indices / t_counts
+        figures[f"pairs{n_pairs}_ns_per_value"] = t_counts / (values * B) * 1e9
+        figures[f"pairs{n_pairs}_ns_per_pair"] = t_indices / (n_cells * n_pairs * B) * 1e9
+    return figures
 
 
 def _scipy_loop(samples: list[np.ndarray], method: str, seed: int) -> list[tuple[float, float]]:
@@ -151,6 +188,16 @@ def run(repeats: int = 3, seed: int = 20250101) -> dict[str, float]:
 
 
 def main() -> None:
+    counted = counts_against_indices()
+    print(f"allocation cells (672), B = {B}: drawn by counts (ibias) against one index per pair")
+    for n_pairs in (N_PAIRS, 10 * N_PAIRS):
+        k = f"pairs{n_pairs}"
+        print(
+            f"  {n_pairs:,} pairs a cell: counts {counted[k + '_counts_s'] * 1000:.0f} ms, "
+            f"indices {counted[k + '_indices_s'] * 1000:.0f} ms, ratio "
+            f"{counted[k + '_ratio']:.1f}x ({counted[k + '_ns_per_value']:.0f} ns per value, "
+            f"{counted[k + '_ns_per_pair']:.1f} ns per pair, per replicate)"
+        )
     figures = run()
     rows = [
         ("word association, percentile (112 cells x 50 trials)", "wa"),
