@@ -75,17 +75,25 @@ ORDER BY pair_id, cis_person, trans_person
 # The people of each allocation pair as shown (controlled design), per arm of the identity-swap
 # control (the swapped arm shows the other person as cisgender), read from one model's trials:
 # every model sees the same pairs. Only read for stores with simulated models (planted values).
+# The fields are read from the specs (`s`) before the join, so the join carries short strings:
+# joined first, at ten times the paper's grid it held the specs' whole items and needed more
+# than the reads' memory cap (`load.MEMORY_LIMIT`).
 _PEOPLE_SQL = """
-SELECT DISTINCT t.language, item->>'$.pair_id' AS pair_id,
-  coalesce(CAST(item->>'$.identity_swap' AS BOOLEAN), false) AS identity_swap,
-  item->>'$.candidates[0].identity' AS identity0, item->>'$.candidates[0].name' AS name0,
-  item->>'$.candidates[0].age' AS age0, item->>'$.candidates[0].gender_identity' AS gi0,
-  item->>'$.candidates[1].identity' AS identity1, item->>'$.candidates[1].name' AS name1,
-  item->>'$.candidates[1].age' AS age1, item->>'$.candidates[1].gender_identity' AS gi1
-FROM (SELECT DISTINCT language, spec_key FROM trial_rows
-      WHERE experiment = 'allocation' AND model_id = ?) t
-JOIN trial_specs s ON s.spec_key = t.spec_key
-WHERE coalesce(coords->>'$.design', 'controlled') = 'controlled'
+WITH t AS (
+  SELECT DISTINCT language, spec_key FROM trial_rows
+  WHERE experiment = 'allocation' AND model_id = ?
+), s AS (
+  SELECT spec_key, item->>'$.pair_id' AS pair_id,
+    coalesce(CAST(item->>'$.identity_swap' AS BOOLEAN), false) AS identity_swap,
+    item->>'$.candidates[0].identity' AS identity0, item->>'$.candidates[0].name' AS name0,
+    item->>'$.candidates[0].age' AS age0, item->>'$.candidates[0].gender_identity' AS gi0,
+    item->>'$.candidates[1].identity' AS identity1, item->>'$.candidates[1].name' AS name1,
+    item->>'$.candidates[1].age' AS age1, item->>'$.candidates[1].gender_identity' AS gi1
+  FROM trial_specs
+  WHERE spec_key IN (SELECT spec_key FROM t)
+    AND coalesce(coords->>'$.design', 'controlled') = 'controlled'
+)
+SELECT DISTINCT t.language, s.* EXCLUDE (spec_key) FROM t JOIN s ON s.spec_key = t.spec_key
 """
 
 
