@@ -52,3 +52,36 @@ def test_every_model_streams_at_once_under_a_tight_memory_cap(tmp_path: Path) ->
         assert seen == [TRIALS_PER_MODEL] * MODELS
     finally:
         con.close()
+
+
+def test_only_windows_with_a_trial_left_are_read_and_nothing_is_missed(tmp_path: Path) -> None:
+    """A resume of an almost finished plan: the trials left sit in a few windows (some at a
+    window's edge), the other windows are fully answered. `remaining` gives exactly the trials
+    without a response, in plan order, whichever windows hold them."""
+    con = open_store(tmp_path / "s.duckdb", create=True)
+    try:
+        n = 100
+        con.execute(
+            "INSERT INTO trial_specs SELECT printf('s%04d', i), '{}', '{}', "
+            "json_array(json_object('role', 'user', 'content', printf('q%d', i))) "
+            f"FROM range({n}) t(i)"
+        ).fetchall()
+        con.execute(
+            "INSERT INTO trial_rows SELECT printf('k%04d', i), 'r1', 'word_association', "
+            f"'m', 'en', printf('s%04d', i), '{{}}', 0 FROM range({n}) t(i)"
+        ).fetchall()
+        left = {0, 7, 8, 9, 63, 64, 99}  # windows of 8: 0, 0, 1, 1, 7, 8, 12 (of 13)
+        con.execute(
+            "INSERT INTO responses (trial_key, run_id, model_id, received_at) "
+            "SELECT printf('k%04d', i), 'r1', 'm', now() FROM range(?) t(i) "
+            "WHERE NOT list_contains(?, i)",
+            [n, sorted(left)],
+        ).fetchall()
+        plan = StoredPlan(plan_hash="h", runs=("r1",), complete=True, reused=False)
+        for window in (8, 64, 1 << 17):
+            found = [p for batch in remaining(con.cursor(), plan, "m", window=window, batch=3)
+                     for p in batch]  # fmt: skip
+            assert [p.trial_key for p in found] == [f"k{i:04d}" for i in sorted(left)]
+            assert [p.messages[0]["content"] for p in found] == [f"q{i}" for i in sorted(left)]
+    finally:
+        con.close()
