@@ -325,19 +325,8 @@ def remaining(
     )[0][0]
     if lo is None:
         return
-    # The windows that hold a trial without a response, found by one anti-join over the
-    # model's trials (a few hundred milliseconds at ten times the paper's grid): resuming an
-    # almost finished store then reads the windows of its last trials, not every window (two
-    # seconds a model there, most of a resume's start).
-    busy = query(
-        f"SELECT DISTINCT (t.rowid - ?) // ? AS w FROM trial_rows t WHERE t.model_id = ? "
-        f"AND {where} AND NOT EXISTS (SELECT 1 FROM responses r WHERE r.trial_key = t.trial_key) "
-        "ORDER BY w",
-        [int(lo), window, model_id, *params],
-    )
     decoded: dict[str, Any] = {}  # a model's trials share a few params texts: decode each once
-    for (w,) in busy:
-        start = int(lo) + int(w) * window
+    for start in _busy_windows(query, model_id, where, params, int(lo), window):
         end = start + window
         found = query(
             "SELECT t.rowid AS row, s.rowid AS spec FROM trial_rows t "
@@ -359,6 +348,23 @@ def remaining(
 
 
 _Query = Callable[..., Any]
+
+
+def _busy_windows(
+    query: _Query, model_id: str, where: str, params: list[Any], lo: int, window: int
+) -> list[int]:
+    """The first rowid of each window (of `window` rowids from `lo`) that holds a trial of the
+    model without a response, ascending. One anti-join over the model's trials (a few hundred
+    milliseconds at ten times the paper's grid) spares reading the other windows: resuming an
+    almost finished store reads the windows of its last trials, not every window (two seconds
+    a model there, most of a resume's start)."""
+    busy = query(
+        f"SELECT DISTINCT (t.rowid - ?) // ? AS w FROM trial_rows t WHERE t.model_id = ? "
+        f"AND {where} AND NOT EXISTS (SELECT 1 FROM responses r WHERE r.trial_key = t.trial_key) "
+        "ORDER BY w",
+        [lo, window, model_id, *params],
+    )
+    return [lo + int(w) * window for (w,) in busy]
 
 
 def _reader(con: duckdb.DuckDBPyConnection, guard: MemoryGuard | None) -> _Query:
