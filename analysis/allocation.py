@@ -457,18 +457,6 @@ _POSITION_SCHEMA: dict[str, pl.DataType] = {
 # --------------------------------------------------------------------------------------------
 
 
-def _effect_rows(
-    decisions: pl.DataFrame,
-    keys: Sequence[str] = ("model_id", "language", "service"),
-    carry: Sequence[str] = (),
-) -> pl.DataFrame:
-    """Stack the trial subsets of every contrast (`_stack`), each trial with its `trans`
-    (1.0 when it chose the transgender candidate). `keys`: the columns naming the cell besides
-    the contrast; `carry`: further columns kept."""
-    trans = (pl.col("chosen") == TRANS).cast(pl.Float64).alias("trans")
-    return _stack(decisions.select(*keys, "explanation", "symptoms", "pair_id", *carry, trans))
-
-
 def _stack(base: pl.DataFrame) -> pl.DataFrame:
     """`base`'s rows stacked once per contrast they take part in: columns effect, stratum,
     treated added.
@@ -510,21 +498,31 @@ EFFECT_CELL: tuple[str, ...] = (_BASE, "effect", "stratum")
 def effect_rows(
     decisions: pl.DataFrame, carry: Sequence[str] = ()
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(`_effect_rows` of the contrasts run on both sides somewhere in their cell, keyed by
-    `EFFECT_CELL`; the model x language x service keys by `_base`), for `effect_cells`.
+    """(each trial, with its `trans` (1.0 when it chose the transgender candidate) and the
+    `carry` columns, stacked into the contrasts run on both sides somewhere in their cell
+    (`_stack`), keyed by `EFFECT_CELL`; the model x language x service keys by `_base`), for
+    `effect_cells`.
 
     The contrasts stack each trial up to four times (over five million rows at ten times the
     paper's grid), so the stack carries one integer for model x language x service, numbered
     in the keys' sorted order (cells sort as by the keys), and enums for the contrast, not
     strings: the same cells in the same order in a fraction of the memory."""
     coded, bases = number_cells(decisions, EFFECT_INPUT[:3])
-    base = coded.drop(*EFFECT_INPUT[:3]).rename({CELL: _BASE})
+    trans = (pl.col("chosen") == TRANS).cast(pl.Float64).alias("trans")
+    base = coded.select(
+        pl.col(CELL).alias(_BASE), "explanation", "symptoms", "pair_id", *carry, trans
+    )
     del coded
-    rows = _compact_labels(_effect_rows(base, (_BASE,), carry))
-    del base
+    return _contrasts(base), bases.rename({CELL: _BASE})
+
+
+def _contrasts(base: pl.DataFrame) -> pl.DataFrame:
+    """`base` (keyed by `_base`) stacked into the contrasts (`_stack`) with compact labels,
+    only the contrast cells run on both sides somewhere: what `effect_rows` and
+    `effect_sums` give, over trials or over pairs' sums."""
+    rows = _compact_labels(_stack(base))
     both = rows.group_by(EFFECT_CELL).agg(pl.col("treated").n_unique().alias("sides"))
-    rows = rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_CELL)
-    return rows, bases.rename({CELL: _BASE})
+    return rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_CELL)
 
 
 def effect_cells(cells: pl.DataFrame, bases: pl.DataFrame) -> pl.DataFrame:
@@ -537,7 +535,7 @@ def effect_cells(cells: pl.DataFrame, bases: pl.DataFrame) -> pl.DataFrame:
 
 
 def _compact_labels(rows: pl.DataFrame) -> pl.DataFrame:
-    """`rows` (of `_effect_rows`) without the condition columns, effect and stratum as enums
+    """`rows` (of `_stack`) without the condition columns, effect and stratum as enums
     whose categories are in the strings' sorted order: they sort, group and join as the
     strings do, in a byte each rather than a string's sixteen over millions of rows."""
     names = rows.select(pl.concat([pl.col("effect"), pl.col("stratum")]).unique().drop_nulls())
@@ -576,11 +574,7 @@ def effect_sums(
         .rename({CELL: _BASE})
     )
     del coded
-    rows = _compact_labels(_stack(summed))
-    del summed
-    both = rows.group_by(EFFECT_CELL).agg(pl.col("treated").n_unique().alias("sides"))
-    rows = rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_CELL)
-    return rows, bases.rename({CELL: _BASE})
+    return _contrasts(summed), bases.rename({CELL: _BASE})
 
 
 def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -590,12 +584,12 @@ def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     keys as `EFFECT_KEYS`). They are the cells and units `grouped_paired_difference_ci` forms
     from the stacked trials (`effect_rows`): the same intervals."""
     rows, bases = effect_sums(decisions)
-    treated = pl.col("treated")
+    # Each side's sums by a conditional sum, not a filter inside each of a million groups.
+    side = {"1": pl.col("treated"), "0": ~pl.col("treated")}
     units = rows.group_by(*EFFECT_CELL, "pair_id").agg(
-        pl.col("t").filter(treated).sum().alias("t1"),
-        pl.col("n").filter(treated).sum().alias("n1"),
-        pl.col("t").filter(~treated).sum().alias("t0"),
-        pl.col("n").filter(~treated).sum().alias("n0"),
+        pl.when(on).then(pl.col(c)).otherwise(0).sum().alias(f"{c}{k}")
+        for k, on in side.items()
+        for c in ("t", "n")
     )
     del rows
     frame, cells = number_cells(units, EFFECT_CELL)
