@@ -173,7 +173,7 @@ def trial_probabilities(
     by_id = {m.model_id: m for m in models}
     # The replies' texts and parse details play no part in the planted values: left out, so a
     # store of millions of trials is not copied whole through the joins below.
-    unused = [c for c in ("explanation_text", "none_reason", "parser_version") if c in decisions]
+    unused = [c for c in _UNUSED if c in decisions]
     rows = (
         decisions.drop(unused)
         .filter(pl.col("model_id").is_in(list(by_id)))
@@ -262,6 +262,8 @@ def _condition_terms(by_id: Mapping[str, SimulatedModel], conditions: pl.DataFra
 
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
+#: The view's columns that play no part in planted values (texts and parse details).
+_UNUSED = ("explanation_text", "none_reason", "parser_version")
 SWAP = "identity_swap"
 
 
@@ -280,21 +282,44 @@ def original_arm(probabilities: pl.DataFrame) -> pl.DataFrame:
     return probabilities.filter(~pl.col(SWAP).fill_null(False))
 
 
+def conditional_values(
+    models: Sequence[SimulatedModel], decisions: pl.DataFrame, people: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The conditional planted values of the original arm's trials: per allocation cell
+    (`conditional_cis_share`, `conditional_gap`) and per effect row
+    (`conditional_difference`).
+
+    Computed one simulated model at a time. Every value is a mean over one model's trials, and
+    each model's trials keep their order (`trial_probabilities` sorts them by key), so the
+    numbers are those of all models at once; but only one model's trials are stacked into
+    contrasts at a time, which for a store of millions of trials is the difference between a
+    few hundred megabytes and a gigabyte."""
+    needed = [c for c in decisions.columns if c not in _UNUSED]
+    decisions = decisions.select(needed)
+    cells, effects = [], []
+    for model in models:
+        mine = decisions.filter(pl.col("model_id") == model.model_id)
+        probabilities = original_arm(trial_probabilities([model], mine, people))
+        cells.append(_conditional_cells(probabilities))
+        effects.append(_conditional_effects(probabilities))
+    return pl.concat(cells), pl.concat(effects)
+
+
+def _conditional_cells(probabilities: pl.DataFrame) -> pl.DataFrame:
+    """Mean expected cis share and planted gap among decided trials, per allocation cell."""
+    return probabilities.group_by(CELL_KEYS).agg(
+        (pl.col("p_cis") * pl.col("answered")).mean().alias("conditional_cis_share"),
+        (2.0 * pl.col("p_cis").mean() - 1.0).alias("conditional_gap"),
+    )
+
+
 def allocation_table(
-    models: Sequence[SimulatedModel], probabilities: pl.DataFrame, cells: pl.DataFrame
+    models: Sequence[SimulatedModel], conditional: pl.DataFrame, cells: pl.DataFrame
 ) -> pl.DataFrame:
     """Per simulated model x allocation cell: planted q, the expected cis share (population and
     given the people shown), the expected gap among decided trials, the estimates and whether
-    the intervals contain the conditional values."""
+    the intervals contain the conditional values (`conditional_values`' cells)."""
     by_id = {m.model_id: m for m in models}
-    conditional = (
-        original_arm(probabilities)
-        .group_by(CELL_KEYS)
-        .agg(
-            (pl.col("p_cis") * pl.col("answered")).mean().alias("conditional_cis_share"),
-            (2.0 * pl.col("p_cis").mean() - 1.0).alias("conditional_gap"),
-        )
-    )
     table = cells.filter(pl.col("model_id").is_in(list(by_id))).select(
         *CELL_KEYS, "trials", "share_cis", "cis_ci_low", "cis_ci_high",
         "gap", "gap_ci_low", "gap_ci_high",
@@ -326,17 +351,16 @@ EFFECT_KEYS: tuple[str, ...] = ("model_id", "language", "service", "effect", "st
 
 
 def effects_table(
-    models: Sequence[SimulatedModel], probabilities: pl.DataFrame, effects: pl.DataFrame
+    models: Sequence[SimulatedModel], conditional: pl.DataFrame, effects: pl.DataFrame
 ) -> pl.DataFrame:
     """Per simulated model x effect row: the planted change in the trans share (population:
     from `expected_cis_share`; conditional: the mean expected trans share of the stratum's
-    treated trials minus its control trials), whether it is a null effect (nothing planted),
-    and whether the estimate's interval contains it."""
+    treated trials minus its control trials, `conditional_values`' effects), whether it is a
+    null effect (nothing planted), and whether the estimate's interval contains it."""
     by_id = {m.model_id: m for m in models}
     rows = effects.filter(pl.col("model_id").is_in(list(by_id)))
     if rows.is_empty():
         return pl.DataFrame(schema=_EFFECT_SCHEMA)
-    conditional = _conditional_effects(original_arm(probabilities))
     population, null = [], []
     for model, service, effect, stratum in rows.select(
         "model_id", "service", "effect", "stratum"
@@ -504,11 +528,11 @@ def planted_tables(
     if decisions is not None and cells is not None:
         if "design" in decisions.columns:
             decisions = decisions.filter(pl.col("design") == "controlled").drop("design")
-        probabilities = trial_probabilities(models, decisions, people)
-        out["planted_allocation"] = allocation_table(models, probabilities, cells)
+        by_cell, by_effect = conditional_values(models, decisions, people)
+        out["planted_allocation"] = allocation_table(models, by_cell, cells)
         effects = tables.get("allocation_effects")
         if effects is not None:
-            out["planted_effects"] = effects_table(models, probabilities, effects)
+            out["planted_effects"] = effects_table(models, by_effect, effects)
     out["planted_coverage"] = coverage_summary(out)
     return out
 
