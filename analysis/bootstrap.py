@@ -144,7 +144,7 @@ def grouped_bootstrap_mean_ci(
     """
     _check_options(B, level, method)
     x = _as_float_vector(values, "values")
-    codes, keys = _factorize(groups, x.shape[0], "groups")
+    codes, keys = factorize(groups, x.shape[0], "groups")
     defined = ~np.isnan(x)
     if np.isinf(x).any():
         raise ValueError("values: must be finite numbers or NaN (undefined)")
@@ -293,7 +293,7 @@ def grouped_pooled_bias_ci(
         raise ValueError("counts: expected one row (P_t, N_t, P_r, N_r) per trial")
     if not np.isfinite(c).all() or (c < 0).any():
         raise ValueError("counts: expected non-negative word counts")
-    codes, keys = _factorize(groups, c.shape[0], "groups")
+    codes, keys = factorize(groups, c.shape[0], "groups")
     usable = c.sum(axis=1) > 0
     dropped = np.bincount(codes[~usable], minlength=len(keys)).astype(np.int64)
     c, codes = c[usable], codes[usable]
@@ -690,8 +690,8 @@ def _units(
     n = y.shape[0]
     if np.isinf(y).any():
         raise ValueError("outcome: must be finite numbers or NaN (left out)")
-    cell_codes, keys = _factorize(groups, n, "groups")
-    cluster_codes, cluster_keys = _factorize(clusters, n, "clusters")
+    cell_codes, keys = factorize(groups, n, "groups")
+    cluster_codes, cluster_keys = factorize(clusters, n, "clusters")
     defined = ~np.isnan(y)
     dropped = np.bincount(cell_codes[~defined], minlength=len(keys)).astype(np.int64)
     combined = (
@@ -702,7 +702,7 @@ def _units(
     return unit_cell, unit.astype(np.intp), keys, dropped, defined
 
 
-def _factorize(
+def factorize(
     labels: ArrayLike | Sequence[Hashable], n: int, name: str
 ) -> tuple[IntArray, list[Any]]:
     """Integer codes 0..k-1 for labels, and the keys (Python scalars or tuples) in sorted order.

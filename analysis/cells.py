@@ -36,7 +36,7 @@ def pair_codes(
     """`frame`'s `columns` only, with the cluster column (strings) replaced by integers in the
     strings' sorted order, when it has no null.
 
-    The bootstrap numbers its units by the sorted cluster labels (`bootstrap._factorize`), so
+    The bootstrap numbers its units by the sorted cluster labels (`bootstrap.factorize`), so
     integers in the same order give the same units and the same numbers; but they take a
     tenth of the memory and none of the time of Python strings, which the bootstrap would
     otherwise sort one by one (at ten times the paper's grid, over a million per table). Polars

@@ -57,7 +57,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import stats as scipy_stats
 
-from ibias.analysis.bootstrap import _factorize
+from ibias.analysis.bootstrap import factorize
 from ibias.analysis.cells import combined_codes
 
 FloatArray = NDArray[np.float64]
@@ -177,9 +177,9 @@ def _prepare(
     w = np.ones(n) if trials is None else np.asarray(trials, dtype=np.float64)
     if w.shape != (n,) or (w < 1).any():
         raise ValueError("trials: expected one count of at least 1 per row")
-    cell, keys = _factorize(groups, n, "groups")
-    cis, _ = _factorize(cis_person, n, "cis_person")
-    trans, _ = _factorize(trans_person, n, "trans_person")
+    cell, keys = factorize(groups, n, "groups")
+    cis, _ = factorize(cis_person, n, "cis_person")
+    trans, _ = factorize(trans_person, n, "trans_person")
     defined = ~np.isnan(y)
     dropped = np.bincount(cell[~defined], weights=w[~defined], minlength=len(keys)).astype(np.int64)
     y, w, cell, cis, trans = y[defined], w[defined], cell[defined], cis[defined], trans[defined]
