@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         SectionContext,
         TableContext,
     )
+    from ibias.plugins import PluginError
     from ibias.prompts.base import (
         Experiment,
         Message,
@@ -86,7 +87,6 @@ if TYPE_CHECKING:
         ExtraParsers,
         Item,
         Parser,
-        PluginError,
         ReadsLogprobs,
         Roster,
         TrialKind,
@@ -139,7 +139,7 @@ _LAZY: dict[str, str] = {
     "ExtraParsers": "ibias.prompts.registry",
     "Item": "ibias.prompts.registry",
     "Parser": "ibias.prompts.registry",
-    "PluginError": "ibias.prompts.registry",
+    "PluginError": "ibias.plugins",
     "ReadsLogprobs": "ibias.prompts.registry",
     "Roster": "ibias.prompts.registry",
     "TrialKind": "ibias.prompts.registry",
@@ -156,7 +156,6 @@ _LAZY: dict[str, str] = {
     "Limits": "ibias.runner.providers.base",
     "Provider": "ibias.runner.providers.base",
     "ProviderContext": "ibias.runner.providers.base",
-    "ProviderError": "ibias.runner.providers.base",
     "Reply": "ibias.runner.providers.base",
     "Sampling": "ibias.runner.providers.base",
     "AttemptError": "ibias.runner.providers.base",

@@ -25,7 +25,7 @@ import anyio
 
 from ibias.runner.config import Config, ModelConfig
 from ibias.runner.console import literal, terminal, text
-from ibias.runner.providers.base import Limits, ProviderContext, ProviderError, Sampling
+from ibias.runner.providers.base import AttemptError, Limits, ProviderContext, Sampling
 from ibias.runner.providers.registry import ProviderFactory, create_provider
 from ibias.runner.providers.simulator import LoopbackSimulator
 from ibias.runner.retries import Verdict, redact
@@ -92,7 +92,7 @@ async def _check_one(
             reply = await provider.complete([{"role": "user", "content": PROMPT}], sampling)
         finally:
             await provider.close()
-    except ProviderError as exc:
+    except AttemptError as exc:
         c = exc.classification
         rpm, tpm = _limits(provider.limits_from_headers(exc.headers))
         usable = c.verdict is Verdict.RETRY and c.is_rate_limit

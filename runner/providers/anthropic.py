@@ -55,9 +55,9 @@ from ibias.prompts.base import Message, SettingsError
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
     MINUTE_S,
+    AttemptError,
     Limits,
     ProviderContext,
-    ProviderError,
     Reply,
     Sampling,
     Window,
@@ -478,11 +478,11 @@ class AnthropicProvider(HTTPProvider):
         status, headers, body = await self.post(self.request_body(messages, sampling))
         verdict = classify_anthropic(status, headers, body, now=time.time())
         if verdict.verdict is not Verdict.OK:
-            raise ProviderError(verdict, status=status, headers=headers)
+            raise AttemptError(verdict, status=status, headers=headers)
         try:
             return parse_message(body, status, headers)
         except MalformedResponse as exc:
-            raise ProviderError(
+            raise AttemptError(
                 self.classify_exception(exc), status=status, headers=headers
             ) from None
 
