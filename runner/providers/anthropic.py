@@ -419,6 +419,12 @@ class AnthropicProvider(HTTPProvider):
         AnthropicThinking.from_mapping(msgspec.structs.asdict(options))
         check_version(options.anthropic_version)
 
+    @classmethod
+    def reserved_tokens(cls, options: Mapping[str, Any]) -> int:
+        """A thinking budget: Anthropic refuses one that is not below `max_tokens` (a 400)."""
+        budget = options.get("thinking_budget")
+        return int(budget) if budget is not None else 0
+
     def __init__(
         self,
         *,

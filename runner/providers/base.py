@@ -273,6 +273,14 @@ class Provider(ABC):
         express; raise `ibias.prompts.base.SettingsError(key, message)`. Default: none."""
 
     @classmethod
+    def reserved_tokens(cls, options: Mapping[str, Any]) -> int:
+        """Tokens a request of a model with these options (`ModelConfig.options`) needs in
+        its `max_tokens` beyond the answer: `ibias models` asks its one short check for that
+        many more, so the check is a request the API accepts. Default: none."""
+        del options
+        return 0
+
+    @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
         """Build the provider for one configured model (what the default factory calls).
 
