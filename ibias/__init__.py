@@ -24,7 +24,7 @@ capabilities `Capability`, `Roster`, `ExtraParsers`, `ReadsLogprobs`), planning 
 `Answering`, `NoParams` and `Persona`, registration (`register`, `unregister`, `PluginError`),
 and the provider interface (`Provider`, `provider`, `ProviderContext`, `ModelConfig`,
 `Sampling`, `Reply`, `Limits`, `AttemptError`, `Classification`, `Verdict`, `SendingOptions`,
-`ProviderTraits`).
+`ProviderTraits`, and for a batch API `BatchSupport`, `BatchAPI`).
 The package ships `py.typed`, so `mypy --strict` checks a plugin against these types.
 
 The project's folders (`runner/`, `prompts/`, `store/`, `analysis/`, `configs/`) stay at the top
@@ -94,6 +94,7 @@ if TYPE_CHECKING:
         unregister,
     )
     from ibias.prompts.simulation import Answering, NoParams, Simulation
+    from ibias.runner.batch.api import BatchAPI
     from ibias.runner.config import Config, ModelConfig
     from ibias.runner.planning_report import PlanReport
     from ibias.runner.providers.base import (
@@ -106,7 +107,7 @@ if TYPE_CHECKING:
     )
     from ibias.runner.providers.registry import ProviderFactory, provider
     from ibias.runner.providers.sending import SendingOptions
-    from ibias.runner.providers.traits import ProviderTraits
+    from ibias.runner.providers.traits import BatchSupport, ProviderTraits
     from ibias.runner.retries import Classification, Verdict
     from ibias.runner.run import RunResult
     from ibias.runner.stop import Stop
@@ -161,6 +162,8 @@ _LAZY: dict[str, str] = {
     "AttemptError": "ibias.runner.providers.base",
     "provider": "ibias.runner.providers.registry",
     "ProviderTraits": "ibias.runner.providers.traits",
+    "BatchSupport": "ibias.runner.providers.traits",
+    "BatchAPI": "ibias.runner.batch.api",
     "SendingOptions": "ibias.runner.providers.sending",
     "Classification": "ibias.runner.retries",
     "Verdict": "ibias.runner.retries",
@@ -171,6 +174,8 @@ __all__ = [
     "AnalysisResult",
     "Answering",
     "AttemptError",
+    "BatchAPI",
+    "BatchSupport",
     "Capability",
     "Classification",
     "Column",
