@@ -23,7 +23,14 @@ from ibias.prompts.schema import show
 if TYPE_CHECKING:
     from ibias.runner.providers.params import ParamRule
 
-__all__ = ["BUILTIN_TRAITS", "BatchSupport", "ModelRequest", "ProviderTraits"]
+__all__ = [
+    "BUILTIN_TRAITS",
+    "LEGACY_RULES",
+    "SIM_TABLE",
+    "BatchSupport",
+    "ModelRequest",
+    "ProviderTraits",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,14 +90,9 @@ class ProviderTraits:
     reasoning: bool = False
     #: The highest temperature the API takes (the core schema's bound is 2).
     max_temperature: float = 2.0
-    #: Whether a `[models.sim]` table is allowed (the in-process simulator).
-    sim_table: bool = False
     #: The table of request rules by model name (runner/providers/params.py `rule_for`'s
     #: `provider`: "openai" or "anthropic"), or None: no per-model rule applies.
     request_rules: str | None = None
-    #: Whether the rules before per-model rules applied to it (so only parameters its rule
-    #: newly drops are recorded as `not_sent`); False: every dropped parameter is new.
-    legacy_rules: bool = False
     #: A built-in provider's option keys (its class's `options_schema` fields, a test checks
     #: they agree), listed here so a key of another provider's is refused naming that provider
     #: without loading it. The options themselves are validated by the class's
@@ -200,7 +202,6 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             logprobs=True,
             reasoning=True,
             request_rules="openai",
-            legacy_rules=True,
             options=_SENDING | {"reasoning_effort", "batch_enqueued_tokens"},
             sending=_SENDING | {"batch_enqueued_tokens"},
             check_request=_openai_request,
@@ -214,7 +215,15 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             api="ibias's simulator",
             needs_base_url=False,
             logprobs=True,
-            sim_table=True,
         ),
     }
 )
+
+#: The built-in providers that had request rules before per-model ones (runner/providers/
+#: params.py `legacy_rule_for`), so only the parameters their rule newly drops are recorded as
+#: `not_sent`. Any other provider's dropped parameters are all new: a rule of the built-ins'
+#: history, not something a provider declares.
+LEGACY_RULES: frozenset[str] = frozenset({"openai"})
+#: The built-in provider whose real runs use a model's `[models.sim]` table (the in-process
+#: simulator); every other provider's model keeps it for rehearsals only.
+SIM_TABLE: frozenset[str] = frozenset({"simulator"})

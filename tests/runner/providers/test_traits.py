@@ -165,7 +165,7 @@ def test_request_rules_and_checks_come_from_the_traits(tmp_path: Path) -> None:
         tmp_path, [model_block("m", provider="gate", base_url=url, model="o3", temperature=1)]
     )
     (model,) = load_config(config).models
-    # no rules applied to it before (`legacy_rules`): the rule's dropped temperature is new
+    # no rules applied to it before (not in `LEGACY_RULES`): the rule's dropped temperature is new
     assert model.not_sent == ("temperature",)
     line = _refusal(tmp_path, provider="gate", base_url=url, model="o3", temperature=0.5)
     assert "models[0].temperature: OpenAI reasoning models accept only temperature = 1" in line
