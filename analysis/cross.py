@@ -6,11 +6,15 @@ allocation) or speaks about several (the methods note) is a `CrossAnalysis`, reg
 the kinds it reads. The driver (`analysis/analyze.py`) asks `present(kinds)` for those whose
 kinds have trials in the store and imports only those, so it names no experiment and a store
 without them gets none of their tables or sections.
+
+Another package adds one as a `CrossEntry` under the `ibias.cross_analyses` entry-point group,
+loaded by the one plugin policy (ibias/plugins.py) the first time the registered analyses are
+asked for; while one failed to load, `present` refuses naming it (its section would be missing
+without a word).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -18,6 +22,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
+from ibias import errors, plugins
 from ibias.analysis.bootstrap import Method
 
 
@@ -77,13 +82,9 @@ class CrossEntry:
         return any(hits) if self.any_kind else all(hits)
 
     def resolve(self) -> CrossAnalysis:
-        ref = self.analysis
-        if isinstance(ref, str):
-            module, _, attribute = ref.partition(":")
-            ref = getattr(importlib.import_module(module), attribute)
-        if not isinstance(ref, CrossAnalysis):
-            raise TypeError(f"cross-experiment analysis {self.name}: not a CrossAnalysis")
-        return ref
+        return plugins.resolve(
+            self.analysis, CrossAnalysis, f"cross-experiment analysis {self.name}"
+        )
 
 
 _ENTRIES: dict[str, CrossEntry] = {
@@ -106,8 +107,11 @@ _ENTRIES: dict[str, CrossEntry] = {
 
 def register_cross(entry: CrossEntry, *, replace: bool = False) -> CrossEntry:
     """Add a cross-experiment analysis (a plugin's, or a test's)."""
+    _ensure_loaded()
     if entry.name in _ENTRIES and not replace:
-        raise ValueError(f"cross-experiment analysis {entry.name!r} is already registered")
+        raise errors.RegistryError(
+            f"cross-experiment analysis {entry.name!r} is already registered"
+        )
     _ENTRIES[entry.name] = entry
     return entry
 
@@ -118,9 +122,33 @@ def unregister_cross(name: str) -> None:
 
 def entries() -> tuple[CrossEntry, ...]:
     """Every registered cross-experiment analysis, in registration order."""
+    _ensure_loaded()
     return tuple(_ENTRIES.values())
 
 
 def present(kinds_with_trials: Collection[str]) -> list[CrossAnalysis]:
-    """The analyses whose kinds have trials in the store, resolved, in registration order."""
-    return [e.resolve() for e in _ENTRIES.values() if e.wanted(kinds_with_trials)]
+    """The analyses whose kinds have trials in the store, resolved, in registration order;
+    `PluginError` while a cross-analysis plugin failed to load."""
+    loaded = entries()
+    if plugins.failed(plugins.CROSS_ANALYSES):
+        raise plugins.missing(plugins.CROSS_ANALYSES, "every section of the report")
+    return [e.resolve() for e in loaded if e.wanted(kinds_with_trials)]
+
+
+_LOADED = False
+
+
+def _ensure_loaded() -> None:
+    """Register the `ibias.cross_analyses` entry points (a `CrossEntry` each), once."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    plugins.load(plugins.CROSS_ANALYSES, _register_plugin)
+
+
+def _register_plugin(name: str, loaded: object) -> None:
+    del name
+    if not isinstance(loaded, CrossEntry):
+        raise TypeError(f"it is a {type(loaded).__name__}, not a CrossEntry")
+    register_cross(loaded)

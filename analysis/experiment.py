@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from ibias import errors
+from ibias import errors, plugins
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.figures import Figure
 from ibias.analysis.population import DEFAULT_METHOD as DEFAULT_POPULATION_METHOD
@@ -228,12 +227,6 @@ class ExperimentAnalysis:
 
 def analysis_of(unit: ExperimentUnit) -> ExperimentAnalysis | None:
     """Resolve a unit's analysis: an object, or "module:attribute" imported only now."""
-    ref = unit.analysis
-    if ref is None:
+    if unit.analysis is None:
         return None
-    if isinstance(ref, str):
-        module, _, attribute = ref.partition(":")
-        ref = getattr(importlib.import_module(module), attribute)
-    if not isinstance(ref, ExperimentAnalysis):
-        raise TypeError(f"experiment {unit.name}: analysis is not an ExperimentAnalysis")
-    return ref
+    return plugins.resolve(unit.analysis, ExperimentAnalysis, f"experiment {unit.name}: analysis")

@@ -306,7 +306,7 @@ class _Instant:
         self.refuse = refuse
 
     def __call__(self, model: object, key: object, context: object) -> object:
-        from ibias.runner.providers.base import Provider, ProviderError, Reply
+        from ibias.runner.providers.base import AttemptError, Provider, Reply
         from ibias.runner.retries import Classification, Verdict
 
         refuse = self.refuse
@@ -315,7 +315,7 @@ class _Instant:
             async def complete(self, messages: object, sampling: object) -> Reply:
                 text = messages[-1]["content"]  # type: ignore[index]
                 if text in refuse:
-                    raise ProviderError(Classification(Verdict.RETRY, "http_503", "HTTP 503"))
+                    raise AttemptError(Classification(Verdict.RETRY, "http_503", "HTTP 503"))
                 return Reply("ok", "stop", None, 5, 1, "instant", None, {"ok": True})
 
         return Instant()

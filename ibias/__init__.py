@@ -24,7 +24,7 @@ capabilities `Capability`, `Roster`, `ExtraParsers`, `ReadsLogprobs`), planning 
 `Answering`, `NoParams` and `Persona`, registration (`register`, `unregister`, `PluginError`),
 and the provider interface (`Provider`, `provider`, `ProviderContext`, `ModelConfig`,
 `Sampling`, `Reply`, `Limits`, `AttemptError`, `Classification`, `Verdict`, `SendingOptions`,
-`ProviderTraits`).
+`ProviderTraits`, and for a batch API `BatchSupport`, `BatchAPI`).
 The package ships `py.typed`, so `mypy --strict` checks a plugin against these types.
 
 The project's folders (`runner/`, `prompts/`, `store/`, `analysis/`, `configs/`) stay at the top
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         SectionContext,
         TableContext,
     )
+    from ibias.plugins import PluginError
     from ibias.prompts.base import (
         Experiment,
         Message,
@@ -86,7 +87,6 @@ if TYPE_CHECKING:
         ExtraParsers,
         Item,
         Parser,
-        PluginError,
         ReadsLogprobs,
         Roster,
         TrialKind,
@@ -94,6 +94,7 @@ if TYPE_CHECKING:
         unregister,
     )
     from ibias.prompts.simulation import Answering, NoParams, Simulation
+    from ibias.runner.batch.api import BatchAPI
     from ibias.runner.config import Config, ModelConfig
     from ibias.runner.planning_report import PlanReport
     from ibias.runner.providers.base import (
@@ -106,7 +107,7 @@ if TYPE_CHECKING:
     )
     from ibias.runner.providers.registry import ProviderFactory, provider
     from ibias.runner.providers.sending import SendingOptions
-    from ibias.runner.providers.traits import ProviderTraits
+    from ibias.runner.providers.traits import BatchSupport, ProviderTraits
     from ibias.runner.retries import Classification, Verdict
     from ibias.runner.run import RunResult
     from ibias.runner.stop import Stop
@@ -139,7 +140,7 @@ _LAZY: dict[str, str] = {
     "ExtraParsers": "ibias.prompts.registry",
     "Item": "ibias.prompts.registry",
     "Parser": "ibias.prompts.registry",
-    "PluginError": "ibias.prompts.registry",
+    "PluginError": "ibias.plugins",
     "ReadsLogprobs": "ibias.prompts.registry",
     "Roster": "ibias.prompts.registry",
     "TrialKind": "ibias.prompts.registry",
@@ -156,12 +157,13 @@ _LAZY: dict[str, str] = {
     "Limits": "ibias.runner.providers.base",
     "Provider": "ibias.runner.providers.base",
     "ProviderContext": "ibias.runner.providers.base",
-    "ProviderError": "ibias.runner.providers.base",
     "Reply": "ibias.runner.providers.base",
     "Sampling": "ibias.runner.providers.base",
     "AttemptError": "ibias.runner.providers.base",
     "provider": "ibias.runner.providers.registry",
     "ProviderTraits": "ibias.runner.providers.traits",
+    "BatchSupport": "ibias.runner.providers.traits",
+    "BatchAPI": "ibias.runner.batch.api",
     "SendingOptions": "ibias.runner.providers.sending",
     "Classification": "ibias.runner.retries",
     "Verdict": "ibias.runner.retries",
@@ -172,6 +174,8 @@ __all__ = [
     "AnalysisResult",
     "Answering",
     "AttemptError",
+    "BatchAPI",
+    "BatchSupport",
     "Capability",
     "Classification",
     "Column",

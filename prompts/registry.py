@@ -35,19 +35,16 @@ re-parsed, the view picks the newest) or a new table.
 from __future__ import annotations
 
 import difflib
-import importlib
-import os
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
-from ibias import errors
+from ibias import errors, plugins
+from ibias.plugins import FailedPlugin, PluginError
 from ibias.prompts.base import ChoiceTokens, Experiment, Responder
 from ibias.prompts.simulation import (
     Simulation,
@@ -457,15 +454,6 @@ class ExperimentUnit:
         return _find(self.capabilities, kind)
 
 
-class RegistryError(errors.RegistryError, ValueError):
-    """Two units claim one name, or a name is not registered."""
-
-
-class PluginError(RegistryError):
-    """Something asked for an experiment or a kind that no loaded unit provides while an
-    installed plugin failed to load: the message names the plugin, since it may be the one."""
-
-
 @dataclass(frozen=True)
 class Builtin:
     """A built-in unit, listed without importing it: "module:attribute", and the kinds it
@@ -485,29 +473,12 @@ BUILTIN: Mapping[str, Builtin] = {
         "ibias.prompts.allocation.unit:UNIT", ("allocation", "allocation_explicit")
     ),
 }
-ENTRY_POINT_GROUP = "ibias.experiments"
-PLUGINS_ENV = "IBIAS_PLUGINS"
-"""Comma-separated names of the `ibias.experiments` entry points to load; empty: none; unset:
-all of them."""
-
-
-@dataclass(frozen=True)
-class FailedPlugin:
-    """An entry point that did not give a unit: its name, its value ("module:attribute") and
-    the error in one line."""
-
-    name: str
-    value: str
-    error: str
-
-    @property
-    def line(self) -> str:
-        return f"plugin {self.name!r} ({self.value}) failed to load: {self.error}"
+ENTRY_POINT_GROUP = plugins.EXPERIMENTS
+PLUGINS_ENV = plugins.PLUGINS_ENV
 
 
 _UNITS: dict[str, ExperimentUnit] = {}
 _PENDING: dict[str, Builtin] = dict(BUILTIN)
-_FAILED: list[FailedPlugin] = []
 _LOADED = False
 
 
@@ -515,16 +486,18 @@ def register(unit: ExperimentUnit, *, replace: bool = False) -> ExperimentUnit:
     """Add `unit`; its kind names must be new too (they are values of `trials.experiment`)."""
     _ensure_loaded()
     if (unit.name in _UNITS or unit.name in _PENDING) and not replace:
-        raise RegistryError(f"experiment {unit.name!r} is already registered")
+        raise errors.RegistryError(f"experiment {unit.name!r} is already registered")
     taken = {k.name: u.name for u in _UNITS.values() if u.name != unit.name for k in u.kinds}
     taken.update({k: n for n, b in _PENDING.items() if n != unit.name for k in b.kinds})
     for kind in unit.kinds:
         if kind.name in taken:
-            raise RegistryError(f"kind {kind.name!r} already belongs to {taken[kind.name]!r}")
+            raise errors.RegistryError(
+                f"kind {kind.name!r} already belongs to {taken[kind.name]!r}"
+            )
     try:
         check_flat_keys([*(u for u in _UNITS.values() if u.name != unit.name), unit])
     except ValueError as exc:
-        raise RegistryError(str(exc)) from None
+        raise errors.RegistryError(str(exc)) from None
     _PENDING.pop(unit.name, None)
     _UNITS[unit.name] = unit
     return unit
@@ -547,7 +520,7 @@ def units() -> tuple[ExperimentUnit, ...]:
 
 def unit(name: str) -> ExperimentUnit:
     """The unit registered as `name` (importing it if it is a built-in one not loaded yet);
-    RegistryError names the registered ones, PluginError the plugins that failed to load."""
+    `ibias.RegistryError` names the registered ones, PluginError the plugins that failed to load."""
     _ensure_loaded()
     if name in _PENDING:
         _load_builtin(name)
@@ -555,9 +528,9 @@ def unit(name: str) -> ExperimentUnit:
     if found is not None:
         return found
     known = ", ".join(u.name for u in units())
-    if _FAILED:
-        raise PluginError(_missing(f"experiment {name!r}"))
-    raise RegistryError(f"unknown experiment {name!r}; expected one of {known}")
+    if failed_plugins():
+        raise plugins.missing(ENTRY_POINT_GROUP, f"experiment {name!r}")
+    raise errors.RegistryError(f"unknown experiment {name!r}; expected one of {known}")
 
 
 def kinds() -> tuple[TrialKind, ...]:
@@ -579,18 +552,14 @@ def require_kinds(names: Sequence[str]) -> None:
     known = {k.name for k in kinds()}
     missing = sorted(set(names) - known)
     if missing:
-        raise PluginError(_missing("the store's trials of kind " + ", ".join(map(repr, missing))))
+        kinds_named = ", ".join(map(repr, missing))
+        raise plugins.missing(ENTRY_POINT_GROUP, f"the store's trials of kind {kinds_named}")
 
 
 def failed_plugins() -> tuple[FailedPlugin, ...]:
     """The `ibias.experiments` entry points that failed to load in this process."""
     _ensure_loaded()
-    return tuple(_FAILED)
-
-
-def _missing(what: str) -> str:
-    lines = "; ".join(f.line for f in _FAILED)
-    return f"no loaded experiment unit provides {what}, and {lines}"
+    return plugins.failed(ENTRY_POINT_GROUP)
 
 
 def responders() -> tuple[Responder, ...]:
@@ -627,7 +596,7 @@ class _Builders(Mapping[str, Builder]):
             return unit(name).build
         except PluginError as exc:
             return _refusing(exc)
-        except RegistryError:
+        except errors.RegistryError:
             raise KeyError(name) from None
 
     def __iter__(self) -> Iterator[str]:
@@ -643,46 +612,27 @@ EXPERIMENT_BUILDERS: Mapping[str, Builder] = _Builders()
 def _load_builtin(name: str) -> None:
     """Import the built-in unit `name` (still pending) and register it."""
     builtin = _PENDING.pop(name)
-    module, _, attribute = builtin.path.partition(":")
-    loaded = getattr(importlib.import_module(module), attribute)
-    assert isinstance(loaded, ExperimentUnit) and loaded.name == name
-    assert tuple(k.name for k in loaded.kinds) == builtin.kinds, builtin
+    loaded = plugins.resolve(builtin.path, ExperimentUnit, f"experiment {name}")
+    assert loaded.name == name and tuple(k.name for k in loaded.kinds) == builtin.kinds, builtin
     _UNITS[name] = loaded
 
 
 def _ensure_loaded() -> None:
-    """Register the units of installed packages' entry points (those `IBIAS_PLUGINS` names,
-    or all), once. One that fails is recorded and named in one warning line on stderr; the
-    commands that do not need it go on."""
+    """Register the units of installed packages' entry points, once, by the one plugin
+    policy (ibias/plugins.py): those `IBIAS_PLUGINS` names, or all; one that fails is named
+    in one warning line and the commands that do not need it go on."""
     global _LOADED
     if _LOADED:
         return
     _LOADED = True
-    installed = {e.name: e for e in entry_points(group=ENTRY_POINT_GROUP)}
-    chosen = os.environ.get(PLUGINS_ENV)
-    names = list(installed) if chosen is None else [n.strip() for n in chosen.split(",")]
-    for name in filter(None, names):
-        entry = installed.get(name)
-        if entry is None:
-            _failed(FailedPlugin(name, "not installed", f"{PLUGINS_ENV} names it"))
-            continue
-        try:
-            loaded = entry.load()
-            if not isinstance(loaded, ExperimentUnit):
-                raise TypeError(f"it is a {type(loaded).__name__}, not an ExperimentUnit")
-            register(loaded)
-        except Exception as exc:
-            _failed(FailedPlugin(entry.name, entry.value, _one_line(exc)))
+    plugins.load(ENTRY_POINT_GROUP, _register_plugin)
 
 
-def _failed(plugin: FailedPlugin) -> None:
-    _FAILED.append(plugin)
-    print(f"ibias: warning: {plugin.line}", file=sys.stderr)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def _register_plugin(name: str, loaded: object) -> None:
+    del name
+    if not isinstance(loaded, ExperimentUnit):
+        raise TypeError(f"it is a {type(loaded).__name__}, not an ExperimentUnit")
+    register(loaded)
 
 
 def view_columns(k: TrialKind) -> Sequence[str]:
@@ -692,3 +642,17 @@ def view_columns(k: TrialKind) -> Sequence[str]:
     shown = [c.name for c in k.parser.columns if c.in_view]
     design = ["design"] if k.designs else []
     return ["trial_key", "model_id", "language", *design, *k.view_fields, *shown]
+
+
+def __getattr__(name: str) -> object:
+    # The subclass this module had under the branch's own name: the branch itself now.
+    if name == "RegistryError":
+        import warnings
+
+        warnings.warn(
+            "ibias.prompts.registry.RegistryError is ibias.RegistryError; import that",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return errors.RegistryError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,7 +53,12 @@ from ibias.prompts.schema import (
 from ibias.runner.paths import DEFAULT_STORE as DEFAULT_STORE
 from ibias.runner.paths import absolute_path as absolute_path
 from ibias.runner.providers.names import BUILTIN, SENDING_OPTIONS
-from ibias.runner.providers.traits import BUILTIN_TRAITS, ModelRequest, ProviderTraits
+from ibias.runner.providers.traits import (
+    BUILTIN_TRAITS,
+    LEGACY_RULES,
+    ModelRequest,
+    ProviderTraits,
+)
 
 
 def implemented_providers() -> tuple[str, ...]:
@@ -664,7 +669,7 @@ def _check_request_rule(
     )
     # A provider that had no rules before: every parameter its table drops is newly dropped.
     legacy = rules.legacy_rule_for(
-        (t.base_url or traits.default_base_url) if traits.legacy_rules else None, name
+        (t.base_url or traits.default_base_url) if t.provider in LEGACY_RULES else None, name
     )
     not_sent = rules.not_sent(rule, legacy)
     why = rules.check_sampling(rule, {"temperature": t.temperature})

@@ -25,7 +25,7 @@ import anyio
 
 from ibias.runner.config import Config, ModelConfig
 from ibias.runner.console import literal, terminal, text
-from ibias.runner.providers.base import Limits, ProviderContext, ProviderError, Sampling
+from ibias.runner.providers.base import AttemptError, Limits, ProviderContext, Sampling
 from ibias.runner.providers.registry import ProviderFactory, create_provider
 from ibias.runner.providers.simulator import LoopbackSimulator
 from ibias.runner.retries import Verdict, redact
@@ -76,12 +76,12 @@ async def _check_one(
         return replace(base, message=f"environment variable {model.api_key_env} is not set")
     cfg = replace(model, max_concurrency=1, timeout_s=min(model.timeout_s, MAX_WAIT_S))
     provider = factory(cfg, key, context)
-    budget = model.options.get("thinking_budget") if model.provider == "anthropic" else None
     sampling = Sampling(
         temperature=model.temperature,
-        # Anthropic refuses a thinking budget that is not below max_tokens (a 400): a model
-        # with one is asked for just past its budget (the config keeps it below max_tokens).
-        max_tokens=min(model.max_tokens, MAX_TOKENS if budget is None else budget + MAX_TOKENS),
+        # Tokens the provider needs beyond the answer (Anthropic's thinking budget, which must
+        # be below max_tokens): the check asks for just past them (the config keeps them
+        # below max_tokens).
+        max_tokens=min(model.max_tokens, MAX_TOKENS + provider.reserved_tokens(model.options)),
         seed=model.sampling_seed,
         top_logprobs=model.top_logprobs,  # an endpoint refusing logprobs fails here, not at night
     )
@@ -92,7 +92,7 @@ async def _check_one(
             reply = await provider.complete([{"role": "user", "content": PROMPT}], sampling)
         finally:
             await provider.close()
-    except ProviderError as exc:
+    except AttemptError as exc:
         c = exc.classification
         rpm, tpm = _limits(provider.limits_from_headers(exc.headers))
         usable = c.verdict is Verdict.RETRY and c.is_rate_limit

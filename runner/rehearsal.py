@@ -74,13 +74,9 @@ def rehearsal_store(store: Path) -> Path:
 def sim_table_note(config: Config) -> str | None:
     """The one line a real run says about `[models.sim]` tables it ignores (those of models
     the simulator does not answer in a real run), or None."""
-    from ibias.runner.providers.names import BUILTIN_TRAITS
+    from ibias.runner.providers.traits import SIM_TABLE
 
-    ignored = [
-        m.id
-        for m in config.models
-        if m.sim and not (BUILTIN_TRAITS.get(m.provider) and BUILTIN_TRAITS[m.provider].sim_table)
-    ]
+    ignored = [m.id for m in config.models if m.sim and m.provider not in SIM_TABLE]
     if not ignored:
         return None
     return (

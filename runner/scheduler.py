@@ -34,7 +34,7 @@ from ibias.runner.config import ModelConfig
 from ibias.runner.limits import EndpointLimiter, Outcome, Permit
 from ibias.runner.loop_lag import LOCAL_STALL, NO_MARK, LagMark, LoopLag, is_local_stall
 from ibias.runner.money import usd
-from ibias.runner.providers.base import Limits, Provider, ProviderError, Reply, Sampling
+from ibias.runner.providers.base import AttemptError, Limits, Provider, Reply, Sampling
 from ibias.runner.providers.usage import MAX_TOKEN_COUNT, token_count
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.status import ModelStats as ModelStats
@@ -583,7 +583,7 @@ class Scheduler:
                 return
             tries.attempt += 1
             outcome = await self._send(rt, tries, request, worker)
-            if not isinstance(outcome, ProviderError):
+            if not isinstance(outcome, AttemptError):
                 self._on_reply(rt, tries, request, outcome)
                 return
             if not await self._on_error(rt, tries, request, outcome):
@@ -616,7 +616,7 @@ class Scheduler:
 
     async def _send(
         self, rt: ModelRuntime, tries: _Tries, request: _Request, worker: _Worker
-    ) -> Reply | ProviderError:
+    ) -> Reply | AttemptError:
         """Send one request: its reply, or the error it ended in (a provider's own exception
         classified, so a provider bug never kills the run). While it is in flight its estimate
         is reserved against the budget and a stop lets it finish (within the grace period);
@@ -631,7 +631,7 @@ class Scheduler:
         self._in_flight += 1
         self._reserved_cost += tries.est_cost
         rt.stats.requests += 1
-        outcome: Reply | ProviderError
+        outcome: Reply | AttemptError
         worker.in_request = True
         watch = breaker.watch(request.sent, cfg.timeout_s)  # None in the usual case
         try:
@@ -645,9 +645,9 @@ class Scheduler:
                 outcome = (
                     reply
                     if reply is not None
-                    else ProviderError(_outage_timeout(cfg.outage_limit_s))
+                    else AttemptError(_outage_timeout(cfg.outage_limit_s))
                 )
-        except ProviderError as exc:
+        except AttemptError as exc:
             outcome = exc
         except anyio.get_cancelled_exc_class():
             rt.limiter.release(request.permit, None)
@@ -655,7 +655,7 @@ class Scheduler:
                 breaker.abandon()
             raise
         except Exception as exc:  # a provider bug must not kill the run: retry, recorded
-            outcome = ProviderError(rt.provider.classify_exception(exc))
+            outcome = AttemptError(rt.provider.classify_exception(exc))
         finally:
             if watch is not None:
                 breaker.unwatch(watch)
@@ -718,7 +718,7 @@ class Scheduler:
         rt.stats.learnt_rpm = rt.limiter.learnt_rpm
 
     async def _on_error(
-        self, rt: ModelRuntime, tries: _Tries, request: _Request, error: ProviderError
+        self, rt: ModelRuntime, tries: _Tries, request: _Request, error: AttemptError
     ) -> bool:
         """A failed request, recorded as ending the model (fatal, or a wait beyond the outage
         limit), the trial (given up) or neither (retried: at once while the endpoint is down,

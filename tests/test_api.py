@@ -13,6 +13,8 @@ PUBLIC = [
     "AnalysisResult",
     "Answering",
     "AttemptError",
+    "BatchAPI",
+    "BatchSupport",
     "Capability",
     "Classification",
     "Column",

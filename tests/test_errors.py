@@ -45,9 +45,9 @@ PRECISE: list[tuple[str, str, type[Exception], type[Exception] | None]] = [
     ("ibias.runner.show", "ShowError", errors.StoreError, None),
     ("ibias.analysis.experiment", "AnalysisDataError", errors.StoreError, ValueError),
     ("ibias.prompts.stimuli.pack", "StimuliError", errors.StimuliError, ValueError),
-    ("ibias.prompts.registry", "RegistryError", errors.RegistryError, ValueError),
+    ("ibias.plugins", "PluginError", errors.RegistryError, None),
     ("ibias.runner.providers.registry", "UnknownProviderError", errors.RegistryError, LookupError),
-    ("ibias.runner.providers.base", "ProviderError", errors.ProviderError, None),
+    ("ibias.runner.providers.base", "AttemptError", errors.ProviderError, None),
     ("ibias.runner.batch.api", "BatchAPIError", errors.ProviderError, None),
 ]
 

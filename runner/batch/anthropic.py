@@ -22,8 +22,9 @@ from ibias.prompts.base import Message
 from ibias.runner.batch.api import BatchAPI, BatchInfo, LineResult, oversized_line
 from ibias.runner.batch.http import BatchClient, Oversized
 from ibias.runner.batch.limits import ANTHROPIC_BATCH_BYTES, ANTHROPIC_BATCH_REQUESTS, BatchLimits
+from ibias.runner.config import ModelConfig
 from ibias.runner.providers.anthropic import AnthropicProvider, parse_message
-from ibias.runner.providers.base import Sampling
+from ibias.runner.providers.base import Provider, Sampling
 from ibias.runner.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
 
@@ -79,8 +80,14 @@ def _created(batch: Mapping[str, Any]) -> datetime | None:
 class AnthropicBatches(BatchAPI):
     """Anthropic's Message Batches for one `anthropic` model."""
 
-    provider = "anthropic"
     limits = BatchLimits(max_requests=ANTHROPIC_BATCH_REQUESTS, max_bytes=ANTHROPIC_BATCH_BYTES)
+
+    @classmethod
+    def for_model(
+        cls, provider: Provider, model: ModelConfig, api_key: str | None, base_url: str
+    ) -> AnthropicBatches:
+        assert isinstance(provider, AnthropicProvider)
+        return cls(provider, base_url, api_key)
 
     def __init__(self, provider: AnthropicProvider, base_url: str, api_key: str | None) -> None:
         self.online = provider

@@ -1,6 +1,7 @@
 """What the batch engine needs from a provider's batch API, whatever its dialect.
 
-One adapter per provider (runner/batch/openai.py, runner/batch/anthropic.py) turns its API
+One adapter per provider (runner/batch/openai.py, runner/batch/anthropic.py, ...; a provider
+declares its own in `ProviderTraits.batch`, built by `BatchAPI.for_model`) turns its API
 into these values, so the engine (runner/batch/engine.py) never reads a provider's bodies:
 the lines it submits are built from the provider's own online request body, the batch it gets
 back is a `BatchInfo` in the `batches` table's vocabulary, and each result line is a
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ibias import errors
 from ibias.prompts.base import Message
 from ibias.runner.batch.limits import BatchLimits
-from ibias.runner.providers.base import Reply, Sampling
+from ibias.runner.config import ModelConfig
+from ibias.runner.providers.base import Provider, Reply, Sampling
 from ibias.store.batches import BatchRow
 
 if TYPE_CHECKING:
@@ -91,13 +93,21 @@ def oversized_line(key: str | None, size: int, cap: int) -> LineResult | None:
 class BatchAPI(ABC):
     """One model's batch API (its provider's dialect, its base URL and key)."""
 
-    #: The provider's registry name (the `batches.provider` column).
-    provider: ClassVar[str] = ""
     #: The provider's documented per-batch limits (runner/batch/limits.py).
     limits: ClassVar[BatchLimits] = BatchLimits()
     #: Prompt tokens (estimated) the model's live batches may hold at once (OpenAI's
     #: enqueued-token limit per model), or None for a provider without such a limit.
     enqueued_tokens: int | None = None
+
+    @classmethod
+    def for_model(
+        cls, provider: Provider, model: ModelConfig, api_key: str | None, base_url: str
+    ) -> BatchAPI:
+        """The adapter of one model that runs in batch mode: `provider` is its online
+        provider (built from its config, whose request bodies the lines reuse), `base_url`
+        the URL to call (a rehearsal's simulator, the model's own, or its provider's
+        default). What a provider's declared `BatchSupport.adapter` must define."""
+        raise NotImplementedError(f"{cls.__name__} does not define for_model")
 
     @abstractmethod
     def line(self, key: str, messages: Sequence[Message], sampling: Sampling) -> bytes:

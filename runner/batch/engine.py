@@ -215,7 +215,7 @@ class ModelBatches:
             if not allow(self.upper_bound(chunk)):
                 break
             keys = [key for key, _, _ in chunk]
-            intent_id = store.new_intent(self.con, self.api.provider, self.model.id, keys)
+            intent_id = store.new_intent(self.con, self.model.provider, self.model.id, keys)
             row = store.batches_of(self.con, intent_id=intent_id)[0]
             rows = [row]
 

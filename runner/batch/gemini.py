@@ -25,7 +25,8 @@ from ibias.runner.batch.limits import (
     GEMINI_INLINE_BYTES,
     BatchLimits,
 )
-from ibias.runner.providers.base import Sampling
+from ibias.runner.config import ModelConfig
+from ibias.runner.providers.base import Provider, Sampling
 from ibias.runner.providers.gemini import GeminiProvider, parse_generate_content
 from ibias.runner.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
@@ -80,8 +81,14 @@ def _file_of(batch: Mapping[str, Any]) -> str | None:
 class GeminiBatches(BatchAPI):
     """Gemini's batch generation for one `gemini` model."""
 
-    provider = "gemini"
     limits = BatchLimits(max_requests=GEMINI_BATCH_REQUESTS, max_bytes=GEMINI_BATCH_BYTES)
+
+    @classmethod
+    def for_model(
+        cls, provider: Provider, model: ModelConfig, api_key: str | None, base_url: str
+    ) -> GeminiBatches:
+        assert isinstance(provider, GeminiProvider)
+        return cls(provider, base_url, api_key)
 
     def __init__(
         self,

@@ -1,7 +1,9 @@
 """Each provider's documented per-batch limits, and which models may run in batch mode.
 
 Batches are split below these (a batch above a limit is refused whole by the provider), each
-its own row in the `batches` table.
+its own row in the `batches` table. Whether a model may run in batch mode is its provider's
+declared `ProviderTraits.batch` (runner/providers/traits.py), read here by the same code for
+the built-in providers and any other: no provider is named here.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ __all__ = [
     "OPENAI_BATCH_BYTES",
     "OPENAI_BATCH_REQUESTS",
     "OPENAI_ENQUEUED_TOKENS",
-    "OPENAI_HOST",
     "BatchLimits",
     "batch_discount",
     "batch_refusal",
@@ -54,8 +55,6 @@ ANTHROPIC_BATCH_BYTES = 256 * 1000 * 1000
 GEMINI_INLINE_BYTES = 20 * 1000 * 1000
 GEMINI_BATCH_BYTES = 2 * 1000 * 1000 * 1000
 GEMINI_BATCH_REQUESTS = 2**31 - 1
-#: The host whose `openai` models may run in batch mode without `batch = true`.
-OPENAI_HOST = "api.openai.com"
 #: OpenAI's Batch API costs half the online price ("50% lower costs", Batch API guide), and
 #: so does Anthropic's ("reducing costs by 50%", Message Batches guide) and Gemini's ("50% of
 #: the standard cost", Batch API guide); used when a model
@@ -79,22 +78,18 @@ def wants_batch(model: ModelConfig, forced: bool) -> bool:
     return forced or model.options.get("mode") == "batch"
 
 
-#: Each provider with a batch API in ibias, and the host of its own API: at another host a
-#: model runs in batch mode only with `batch = true`.
-BATCH_HOSTS = {
-    "openai": OPENAI_HOST,
-    "anthropic": "api.anthropic.com",
-    "gemini": "generativelanguage.googleapis.com",
-}
-
-
 def batch_refusal(model: ModelConfig) -> str | None:
-    """Why this model cannot run in batch mode (it then runs online), or None when it can:
-    `openai` and `anthropic` models at their provider's own host, and at any other host only
-    with `batch = true`; the same for `gemini` models."""
-    own = BATCH_HOSTS.get(model.provider)
-    if own is None:
+    """Why this model cannot run in batch mode (it then runs online), or None when it can: its
+    provider declares a batch API (`ProviderTraits.batch`), and the model is at that
+    provider's own host, or at another with `batch = true`."""
+    from ibias.runner.providers.registry import traits_for
+
+    support = traits_for(model.provider).batch
+    if support is None:
         return f"provider {model.provider!r} has no batch mode in ibias"
+    own = support.host
+    if own is None:
+        return None
     host = (urlsplit(model.base_url).hostname or "") if model.base_url else own
     if host != own and not model.options.get("batch"):
         return f"host {host} is not {own} (set batch = true if it has the provider's batch API)"

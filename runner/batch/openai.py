@@ -23,7 +23,8 @@ from ibias.runner.batch.limits import (
     OPENAI_ENQUEUED_TOKENS,
     BatchLimits,
 )
-from ibias.runner.providers.base import Sampling
+from ibias.runner.config import ModelConfig
+from ibias.runner.providers.base import Provider, Sampling
 from ibias.runner.providers.openai import NullContent, OpenAIProvider, parse_chat_completion
 from ibias.runner.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
@@ -132,9 +133,22 @@ class OpenAIBatches(BatchAPI):
     """OpenAI's Batch API for one `openai` model: JSONL upload, a batch carrying the intent
     id in its `metadata`, results from the output and error files."""
 
-    provider = "openai"
     limits = BatchLimits(max_requests=OPENAI_BATCH_REQUESTS, max_bytes=OPENAI_BATCH_BYTES)
     client: OpenAIBatchClient
+
+    @classmethod
+    def for_model(
+        cls, provider: Provider, model: ModelConfig, api_key: str | None, base_url: str
+    ) -> OpenAIBatches:
+        """The model's `batch_enqueued_tokens` is its account's enqueued-token limit."""
+        assert isinstance(provider, OpenAIProvider)
+        enqueued = model.options.get("batch_enqueued_tokens")
+        return cls(
+            provider,
+            OpenAIBatchClient(base_url, api_key),
+            model.id,
+            int(enqueued) if enqueued else OPENAI_ENQUEUED_TOKENS,
+        )
 
     def __init__(
         self,

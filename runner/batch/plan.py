@@ -13,7 +13,7 @@ from typing import Any
 
 from ibias.runner.batch.limits import batch_discount
 from ibias.runner.batch.run import batch_models
-from ibias.runner.config import Config
+from ibias.runner.config import Config, ModelConfig
 
 __all__ = ["with_modes"]
 
@@ -23,15 +23,7 @@ def with_modes(config: Config, report: dict[str, Any], forced: bool) -> dict[str
     models, the cost at the batch price; `batch_lines` says which run how."""
     batched, online_lines = batch_models(config, forced)
     by_id = {m.id: m for m in batched}
-    apis = {
-        "openai": "OpenAI Batch API",
-        "anthropic": "Anthropic Message Batches",
-        "gemini": "Gemini batch generation",
-    }
-    lines = [
-        f"model {m.id} runs in batch mode ({apis.get(m.provider, m.provider)}, batch price)"
-        for m in batched
-    ]
+    lines = [f"model {m.id} runs in batch mode ({_api(m)}, batch price)" for m in batched]
     models: list[dict[str, Any]] = []
     for entry in report["models"]:
         entry = {**entry, "mode": "online", "online_cost_usd": entry["estimated_cost_usd"]}
@@ -60,3 +52,11 @@ def with_modes(config: Config, report: dict[str, Any], forced: bool) -> dict[str
         ],
         "batch_lines": [*lines, *online_lines],
     }
+
+
+def _api(model: ModelConfig) -> str:
+    """The batch API's name, as its provider declares it."""
+    from ibias.runner.providers.registry import traits_for
+
+    support = traits_for(model.provider).batch
+    return model.provider if support is None else support.api

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 import anyio
 import duckdb
 
+from ibias import errors
 from ibias.runner.batch.limits import BatchLimits, batch_refusal, wants_batch
 from ibias.runner.config import Config, ModelConfig
-from ibias.runner.providers.names import DEFAULT_BASE_URLS
 from ibias.runner.scheduler import ModelStats
 from ibias.runner.stop import Stop
 from ibias.store.plans import StoredPlan
@@ -226,36 +226,24 @@ def _outcome(
 
 
 def batch_api(model: ModelConfig, api_key: str | None, base_url: str | None = None) -> BatchAPI:
-    """The batch API of a model that runs in batch mode (`batch_refusal` said it can), called
-    at `base_url` when given (a rehearsal's simulator), else at the model's own."""
+    """The batch API of a model that runs in batch mode (`batch_refusal` said it can): its
+    provider's declared adapter (`ProviderTraits.batch`), called at `base_url` when given (a
+    rehearsal's simulator), else at the model's own or the provider's default URL."""
+    from ibias import plugins
+    from ibias.runner.batch.api import BatchAPI
     from ibias.runner.providers.base import ProviderContext
-    from ibias.runner.providers.registry import create_provider
+    from ibias.runner.providers.registry import create_provider, traits_for
 
+    traits = traits_for(model.provider)
+    assert traits.batch is not None, model.provider
+    adapter = plugins.resolve(traits.batch.adapter, type, f"provider {model.provider}: batch")
+    if not issubclass(adapter, BatchAPI):
+        raise errors.RegistryError(
+            f"provider {model.provider}: batch: {traits.batch.adapter!r} is not a BatchAPI"
+        )
     provider = create_provider(model, api_key, ProviderContext())
-    if model.provider == "anthropic":
-        from ibias.runner.batch.anthropic import AnthropicBatches
-        from ibias.runner.providers.anthropic import AnthropicProvider
-
-        assert isinstance(provider, AnthropicProvider)
-        base = base_url or model.base_url or DEFAULT_BASE_URLS["anthropic"]
-        return AnthropicBatches(provider, base, api_key)
-    if model.provider == "gemini":
-        from ibias.runner.batch.gemini import GeminiBatches
-        from ibias.runner.providers.gemini import GeminiProvider
-
-        assert isinstance(provider, GeminiProvider)
-        base = base_url or model.base_url or DEFAULT_BASE_URLS["gemini"]
-        return GeminiBatches(provider, base, api_key)
-    from ibias.runner.batch.limits import OPENAI_ENQUEUED_TOKENS
-    from ibias.runner.batch.openai import OpenAIBatchClient, OpenAIBatches
-    from ibias.runner.providers.openai import OpenAIProvider
-
-    assert isinstance(provider, OpenAIProvider)
-    client = OpenAIBatchClient(base_url or model.base_url or DEFAULT_BASE_URLS["openai"], api_key)
-    enqueued = model.options.get("batch_enqueued_tokens")
-    return OpenAIBatches(
-        provider, client, model.id, int(enqueued) if enqueued else OPENAI_ENQUEUED_TOKENS
-    )
+    base = base_url or model.base_url or traits.default_base_url or ""
+    return adapter.for_model(provider, model, api_key, base)
 
 
 def online_config(config: Config, batched: Sequence[ModelConfig]) -> Config:

@@ -55,9 +55,9 @@ from ibias.prompts.base import Message, SettingsError
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
     MINUTE_S,
+    AttemptError,
     Limits,
     ProviderContext,
-    ProviderError,
     Reply,
     Sampling,
     Window,
@@ -419,6 +419,12 @@ class AnthropicProvider(HTTPProvider):
         AnthropicThinking.from_mapping(msgspec.structs.asdict(options))
         check_version(options.anthropic_version)
 
+    @classmethod
+    def reserved_tokens(cls, options: Mapping[str, Any]) -> int:
+        """A thinking budget: Anthropic refuses one that is not below `max_tokens` (a 400)."""
+        budget = options.get("thinking_budget")
+        return int(budget) if budget is not None else 0
+
     def __init__(
         self,
         *,
@@ -478,11 +484,11 @@ class AnthropicProvider(HTTPProvider):
         status, headers, body = await self.post(self.request_body(messages, sampling))
         verdict = classify_anthropic(status, headers, body, now=time.time())
         if verdict.verdict is not Verdict.OK:
-            raise ProviderError(verdict, status=status, headers=headers)
+            raise AttemptError(verdict, status=status, headers=headers)
         try:
             return parse_message(body, status, headers)
         except MalformedResponse as exc:
-            raise ProviderError(
+            raise AttemptError(
                 self.classify_exception(exc), status=status, headers=headers
             ) from None
 

@@ -3,12 +3,12 @@ reading of rate-limit headers and its own names for the sampling parameters.
 
 Why one class per provider: the scheduler must not know any provider's dialect. It hands a
 provider the chat and the *neutral* sampling parameters stored in the trial (and hashed into its
-key), and gets back a `Reply` or a `ProviderError` carrying the retry classification; after each
+key), and gets back a `Reply` or an `AttemptError` carrying the retry classification; after each
 attempt it asks the provider what limits the response headers announce. Adding a provider is
 then one registered class (runner/providers/registry.py), and a test can hand the run an
 in-process provider with no HTTP at all.
 
-Failures are raised as `ProviderError` carrying the retry classification (runner/retries.py).
+Failures are raised as `AttemptError` carrying the retry classification (runner/retries.py).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from ibias.runner.providers.traits import ProviderTraits
 from ibias.runner.retries import Classification
 
 __all__ = [
+    "AttemptError",
     "Limits",
     "Provider",
     "ProviderContext",
-    "ProviderError",
     "Reply",
     "Sampling",
     "SimulatorEndpoint",
@@ -78,8 +78,7 @@ class AttemptError(errors.ProviderError):
 
     Public as `ibias.AttemptError`: a provider raises it, the scheduler reads its
     classification. It is a branch of `ibias.ProviderError` (the exception tree), so a library
-    user's `except ibias.ProviderError` catches it; the built-in providers use the older name
-    `ProviderError` from this module, an alias of the same class."""
+    user's `except ibias.ProviderError` catches it."""
 
     def __init__(
         self,
@@ -98,9 +97,6 @@ class AttemptError(errors.ProviderError):
         #: provider said (OpenAI's null content with a `stop` finish, stored as empty with
         #: reason `null_content`). None: the trial fails with nothing stored, as ever.
         self.fallback = fallback
-
-
-ProviderError = AttemptError
 
 
 #: Seconds in the windows a provider announces its limits over.
@@ -253,7 +249,7 @@ class Provider(ABC):
 
     A provider class is registered under its `name` (runner/providers/registry.py) and built
     by `from_config`. The scheduler calls, per attempt: `complete`; on an exception escaping
-    `complete` that is not a `ProviderError`, `classify_exception`; and after every attempt,
+    `complete` that is not an `AttemptError`, `classify_exception`; and after every attempt,
     `limits_from_headers` with the response headers (when the config sets no rpm/tpm).
     """
 
@@ -265,10 +261,6 @@ class Provider(ABC):
     #: hands the keys given to the provider as `ModelConfig.options` (they are part of the
     #: trial key when set). None: the provider takes no options of its own.
     options_schema: ClassVar[type[msgspec.Struct] | None] = None
-    #: Whether a model of this provider must give a `base_url` (a native API with a documented
-    #: URL, or an in-process provider, needs none). The older spelling of
-    #: `traits.needs_base_url`, still read for a provider that declares no traits.
-    needs_base_url: ClassVar[bool] = True
     #: What the provider accepts and needs in its model's table (default URL, logprobs, seed,
     #: temperature bound, ...: runner/providers/traits.py), validated by the config loader.
     #: The default is permissive but for logprobs; a built-in provider's is its entry of
@@ -279,6 +271,14 @@ class Provider(ABC):
     def check_options(cls, options: Any) -> None:
         """Checks across the options (an `options_schema` instance) that a schema cannot
         express; raise `ibias.prompts.base.SettingsError(key, message)`. Default: none."""
+
+    @classmethod
+    def reserved_tokens(cls, options: Mapping[str, Any]) -> int:
+        """Tokens a request of a model with these options (`ModelConfig.options`) needs in
+        its `max_tokens` beyond the answer: `ibias models` asks its one short check for that
+        many more, so the check is a request the API accepts. Default: none."""
+        del options
+        return 0
 
     @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
@@ -305,7 +305,7 @@ class Provider(ABC):
 
     @abstractmethod
     async def complete(self, messages: Sequence[Message], sampling: Sampling) -> Reply:
-        """One request. Returns the reply or raises `ProviderError` with its classification;
+        """One request. Returns the reply or raises `AttemptError` with its classification;
         maps the neutral `sampling` to the provider's own request fields."""
 
     def classify_exception(self, exc: BaseException) -> Classification:

@@ -48,9 +48,9 @@ from msgspec import Meta
 from ibias.prompts.base import Message, SettingsError
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
+    AttemptError,
     Limits,
     ProviderContext,
-    ProviderError,
     Reply,
     Sampling,
 )
@@ -506,11 +506,11 @@ class GeminiProvider(HTTPProvider):
         if verdict.verdict is not Verdict.OK:
             if status == 429:
                 self._remember_quotas(body)
-            raise ProviderError(verdict, status=status, headers=headers)
+            raise AttemptError(verdict, status=status, headers=headers)
         try:
             return parse_generate_content(body, status, headers)
         except MalformedResponse as exc:
-            raise ProviderError(
+            raise AttemptError(
                 self.classify_exception(exc), status=status, headers=headers
             ) from None
 

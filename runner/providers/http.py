@@ -1,6 +1,6 @@
 """What every provider that speaks JSON over HTTP shares: one aiohttp session per endpoint
 (keep-alive, a pool sized to the model's concurrency cap, the key only in the session's default
-headers), and one POST that turns a transport failure into a classified `ProviderError`.
+headers), and one POST that turns a transport failure into a classified `AttemptError`.
 
 Each protocol keeps what differs: its URL, its authentication headers, its request body, and
 how it classifies and parses the answer.
@@ -30,7 +30,7 @@ import aiohttp
 import orjson
 
 from ibias.runner.config import DEFAULT_MAX_BODY_BYTES
-from ibias.runner.providers.base import Provider, ProviderError
+from ibias.runner.providers.base import AttemptError, Provider
 from ibias.runner.redact import redact_body, secret_bytes
 from ibias.runner.retries import Classification, Verdict, redact
 
@@ -127,7 +127,7 @@ class HTTPProvider(Provider):
 
     async def post(self, payload: Mapping[str, Any]) -> tuple[int, Mapping[str, str], bytes]:
         """(status, headers, body) of one POST; a transport failure (timeout, dropped
-        connection, truncated body) is raised as a classified `ProviderError`, and so are a
+        connection, truncated body) is raised as a classified `AttemptError`, and so are a
         redirect (never followed) and a body above the cap (never read whole).
 
         The headers are aiohttp's own read-only, case-insensitive mapping, handed on as they
@@ -141,16 +141,16 @@ class HTTPProvider(Provider):
             ) as resp:
                 status = resp.status
                 if 300 <= status < 400:
-                    raise ProviderError(
+                    raise AttemptError(
                         self._redirect(status, resp.headers), status=status, headers=resp.headers
                     )
                 # A key echoed back is never stored.
                 body = redact_body(await self._read_capped(resp), self._echoed)
                 return status, resp.headers, body
-        except ProviderError:
+        except AttemptError:
             raise
         except Exception as exc:
-            raise ProviderError(self.classify_exception(exc)) from None
+            raise AttemptError(self.classify_exception(exc)) from None
 
     async def _read_capped(self, resp: aiohttp.ClientResponse) -> bytes:
         """The body, read in chunks and never more than one byte past the cap; a body above
@@ -175,9 +175,9 @@ class HTTPProvider(Provider):
                 raise self._too_large(resp, "more than the cap read")
         return b"".join(chunks)
 
-    def _too_large(self, resp: aiohttp.ClientResponse, seen: str) -> ProviderError:
+    def _too_large(self, resp: aiohttp.ClientResponse, seen: str) -> AttemptError:
         resp.close()  # the rest of the body is never read: drop the connection
-        return ProviderError(
+        return AttemptError(
             Classification(
                 Verdict.GIVE_UP,
                 "too_large",

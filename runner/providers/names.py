@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from ibias.plugins import PROVIDERS
 from ibias.runner.providers.traits import BUILTIN_TRAITS
 
 __all__ = [
@@ -28,8 +29,8 @@ BUILTIN: Mapping[str, str] = MappingProxyType(
         "simulator": "ibias.runner.providers.simulator",
     }
 )
-#: The entry-point group third-party providers register under.
-ENTRY_POINT_GROUP = "ibias.providers"
+#: The entry-point group third-party providers register under (ibias/plugins.py).
+ENTRY_POINT_GROUP = PROVIDERS
 #: Each native provider's documented base URL, used when a model's config gives none (and
 #: named as the example when a config's base_url is not a URL): from its traits.
 DEFAULT_BASE_URLS: Mapping[str, str] = MappingProxyType(

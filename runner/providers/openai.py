@@ -25,9 +25,9 @@ from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import (
     DAY_S,
     MINUTE_S,
+    AttemptError,
     Limits,
     ProviderContext,
-    ProviderError,
     Reply,
     Sampling,
     Window,
@@ -274,7 +274,7 @@ class OpenAIProvider(HTTPProvider):
         if verdict.verdict is not Verdict.OK:
             if sampling.top_logprobs is not None:
                 verdict = logprobs_refusal(status, body) or verdict
-            raise ProviderError(verdict, status=status, headers=headers)
+            raise AttemptError(verdict, status=status, headers=headers)
         try:
             reply = parse_chat_completion(
                 body,
@@ -284,7 +284,7 @@ class OpenAIProvider(HTTPProvider):
                 logprobs=sampling.top_logprobs is not None,
             )
         except NullContent as exc:
-            raise ProviderError(
+            raise AttemptError(
                 Classification(Verdict.RETRY, "null_content", str(exc)),
                 status=status,
                 headers=headers,
@@ -293,13 +293,13 @@ class OpenAIProvider(HTTPProvider):
         except MalformedResponse as exc:
             # Looked at only when the body is no completion, so answers are parsed once.
             embedded = embedded_error(status, headers, body)
-            raise ProviderError(
+            raise AttemptError(
                 embedded or self.classify_exception(exc), status=status, headers=headers
             ) from None
         if sampling.top_logprobs is not None and reply.logprobs is None and reply.content:
             # The key promises logprobs: an endpoint that ignores the parameter would fill the
             # store with trials that cannot be analysed as asked, so the model stops at once.
-            raise ProviderError(
+            raise AttemptError(
                 Classification(
                     Verdict.FATAL,
                     "logprobs_missing",

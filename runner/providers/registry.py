@@ -9,21 +9,22 @@ registers the class. A command that never builds a provider (`--help`, `status`,
 so never imports aiohttp, and a run with only OpenAI-compatible models never imports the
 simulator's aiohttp.web. A third-party package registers a provider through the
 `ibias.providers` entry-point group (name = "package.module" or "package.module:Class"), looked
-up only for a name that is not built in.
+up only for a name that is not built in, by the one plugin policy (ibias/plugins.py): chosen by
+`IBIAS_PLUGINS`, a failure named in one warning line and again by the `PluginError` of the
+lookup it might have answered.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
-from dataclasses import replace
+from types import ModuleType
 from typing import TypeVar
 
-from ibias import errors
+from ibias import errors, plugins
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Provider, ProviderContext
 from ibias.runner.providers.names import BUILTIN, ENTRY_POINT_GROUP
-from ibias.runner.providers.traits import ProviderTraits
+from ibias.runner.providers.traits import BUILTIN_TRAITS, ProviderTraits
 
 __all__ = [
     "BUILTIN",
@@ -35,6 +36,7 @@ __all__ = [
     "provider",
     "provider_class",
     "registered_providers",
+    "traits_for",
     "traits_of",
 ]
 
@@ -85,43 +87,39 @@ def registered_providers() -> tuple[str, ...]:
 
 
 def known_providers() -> tuple[str, ...]:
-    """`registered_providers` plus the names third-party packages announce as entry points."""
-    from importlib.metadata import entry_points
-
-    return tuple(
-        sorted(
-            set(registered_providers()) | {e.name for e in entry_points(group=ENTRY_POINT_GROUP)}
-        )
-    )
+    """`registered_providers` plus the names of the entry points `IBIAS_PLUGINS` chooses."""
+    return tuple(sorted(set(registered_providers()) | set(plugins.names(ENTRY_POINT_GROUP))))
 
 
 def provider_class(name: str) -> type[Provider]:
     """The class registered as `name`, importing its module on first use;
-    `UnknownProviderError` names the known ones."""
+    `UnknownProviderError` names the known ones, `PluginError` a provider plugin that failed
+    to load (it may be the one)."""
     cls = _REGISTRY.get(name)
     if cls is not None:
         return cls
     if name in BUILTIN:
-        importlib.import_module(BUILTIN[name])
+        plugins.resolve(BUILTIN[name], ModuleType, f"provider {name}")
     else:
-        _load_entry_point(name)
+        plugins.load(ENTRY_POINT_GROUP, _register_plugin, name=name)
     cls = _REGISTRY.get(name)
-    if cls is None:
-        known = ", ".join(registered_providers()) or "none"
-        raise UnknownProviderError(f"no provider registered as {name!r} (registered: {known})")
-    return cls
+    if cls is not None:
+        return cls
+    if plugins.failed(ENTRY_POINT_GROUP):
+        raise plugins.missing(ENTRY_POINT_GROUP, f"provider {name!r}")
+    known = ", ".join(registered_providers()) or "none"
+    raise UnknownProviderError(f"no provider registered as {name!r} (registered: {known})")
 
 
-def _load_entry_point(name: str) -> None:
-    """Load the `ibias.providers` entry point called `name`, if one is installed. Loading a
-    module registers its `@provider` classes; an entry point naming a class registers it."""
-    from importlib.metadata import entry_points
-
-    for entry in entry_points(group=ENTRY_POINT_GROUP, name=name):
-        loaded = entry.load()
-        if isinstance(loaded, type) and issubclass(loaded, Provider) and name not in _REGISTRY:
-            provider(name)(loaded)
+def _register_plugin(name: str, loaded: object) -> None:
+    """An `ibias.providers` entry point: a module (its `@provider` classes registered on
+    import) or a Provider class, registered under the entry point's name."""
+    if isinstance(loaded, ModuleType):
         return
+    if not (isinstance(loaded, type) and issubclass(loaded, Provider)):
+        raise TypeError(f"it is a {type(loaded).__name__}, not a Provider class or a module")
+    if name not in _REGISTRY:
+        provider(name)(loaded)
 
 
 def create_provider(model: ModelConfig, api_key: str | None, context: ProviderContext) -> Provider:
@@ -130,9 +128,12 @@ def create_provider(model: ModelConfig, api_key: str | None, context: ProviderCo
 
 
 def traits_of(cls: type[Provider]) -> ProviderTraits:
-    """The traits the config validates a model of `cls` with: its `traits`, where a class that
-    declares none but sets the older `needs_base_url = False` needs no base URL."""
-    traits = cls.traits
-    if traits is Provider.traits and not cls.needs_base_url:
-        return replace(traits, needs_base_url=False)
-    return traits
+    """The traits the config validates a model of `cls` with: its class's `traits`."""
+    return cls.traits
+
+
+def traits_for(name: str) -> ProviderTraits:
+    """The traits of the provider registered as `name`: a built-in one's without importing
+    it, any other's from its class (loading its plugin if need be)."""
+    builtin = BUILTIN_TRAITS.get(name)
+    return builtin if builtin is not None else traits_of(provider_class(name))

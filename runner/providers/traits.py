@@ -23,7 +23,34 @@ from ibias.prompts.schema import show
 if TYPE_CHECKING:
     from ibias.runner.providers.params import ParamRule
 
-__all__ = ["BUILTIN_TRAITS", "ModelRequest", "ProviderTraits"]
+__all__ = [
+    "BUILTIN_TRAITS",
+    "LEGACY_RULES",
+    "SIM_TABLE",
+    "BatchSupport",
+    "ModelRequest",
+    "ProviderTraits",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchSupport:
+    """A provider's batch API, declared in its traits: what `ibias run --batch` needs to send
+    its models' trials as provider batches (runner/batch/).
+
+    Why declared rather than known: the batch run, the plan and the status read this value
+    and name no provider, so a provider from another package offers batches exactly as the
+    built-in ones do. `adapter` is a "module:Class" reference (imported only when a batch
+    runs, ibias/plugins.py `resolve`) to a subclass of `ibias.runner.batch.api.BatchAPI`,
+    built per model by its `for_model`."""
+
+    #: The batch API as `plan` names it ("OpenAI Batch API").
+    api: str
+    #: "module:Class" of the provider's `BatchAPI` subclass.
+    adapter: str
+    #: The host of the provider's own API: a model at another host runs in batch mode only
+    #: with its option `batch = true` (the host may not have the batch API). None: any host.
+    host: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,14 +90,9 @@ class ProviderTraits:
     reasoning: bool = False
     #: The highest temperature the API takes (the core schema's bound is 2).
     max_temperature: float = 2.0
-    #: Whether a `[models.sim]` table is allowed (the in-process simulator).
-    sim_table: bool = False
     #: The table of request rules by model name (runner/providers/params.py `rule_for`'s
     #: `provider`: "openai" or "anthropic"), or None: no per-model rule applies.
     request_rules: str | None = None
-    #: Whether the rules before per-model rules applied to it (so only parameters its rule
-    #: newly drops are recorded as `not_sent`); False: every dropped parameter is new.
-    legacy_rules: bool = False
     #: A built-in provider's option keys (its class's `options_schema` fields, a test checks
     #: they agree), listed here so a key of another provider's is refused naming that provider
     #: without loading it. The options themselves are validated by the class's
@@ -85,6 +107,8 @@ class ProviderTraits:
     #: Checks across the request's keys and options that need the request rule; raises
     #: SettingsError(key, message) with a key of the model's table. None: none.
     check_request: Callable[[ModelRequest], None] | None = None
+    #: Its batch API (`--batch`, `mode = "batch"`), or None: its models always run online.
+    batch: BatchSupport | None = None
 
 
 def _gguf_key(name: str) -> str:
@@ -142,6 +166,11 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             options=_SENDING | {"thinking_budget", "thinking", "effort", "anthropic_version"},
             sending=_SENDING,
             check_request=_anthropic_request,
+            batch=BatchSupport(
+                api="Anthropic Message Batches",
+                adapter="ibias.runner.batch.anthropic:AnthropicBatches",
+                host="api.anthropic.com",
+            ),
         ),
         "gemini": ProviderTraits(
             api="Gemini's generateContent API",
@@ -149,6 +178,11 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             needs_base_url=False,
             options=_SENDING | {"safety_settings", "thinking_budget", "thinking_level"},
             sending=_SENDING,
+            batch=BatchSupport(
+                api="Gemini batch generation",
+                adapter="ibias.runner.batch.gemini:GeminiBatches",
+                host="generativelanguage.googleapis.com",
+            ),
         ),
         "llamacpp": ProviderTraits(
             api="llama-cpp-python's server",
@@ -168,16 +202,28 @@ BUILTIN_TRAITS: Mapping[str, ProviderTraits] = MappingProxyType(
             logprobs=True,
             reasoning=True,
             request_rules="openai",
-            legacy_rules=True,
             options=_SENDING | {"reasoning_effort", "batch_enqueued_tokens"},
             sending=_SENDING | {"batch_enqueued_tokens"},
             check_request=_openai_request,
+            batch=BatchSupport(
+                api="OpenAI Batch API",
+                adapter="ibias.runner.batch.openai:OpenAIBatches",
+                host="api.openai.com",
+            ),
         ),
         "simulator": ProviderTraits(
             api="ibias's simulator",
             needs_base_url=False,
             logprobs=True,
-            sim_table=True,
         ),
     }
 )
+
+#: The built-in providers that had request rules before per-model ones (runner/providers/
+#: params.py `legacy_rule_for`), so only the parameters their rule newly drops are recorded as
+#: `not_sent`. Any other provider's dropped parameters are all new: a rule of the built-ins'
+#: history, not something a provider declares.
+LEGACY_RULES: frozenset[str] = frozenset({"openai"})
+#: The built-in provider whose real runs use a model's `[models.sim]` table (the in-process
+#: simulator); every other provider's model keeps it for rehearsals only.
+SIM_TABLE: frozenset[str] = frozenset({"simulator"})

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ibias import errors, plugins
 from ibias.prompts import registry
 from ibias.store.db import open_store
 from tests.helpers import IBIAS, model_block, write_config
@@ -122,17 +123,17 @@ def test_a_store_with_trials_no_loaded_unit_provides_is_refused_while_a_plugin_f
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     registry.require_kinds(["colours"])  # no plugin failed: a store of another process
-    failed = registry.FailedPlugin("colours", "ibias_broken:UNIT", "RuntimeError: boom")
-    monkeypatch.setattr(registry, "_FAILED", [failed])
+    failed = plugins.FailedPlugin("colours", "ibias_broken:UNIT", "RuntimeError: boom")
+    monkeypatch.setitem(plugins._FAILED, plugins.EXPERIMENTS, [failed])
     registry.require_kinds(["allocation", "prompts"])
-    with pytest.raises(registry.PluginError) as caught:
+    with pytest.raises(plugins.PluginError) as caught:
         registry.require_kinds(["allocation", "colours"])
     assert str(caught.value) == (
         "no loaded experiment unit provides the store's trials of kind 'colours', and plugin "
         "'colours' (ibias_broken:UNIT) failed to load: RuntimeError: boom"
     )
-    assert isinstance(caught.value, registry.RegistryError)
-    with pytest.raises(registry.PluginError, match="experiment 'colours'"):
+    assert isinstance(caught.value, errors.RegistryError)
+    with pytest.raises(plugins.PluginError, match="experiment 'colours'"):
         registry.unit("colours")
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 import msgspec
 import pytest
 
+from ibias.errors import RegistryError
 from ibias.prompts import registry
 from ibias.prompts.registry import (
     Capability,
@@ -16,7 +17,6 @@ from ibias.prompts.registry import (
     Item,
     Parser,
     ReadsLogprobs,
-    RegistryError,
     Roster,
     TrialKind,
 )

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import msgspec
 import pytest
 
+from ibias import errors
 from ibias.prompts import registry
 from ibias.prompts.allocation.experiment import build as build_allocation
 from ibias.prompts.base import Message, Persona, SettingsError
@@ -267,7 +268,7 @@ def test_two_units_cannot_claim_one_flat_key() -> None:
         kinds=(),
         simulation=Simulation(respond=_respond, params=Claiming, flat_keys=("word_bias",)),
     )
-    with pytest.raises(registry.RegistryError, match="flat simulator key 'word_bias'"):
+    with pytest.raises(errors.RegistryError, match="flat simulator key 'word_bias'"):
         registry.register(clash)
     assert "clash" not in [u.name for u in registry.units()]
 

@@ -12,7 +12,7 @@ import pytest
 from ibias.runner.adaptive import AdaptiveConcurrency
 from ibias.runner.config import load_config
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.providers.base import Provider, ProviderError, Reply, Sampling
+from ibias.runner.providers.base import AttemptError, Provider, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.run import RunOptions, execute
 from tests.helpers import model_block, write_config
@@ -213,7 +213,7 @@ class Crowded(Provider):
         try:
             if self.in_flight > self.capacity:
                 self.rate_limited += 1
-                raise ProviderError(
+                raise AttemptError(
                     Classification(
                         Verdict.RETRY,
                         "http_429",

@@ -15,10 +15,10 @@ import duckdb
 
 from ibias.runner.config import ModelConfig, load_config
 from ibias.runner.providers.base import (
+    AttemptError,
     Limits,
     Provider,
     ProviderContext,
-    ProviderError,
     Reply,
     Sampling,
 )
@@ -65,7 +65,7 @@ class EchoProvider(Provider):
         text = messages[-1]["content"]
         self.calls[text] += 1
         if self.fatal:
-            raise ProviderError(
+            raise AttemptError(
                 Classification(Verdict.FATAL, "auth", "HTTP 401: invalid key"), status=401
             )
         i = int(re.search(r"item p(\d+)", text).group(1))  # type: ignore[union-attr]
@@ -74,11 +74,11 @@ class EchoProvider(Provider):
         if n <= len(failures):
             kind = failures[n - 1]
             if kind == "503":
-                raise ProviderError(
+                raise AttemptError(
                     Classification(Verdict.RETRY, "http_503", "HTTP 503: overloaded"), status=503
                 )
             if kind == "429":
-                raise ProviderError(
+                raise AttemptError(
                     Classification(
                         Verdict.RETRY, "http_429", "HTTP 429", delay_hint_s=0.01, is_rate_limit=True
                     ),
@@ -245,7 +245,7 @@ class LimitedProvider(EchoProvider):
         text = messages[-1]["content"]
         self.calls[text] += 1
         if self.calls[text] <= 10:
-            raise ProviderError(
+            raise AttemptError(
                 Classification(
                     Verdict.RETRY, "http_429", "HTTP 429", delay_hint_s=0.001, is_rate_limit=True
                 ),

@@ -33,7 +33,7 @@ from ibias.runner.loop_lag import (
     starved_note,
 )
 from ibias.runner.progress import Progress, render_table
-from ibias.runner.providers.base import Provider, ProviderError, Reply
+from ibias.runner.providers.base import AttemptError, Provider, Reply
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler, _Worker
 from tests.helpers import model_block, write_config
@@ -192,7 +192,7 @@ class _TimesOut(Provider):
             self.down_at_call.append(self.breaker.down_for(float("inf")))
         if self.calls <= self.failures:
             await asyncio.sleep(30.0)
-            raise ProviderError(Classification(Verdict.RETRY, self.kind, f"{self.kind}: boom"))
+            raise AttemptError(Classification(Verdict.RETRY, self.kind, f"{self.kind}: boom"))
         return Reply("ok", "stop", None, 10, 5, None, None, {})
 
 

@@ -22,7 +22,7 @@ import ibias.runner.run as run_module
 from ibias.prompts.base import TrialSpec, stable_hash
 from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs, trials_for
-from ibias.runner.providers.base import Provider, ProviderContext, ProviderError, Reply, Sampling
+from ibias.runner.providers.base import AttemptError, Provider, ProviderContext, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.run import TRIAL_BATCH, RunOptions, RunResult, execute, prepare_plan
 from ibias.runner.scheduler import estimate_tokens
@@ -47,7 +47,7 @@ class Counting(Provider):
         text = messages[-1]["content"]
         self.log.append(text)
         if text in self.refuse:
-            raise ProviderError(Classification(Verdict.RETRY, "http_503", "HTTP 503"), status=503)
+            raise AttemptError(Classification(Verdict.RETRY, "http_503", "HTTP 503"), status=503)
         return Reply(
             content="ok",
             finish_reason="stop",

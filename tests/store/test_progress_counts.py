@@ -18,7 +18,7 @@ import pytest
 
 from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_hash, plan_inputs
-from ibias.runner.providers.base import Provider, ProviderContext, ProviderError, Reply, Sampling
+from ibias.runner.providers.base import AttemptError, Provider, ProviderContext, Reply, Sampling
 from ibias.runner.retries import Backoff, Classification, Verdict
 from ibias.runner.run import RunOptions, RunResult, execute
 from ibias.store import db, drift, progress_counts
@@ -52,7 +52,7 @@ class Refusing(Provider):
     async def complete(self, messages: Sequence[Mapping[str, str]], sampling: Sampling) -> Reply:
         text = messages[-1]["content"]
         if text in self.refuse:
-            raise ProviderError(Classification(Verdict.RETRY, "http_503", "HTTP 503"), status=503)
+            raise AttemptError(Classification(Verdict.RETRY, "http_503", "HTTP 503"), status=503)
         return Reply(
             content="ok",
             finish_reason="stop",

@@ -22,7 +22,7 @@ from ibias.runner.providers.anthropic import (
     anthropic_request,
     classify_anthropic,
 )
-from ibias.runner.providers.base import Limits, ProviderError, Reply, Sampling
+from ibias.runner.providers.base import AttemptError, Limits, Reply, Sampling
 from ibias.runner.retries import Verdict
 from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import (
@@ -91,8 +91,8 @@ async def ask(
         await p.close()
 
 
-async def fails(base_url: str, model: str, text: str = "hi", **kw: Any) -> ProviderError:
-    with pytest.raises(ProviderError) as err:
+async def fails(base_url: str, model: str, text: str = "hi", **kw: Any) -> AttemptError:
+    with pytest.raises(AttemptError) as err:
         await ask(base_url, model, chat(text), **kw)
     return err.value
 

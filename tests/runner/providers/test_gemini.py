@@ -17,7 +17,7 @@ from aiohttp import web
 
 from ibias.prompts.base import Persona, SettingsError
 from ibias.runner.config import ModelConfig
-from ibias.runner.providers.base import Limits, ProviderContext, ProviderError, Reply, Sampling
+from ibias.runner.providers.base import AttemptError, Limits, ProviderContext, Reply, Sampling
 from ibias.runner.providers.gemini import (
     GeminiOptions,
     GeminiProvider,
@@ -112,10 +112,10 @@ async def ask(
         await p.close()
 
 
-async def fails(p: GeminiProvider, text: str = "hi") -> ProviderError:
+async def fails(p: GeminiProvider, text: str = "hi") -> AttemptError:
     await p.start()
     try:
-        with pytest.raises(ProviderError) as err:
+        with pytest.raises(AttemptError) as err:
             await p.complete(chat(text), SAMPLING)
     finally:
         await p.close()
@@ -188,7 +188,7 @@ async def test_429_waits_for_retry_info_and_teaches_the_limit(sim: tuple[Simulat
     await p.start()
     try:
         await p.complete(chat("first"), SAMPLING)
-        with pytest.raises(ProviderError) as err:
+        with pytest.raises(AttemptError) as err:
             await p.complete(chat("second"), SAMPLING)
     finally:
         await p.close()
@@ -199,7 +199,7 @@ async def test_429_waits_for_retry_info_and_teaches_the_limit(sim: tuple[Simulat
     assert p.limits_from_headers(err.value.headers) == Limits(rpm=60)
 
     t = provider(url, "tok")
-    with pytest.raises(ProviderError):
+    with pytest.raises(AttemptError):
         await t.start()
         try:
             for i in range(6):

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from ibias.runner.providers import http
-from ibias.runner.providers.base import ProviderError, Sampling
+from ibias.runner.providers.base import AttemptError, Sampling
 from ibias.runner.providers.http import display_url
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.retries import Verdict
@@ -96,14 +96,14 @@ async def server() -> AsyncIterator[Server]:
         await runner.cleanup()
 
 
-async def _ask(url: str, cap: int | None = CAP) -> ProviderError | str | None:
+async def _ask(url: str, cap: int | None = CAP) -> AttemptError | str | None:
     provider = OpenAIProvider(
         base_url=url, model="m", api_key=None, timeout_s=10, max_connections=2, max_body_bytes=cap
     )
     await provider.start()
     try:
         reply = await provider.complete(CHAT, SAMPLING)
-    except ProviderError as exc:
+    except AttemptError as exc:
         return exc
     finally:
         await provider.close()
@@ -115,7 +115,7 @@ async def test_a_body_at_the_cap_is_read_and_one_byte_more_is_too_large(server, 
     answer = await _ask(f"{server.url}/{route}/{CAP}")
     assert answer == "x" * (CAP - len(_completion("")))
     error = await _ask(f"{server.url}/{route}/{CAP + 1}")
-    assert isinstance(error, ProviderError)
+    assert isinstance(error, AttemptError)
     c = error.classification
     assert (c.verdict, c.kind, error.status) == (Verdict.GIVE_UP, "too_large", 200)
     assert "body above the 1,000 bytes cap (max_body_bytes" in c.message
@@ -124,13 +124,13 @@ async def test_a_body_at_the_cap_is_read_and_one_byte_more_is_too_large(server, 
 async def test_a_huge_body_is_refused_by_its_content_length_or_after_the_cap(server):
     for route in ("size", "chunked"):
         error = await _ask(f"{server.url}/{route}/{50 * CAP}")
-        assert isinstance(error, ProviderError)
+        assert isinstance(error, AttemptError)
         assert error.classification.kind == "too_large"
 
 
 async def test_a_compressed_body_is_capped_as_inflated(server):
     error = await _ask(f"{server.url}/gzip")
-    assert isinstance(error, ProviderError) and error.classification.kind == "too_large"
+    assert isinstance(error, AttemptError) and error.classification.kind == "too_large"
 
 
 async def test_the_default_cap_is_16_mib_and_read_when_the_provider_is_made(monkeypatch):
@@ -146,7 +146,7 @@ async def test_the_default_cap_is_16_mib_and_read_when_the_provider_is_made(monk
 @pytest.mark.parametrize(("route", "host"), [("moved", "localhost"), ("relative", "127.0.0.1")])
 async def test_a_redirect_is_not_followed_and_stops_the_model(server, route, host):
     error = await _ask(f"{server.url}/{route}")
-    assert isinstance(error, ProviderError)
+    assert isinstance(error, AttemptError)
     c = error.classification
     assert c.verdict is Verdict.FATAL and c.kind == "redirect"
     assert error.status in (301, 302)

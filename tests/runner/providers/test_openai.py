@@ -7,7 +7,7 @@ import json
 import pytest
 from aiohttp import web
 
-from ibias.runner.providers.base import ProviderError, Sampling
+from ibias.runner.providers.base import AttemptError, Sampling
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.retries import Verdict
 
@@ -268,7 +268,7 @@ async def test_no_content_no_refusal_with_stop_is_retried_with_its_reply_kept(se
     nothing, most likely a server fault: retried (`null_content`), with the reply as parsed
     kept to be stored as empty if the retries run out (tests/runner/test_replies_and_names.py
     runs that through the scheduler)."""
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(AttemptError) as err:
         await call(server, model)
     cls = err.value.classification
     assert (cls.verdict, cls.kind) == (Verdict.RETRY, "null_content")
@@ -290,7 +290,7 @@ async def test_no_content_no_refusal_with_stop_is_retried_with_its_reply_kept(se
     ],
 )
 async def test_errors_are_classified(server, model, path, verdict, kind, rate_limit):
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(AttemptError) as err:
         await call(server, model, path)
     cls = err.value.classification
     assert (cls.verdict, cls.kind, cls.is_rate_limit) == (verdict, kind, rate_limit)
@@ -300,7 +300,7 @@ async def test_errors_are_classified(server, model, path, verdict, kind, rate_li
 
 
 async def test_connection_refused_is_retryable():
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(AttemptError) as err:
         await call("http://127.0.0.1:9", "plain")
     assert err.value.classification.verdict is Verdict.RETRY
 
@@ -324,7 +324,7 @@ async def test_connection_refused_is_retryable():
 async def test_json_array_and_embedded_error_bodies(
     server, model, verdict, kind, hint, rate_limit, needle
 ):
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(AttemptError) as err:
         await call(server, model)
     cls = err.value.classification
     assert (cls.verdict, cls.kind, cls.delay_hint_s, cls.is_rate_limit) == (

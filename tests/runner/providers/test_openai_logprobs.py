@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from ibias.runner.providers.base import ProviderError, Sampling
+from ibias.runner.providers.base import AttemptError, Sampling
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.retries import Verdict
 
@@ -130,7 +130,7 @@ async def test_without_the_opt_in_nothing_is_asked_and_nothing_kept(server):
 
 @pytest.mark.parametrize("model", ["openai-refuses", "vllm-refuses"])
 async def test_an_endpoint_refusing_logprobs_stops_the_model_with_one_line(server, model):
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(AttemptError) as err:
         await _call(server, model, 20)
     cls = err.value.classification
     assert (cls.verdict, cls.kind) == (Verdict.FATAL, "logprobs_refused")
@@ -139,7 +139,7 @@ async def test_an_endpoint_refusing_logprobs_stops_the_model_with_one_line(serve
 
 
 async def test_another_bad_request_keeps_its_own_classification(server):
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(AttemptError) as err:
         await _call(server, "other-400", 20)
     assert (err.value.classification.verdict, err.value.classification.kind) == (
         Verdict.FATAL,
@@ -149,7 +149,7 @@ async def test_another_bad_request_keeps_its_own_classification(server):
 
 async def test_an_endpoint_ignoring_logprobs_stops_the_model(server):
     """The trial key promises logprobs: replies without them are not stored as if asked."""
-    with pytest.raises(ProviderError) as err:
+    with pytest.raises(AttemptError) as err:
         await _call(server, "ignores", 20)
     cls = err.value.classification
     assert (cls.verdict, cls.kind) == (Verdict.FATAL, "logprobs_missing")

@@ -76,11 +76,23 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ibias-echo\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text("[ibias.providers]\necho = ibias_echo:Echo\n")
+    (root / "ibias_cracked.py").write_text('raise RuntimeError("the wire is cut")\n')
+    cracked = root / "ibias_cracked-0.1.dist-info"
+    cracked.mkdir()
+    (cracked / "METADATA").write_text("Metadata-Version: 2.1\nName: ibias-cracked\nVersion: 0.1\n")
+    (cracked / "entry_points.txt").write_text(
+        "[ibias.providers]\ncracked = ibias_cracked:Cracked\n"
+    )
     return root
 
 
-def _ibias(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(site)}
+def _ibias(site: Path, *args: str, plugins: str | None = None) -> subprocess.CompletedProcess[str]:
+    # The site first, then the tree under test if PYTHONPATH names one.
+    path = os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))
+    env = {**os.environ, "PYTHONPATH": path}
+    env.pop("IBIAS_PLUGINS", None)
+    if plugins is not None:
+        env["IBIAS_PLUGINS"] = plugins
     command = [str(Path(sys.executable).parent / "ibias"), *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
@@ -113,6 +125,30 @@ def test_its_option_is_validated_in_one_line_naming_the_key(site: Path, tmp_path
     done = _ibias(site, "run", str(write_config(tmp_path, [unknown], n_prompts=3)), "--quiet")
     assert done.returncode == 2
     assert "models[0].colour: unknown key" in done.stderr
+
+
+def test_a_provider_plugin_that_fails_is_named_and_the_run_stops(
+    site: Path, tmp_path: Path
+) -> None:
+    block = model_block("c", provider="cracked", model="c-1")
+    done = _ibias(site, "run", str(write_config(tmp_path, [block], n_prompts=3)), "--quiet")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    failed = (
+        "plugin 'cracked' (ibias_cracked:Cracked) failed to load: RuntimeError: the wire is cut"
+    )
+    assert lines[0] == f"ibias: warning: {failed}"
+    assert len(lines) == 2 and failed in lines[1] and "provider 'cracked'" in lines[1]
+    assert "Traceback" not in done.stderr
+
+
+def test_ibias_plugins_chooses_provider_plugins_too(site: Path, tmp_path: Path) -> None:
+    block = model_block("e", provider="echo", model="echo-1")
+    config = write_config(tmp_path, [block], n_prompts=3)
+    done = _ibias(site, "run", str(config), "--quiet", plugins="")
+    assert done.returncode == 2
+    assert "no provider registered as 'echo'" in done.stderr
+    assert _ibias(site, "run", str(config), "--quiet", plugins="echo").returncode == 0
 
 
 def test_builtin_option_names_agree_with_the_providers_schemas() -> None:

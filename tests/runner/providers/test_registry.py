@@ -215,6 +215,7 @@ def test_entry_point_providers_are_found_by_name(monkeypatch):
         return [Entry()] if name in (None, "test-entry") else []
 
     monkeypatch.setattr(metadata, "entry_points", fake_entry_points)
+    monkeypatch.delenv("IBIAS_PLUGINS", raising=False)
     try:
         assert provider_class("test-entry") is _Dummy
         assert "test-entry" in registry.known_providers()

@@ -165,7 +165,7 @@ def test_request_rules_and_checks_come_from_the_traits(tmp_path: Path) -> None:
         tmp_path, [model_block("m", provider="gate", base_url=url, model="o3", temperature=1)]
     )
     (model,) = load_config(config).models
-    # no rules applied to it before (`legacy_rules`): the rule's dropped temperature is new
+    # no rules applied to it before (not in `LEGACY_RULES`): the rule's dropped temperature is new
     assert model.not_sent == ("temperature",)
     line = _refusal(tmp_path, provider="gate", base_url=url, model="o3", temperature=0.5)
     assert "models[0].temperature: OpenAI reasoning models accept only temperature = 1" in line
@@ -183,12 +183,10 @@ def test_request_rules_and_checks_come_from_the_traits(tmp_path: Path) -> None:
     assert model.reasoning is True
 
 
-def test_the_older_needs_base_url_still_counts() -> None:
-    class Old(Bare):
-        needs_base_url = False
-
-    assert traits_of(Old).needs_base_url is False
-    assert traits_of(Old) == ProviderTraits(needs_base_url=False)
+def test_needs_base_url_is_declared_in_the_traits_only() -> None:
+    # A class with no traits of its own needs a base URL; there is no second spelling.
+    assert not hasattr(Provider, "needs_base_url")
+    assert traits_of(Bare) == ProviderTraits() and traits_of(Bare).needs_base_url is True
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN))
