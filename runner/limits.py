@@ -54,8 +54,6 @@ Time is the running loop's clock (as in aiolimiter), so tests can use a virtual-
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import itertools
 import math
 from typing import Literal, NamedTuple
@@ -63,12 +61,15 @@ from typing import Literal, NamedTuple
 from aiolimiter import AsyncLimiter
 
 from ibias.runner.adaptive import AdaptiveConcurrency, AdaptiveRate
+from ibias.runner.gate import Gate
+from ibias.runner.slots import Slots
 
 __all__ = ["PACING_SLACK_S", "EndpointLimiter", "Outcome", "Permit"]
 
-#: Seconds of request budget the run's limiters may catch up after a late wake-up (the run's
-#: `burst_s`, runner/run.py): a loaded event loop wakes a paced task late by up to a turn of
-#: the loop (0.2-0.5 s under a CPU hog), and a one-request bucket loses that time for good.
+#: Seconds of request budget the run's limiters may catch up after a late wake-up (the
+#: run's `burst_s`, runner/run_schedule.py): a loaded event loop wakes a paced task late by up
+#: to a turn of the loop (0.2-0.5 s under a CPU hog), and a one-request bucket loses that time
+#: for good.
 #: Well within the one second of budget a provider's bucket holds (runner/simulator/faults.py).
 PACING_SLACK_S = 0.5
 
@@ -151,21 +152,12 @@ class EndpointLimiter:
         self._rate_learner = _rate_learner(
             learn_rate, adapting=self._adaptive is not None, asked=adaptive is not False, rpm=rpm
         )
-        self._concurrency = max_concurrency if self._adaptive is None else self._adaptive.limit
         self._burst_s = burst_s
         self._token_burst_s = token_burst_s
-        # Concurrency slots: a counter, and a FIFO of waiters to which a freed slot is handed
-        # directly (no barging). The uncontended acquire is one comparison, no coroutine.
-        # Negative while a lowered cap is still exceeded by the requests in flight.
-        self._free_slots = self._concurrency
-        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        #: The gate (see the module docstring): held by one task; the others wait in FIFO
-        #: order, each with its estimate, for (tokens paid, admitted at), meaning the holder
-        #: admitted it, or None, meaning it holds the gate now.
-        self._gate_held = False
-        self._gate_waiters: collections.deque[
-            tuple[asyncio.Future[tuple[float, float] | None], int]
-        ] = collections.deque()
+        #: The concurrency cap (runner/slots.py): below `max_concurrency` while adapting.
+        self._slots = Slots(max_concurrency if self._adaptive is None else self._adaptive.limit)
+        #: The gate (see the module docstring and runner/gate.py).
+        self._gate = Gate()
         self._in_flight = 0
         self._outstanding: set[int] = set()
         self._serials = itertools.count()
@@ -252,7 +244,7 @@ class EndpointLimiter:
     @property
     def concurrency(self) -> int:
         """The cap on requests in flight now (below `max_concurrency` while adapting)."""
-        return self._concurrency
+        return self._slots.cap
 
     @property
     def ceiling_rpm(self) -> int | None:
@@ -279,19 +271,10 @@ class EndpointLimiter:
 
     # ------------------------------------------------------------------ concurrency
 
-    def _set_concurrency(self, n: int) -> None:
-        """Move the cap to `n`: more slots are handed to waiters at once; fewer are retired
-        as requests in flight finish (see `_release_slot`)."""
-        delta, self._concurrency = n - self._concurrency, n
-        if delta < 0:
-            self._free_slots += delta
-        for _ in range(delta):
-            self._release_slot()
-
     def _stop_adapting(self) -> None:
         if self._adaptive is not None:
             self._adaptive = None
-            self._set_concurrency(self._max_concurrency)
+            self._slots.set_cap(self._max_concurrency)
 
     def _adapt(self, permit: Permit, outcome: Outcome) -> None:
         learner = self._rate_learner
@@ -321,7 +304,7 @@ class EndpointLimiter:
         else:
             changed = adaptive.on_rate_limited(permit.epoch, now)
         if changed is not None:
-            self._set_concurrency(changed)
+            self._slots.set_cap(changed)
 
     def _pace_learnt(self, rate_per_s: float) -> None:
         """Pace by a learnt rate (requests per second): the request bucket as if the rate had
@@ -459,11 +442,9 @@ class EndpointLimiter:
         """
         if est_tokens < 0:
             raise ValueError("est_tokens must be >= 0")
-        if self._free_slots > 0 and not self._slot_waiters:
-            self._free_slots -= 1
-        else:
-            await self._wait_for_slot()
-        if self._rpm_limiter is None and self._tpm_limiter is None and not self._gate_held:
+        if not self._slots.try_take():
+            await self._slots.take()
+        if self._rpm_limiter is None and self._tpm_limiter is None and not self._gate.held:
             # No rate to keep and nobody queued at the gate: unless paused, nothing to wait
             # for, so skip the gate's await chain (the common case of an endpoint without
             # limits). The loop is looked up once per limiter: each lookup is a getpid().
@@ -476,58 +457,33 @@ class EndpointLimiter:
                 self._last_tokens_paid = 0.0
                 return self._permit(est_tokens, now)
         try:
-            if self._gate_held:
-                admitted = await self._wait_at_gate(est_tokens)
+            if self._gate.held:
+                admitted = await self._gate.wait(est_tokens, self._unsent)
                 if admitted is not None:  # admitted by the task ahead
                     return self._permit(est_tokens, admitted[1])
             else:
-                self._gate_held = True
+                self._gate.held = True
             try:
                 await self._wait_pause()
                 await self._take_request()
                 paid = await self._take_tokens(est_tokens)
                 await self._wait_pause()
             except BaseException:
-                self._hand_gate_on()
+                self._gate.hand_on()
                 raise
             now = asyncio.get_running_loop().time()
             self._last_admit_at = now
             self._last_tokens_paid = paid
             await self._pass_gate()
         except BaseException:
-            self._release_slot()
+            self._slots.give_back()
             raise
         return self._permit(est_tokens, now)
 
-    async def _wait_at_gate(self, est_tokens: int) -> tuple[float, float] | None:
-        """Queue at the gate: (tokens paid, admission time) when the holder admitted this
-        request, None when the gate was handed to it. Cancel-safe: a cancelled waiter leaves
-        the queue, hands on a gate it was just given, and credits tokens paid for it."""
-        waiter: asyncio.Future[tuple[float, float] | None]
-        waiter = asyncio.get_running_loop().create_future()
-        self._gate_waiters.append((waiter, est_tokens))
-        try:
-            return await waiter
-        except BaseException:
-            if not waiter.done():
-                waiter.cancel()
-            elif not waiter.cancelled():
-                given = waiter.result()
-                if given is None:
-                    self._hand_gate_on()
-                else:  # admitted but never sent: its estimate was not consumed
-                    self._owed -= est_tokens
-                    self._clamp_credit()
-            raise
-
-    def _hand_gate_on(self) -> None:
-        """Give the gate to the longest waiter still waiting, or free it."""
-        while self._gate_waiters:
-            waiter, _ = self._gate_waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-        self._gate_held = False
+    def _unsent(self, est_tokens: int) -> None:
+        """A request admitted but never sent: its estimate was not consumed (credited)."""
+        self._owed -= est_tokens
+        self._clamp_credit()
 
     async def _pass_gate(self) -> None:
         """The holder was admitted: admit the waiters behind it in order while nothing would
@@ -536,22 +492,22 @@ class EndpointLimiter:
         the admissions are one step of the loop, not one turn each."""
         loop = asyncio.get_running_loop()
         try:
-            while self._gate_waiters:
-                waiter, est = self._gate_waiters[0]
+            while self._gate.waiters:
+                waiter, est = self._gate.waiters[0]
                 if waiter.done():  # cancelled while waiting
-                    self._gate_waiters.popleft()
+                    self._gate.waiters.popleft()
                     continue
                 now = loop.time()
                 if not self._can_admit_now(est, now):
                     break
-                self._gate_waiters.popleft()
+                self._gate.waiters.popleft()
                 await self._take_request()
                 paid = await self._take_tokens(est)
                 self._last_admit_at = now
                 self._last_tokens_paid = paid
                 waiter.set_result((paid, now))
         finally:
-            self._hand_gate_on()
+            self._gate.hand_on()
 
     def _can_admit_now(self, est_tokens: int, now: float) -> bool:
         """Whether a request of `est_tokens` would pass the rate stage without waiting."""
@@ -565,31 +521,6 @@ class EndpointLimiter:
         if charge > self._token_capacity(self._tpm):
             return False  # paid in instalments: the holder's slow path
         return charge <= 0 or self._tpm_limiter.has_capacity(charge)
-
-    async def _wait_for_slot(self) -> None:
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._slot_waiters.append(waiter)
-        try:
-            await waiter
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self._release_slot()  # the slot was handed over as this task was cancelled
-            else:
-                waiter.cancel()
-                with contextlib.suppress(ValueError):
-                    self._slot_waiters.remove(waiter)
-            raise
-
-    def _release_slot(self) -> None:
-        if self._free_slots < 0:
-            self._free_slots += 1  # retired: the cap was lowered while this slot was held
-            return
-        while self._slot_waiters:
-            waiter = self._slot_waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)  # the slot passes straight to the longest waiter
-                return
-        self._free_slots += 1
 
     def _permit(self, est_tokens: int, now: float) -> Permit:
         serial = next(self._serials)
@@ -614,7 +545,7 @@ class EndpointLimiter:
         self._outstanding.remove(permit.serial)
         self._in_flight -= 1
         self._adapt(permit, outcome)  # first: a halved cap retires this very slot
-        self._release_slot()
+        self._slots.give_back()
         if actual_tokens is not None and self._tpm is not None:
             self._owed += actual_tokens - permit.est_tokens
             self._clamp_credit()

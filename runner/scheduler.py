@@ -20,136 +20,29 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.to_thread
 
-from ibias.runner.breaker import UNREACHABLE_KINDS, Breaker, wait_turn
-from ibias.runner.config import ModelConfig
-from ibias.runner.limits import EndpointLimiter, Outcome, Permit
-from ibias.runner.loop_lag import LOCAL_STALL, NO_MARK, LagMark, LoopLag, is_local_stall
-from ibias.runner.money import usd
-from ibias.runner.providers.base import AttemptError, Limits, Provider, Reply, Sampling
-from ibias.runner.providers.usage import MAX_TOKEN_COUNT, token_count
+from ibias.runner.breaker import UNREACHABLE_KINDS, wait_turn
+from ibias.runner.budget import Budget
+from ibias.runner.limit_adoption import limits_due, read_limits
+from ibias.runner.limits import Outcome, Permit
+from ibias.runner.loop_lag import NO_MARK, LagMark, LoopLag, is_local_stall
+from ibias.runner.providers.base import AttemptError, Reply, Sampling
+from ibias.runner.recording import Recorder, count_done, storable
+from ibias.runner.recording import response_row as response_row
 from ibias.runner.retries import Backoff, Classification, Verdict
+from ibias.runner.runtime import ModelRuntime as ModelRuntime
+from ibias.runner.runtime import Trial as Trial
 from ibias.runner.status import ModelStats as ModelStats
 from ibias.runner.stop import Stop, stopping_line
-from ibias.store.derived import parsed_kinds, reply_text
+from ibias.runner.trial_queue import TrialQueue
+from ibias.runner.verdicts import endpoint_dead, local_stall, outage_timeout, stops_model
 from ibias.store.plans import prompt_chars
-from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer
-
-
-def response_row(
-    key: str,
-    run_id: str,
-    model_id: str,
-    reply: Reply,
-    cost: float | None,
-    received_at: float,
-    raw: str | Mapping[str, Any] | None,
-) -> ResponseRow:
-    """The stored row of one answered request, online (the body as `raw`) or from a batch's
-    result file (the line as `raw`): one mapping, so both ways store the same columns."""
-    return ResponseRow(
-        key,
-        run_id,
-        model_id,
-        reply.provider_model,
-        reply.content,
-        reply.refusal,
-        reply.finish_reason,
-        reply.prompt_tokens,
-        reply.completion_tokens,
-        cost,
-        reply.system_fingerprint,
-        received_at,
-        raw,
-        reply.reasoning,
-        reply.reasoning_tokens,
-        reply.logprobs,
-        reply.cache_read_tokens,
-        reply.cache_write_tokens,
-    )
-
-
-@dataclass
-class ModelRuntime:
-    """One model's provider, limiter and counters for the length of a run."""
-
-    config: ModelConfig
-    provider: Provider
-    limiter: EndpointLimiter
-    stats: ModelStats
-    learnt_limits: bool = False
-    #: The provider reports where its limits stand (remaining, reset) on its replies: read
-    #: every reply then, so a used-up window holds requests before it earns a 429.
-    reads_limits: bool = False
-    #: When a successful reply's headers are next read for limits (loop time, see _process).
-    next_limits_check: float = 0.0
-    #: The last trial params seen and their Sampling (a model's trials share one params).
-    _sampling: tuple[Mapping[str, Any], Sampling] | None = None
-    #: The endpoint's circuit breaker (runner/breaker.py), from the model's `outage_limit_s`.
-    breaker: Breaker = field(init=False)
-    #: Why the last trial that failed for good failed (named in the run's final summary).
-    last_failure: str | None = None
-
-    def __post_init__(self) -> None:
-        # The model's first request goes alone (runner/breaker.py `first_alone`): a request
-        # every trial shares that the model refuses (a 400 naming a parameter, a bad key)
-        # stops it after one attempt, not one per worker.
-        self.breaker = Breaker(outage_limit_s=self.config.outage_limit_s, first_alone=True)
-        self.stats.configured_rpm = self.config.rpm
-
-    def sampling(self, params: Mapping[str, Any]) -> Sampling:
-        cached = self._sampling
-        if cached is not None and (cached[0] is params or cached[0] == params):
-            return cached[1]
-        sampling = Sampling.from_params(params, self.config.options)
-        self._sampling = (params, sampling)
-        return sampling
-
-
-class _Queue:
-    """One model's trials between its feeder and its workers: a deque the feeder refills a
-    batch at a time whenever it falls below `low`. Waiting (workers for items, the feeder for
-    space) is on an event made per wait, not per trial, so handing a trial over is one
-    `popleft`."""
-
-    def __init__(self, low: int) -> None:
-        self.items: deque[Trial] = deque()
-        self.low = low
-        self.closed = False
-        self._items: anyio.Event | None = None
-        self._space: anyio.Event | None = None
-
-    async def wait_for_items(self) -> None:
-        if self._items is None:
-            self._items = anyio.Event()
-        await self._items.wait()
-
-    async def wait_for_space(self) -> None:
-        if self._space is None:
-            self._space = anyio.Event()
-        await self._space.wait()
-
-    def wake_workers(self) -> None:
-        if self._items is not None:
-            self._items.set()
-            self._items = None
-
-    def wake_feeder(self) -> None:
-        if self._space is not None:
-            self._space.set()
-            self._space = None
-
-    def close(self) -> None:
-        self.closed = True
-        self.wake_workers()
+from ibias.store.writer import Writer
 
 
 @dataclass(eq=False)
@@ -205,82 +98,6 @@ class _Request:
     lag_mark: LagMark = NO_MARK
 
 
-LIMITS_CHECK_INTERVAL_S = 1.0
-#: USD: sums of float costs drift by far less than this; a request that fits exactly fits.
-BUDGET_EPSILON = 1e-9
-
-
-class Trial(Protocol):
-    """What the scheduler needs of a trial (a stored `Trial`, or a `store.plans.Pending`)."""
-
-    @property
-    def trial_key(self) -> str: ...
-    @property
-    def experiment(self) -> str: ...
-    @property
-    def model_id(self) -> str: ...
-    @property
-    def item(self) -> Mapping[str, Any]: ...
-    @property
-    def messages(self) -> Sequence[Mapping[str, str]]: ...
-    @property
-    def params(self) -> Mapping[str, Any]: ...
-
-
-def _checked(reply: Reply) -> Reply:
-    """`reply` with token counts the store can hold: every built-in protocol checks them
-    (runner/providers/usage.py), but a provider handed in by a caller may not, and one count
-    past 2^31 - 1 would fail the writer's flush for every model. Two comparisons when the
-    counts are fine (the usual case), a copy with the bad ones unknown when not."""
-    p, c, r = reply.prompt_tokens, reply.completion_tokens, reply.reasoning_tokens
-    if (
-        (p is None or 0 <= p <= MAX_TOKEN_COUNT)
-        and (c is None or 0 <= c <= MAX_TOKEN_COUNT)
-        and (r is None or 0 <= r <= MAX_TOKEN_COUNT)
-    ):
-        return reply
-    return replace(
-        reply,
-        prompt_tokens=token_count(p),
-        completion_tokens=token_count(c),
-        reasoning_tokens=token_count(r),
-    )
-
-
-def _outage_timeout(outage_limit_s: float) -> Classification:
-    """A request cancelled in flight because the endpoint's outage reached its limit."""
-    return Classification(
-        Verdict.RETRY,
-        "timeout",
-        f"no answer within outage_limit_s = {outage_limit_s:g} s (request cancelled)",
-    )
-
-
-def _wait_beyond_limit(wait_s: float, outage_limit_s: float, now: float) -> str:
-    """The line that stops a model whose provider asked for a wait beyond its outage limit:
-    how long, until when (UTC, rounded up to the minute, so running again then is never too
-    early) and what to do."""
-    until = datetime.fromtimestamp(math.ceil((now + wait_s) / 60) * 60, UTC)
-    return (
-        f"provider asked to wait {wait_s:,.0f} s (until {until:%Y-%m-%d %H:%M} UTC), beyond "
-        f"outage_limit_s = {outage_limit_s:,g} s; run again after then"
-    )
-
-
-def _stops_model(cls: Classification, outage_limit_s: float) -> tuple[Classification, str] | None:
-    """The classification to record and the line that stops the model, when a failure ends
-    the model rather than the trial: a fatal error, or a retryable one whose provider asks for
-    a wait beyond the outage limit (sleeping silently for hours is no retry: say until when).
-    None when the model goes on."""
-    hint = cls.delay_hint_s
-    if cls.verdict is Verdict.RETRY and hint is not None and hint > outage_limit_s:
-        line = _wait_beyond_limit(hint, outage_limit_s, time.time())
-        return Classification(Verdict.FATAL, cls.kind, f"{cls.message}; {line}"), line
-    if cls.verdict is Verdict.FATAL:
-        return cls, cls.message
-    return None
-
-
 def estimate_tokens(trial: Trial, max_tokens: int) -> int:
     """Rough pre-request token count (4 characters a token) plus the completion budget.
 
@@ -321,10 +138,10 @@ class Scheduler:
         self.runtimes = runtimes
         self.writer = writer
         self.backoff = backoff
-        self.max_cost = max_cost
-        #: What the store had already spent on this plan's trials before this run (earlier
-        #: runs, other providers): `--max-cost` caps the sum.
-        self.spent_before = spent_before
+        #: The money cap (`--max-cost`) over what the store had already spent on this plan's
+        #: trials (`spent_before`: earlier runs, other providers) and this run's spending.
+        self.budget = Budget(max_cost, spent_before, [rt.stats for rt in runtimes])
+        self.recorder = Recorder(run_id, writer)
         self.grace_s = grace_s
         self.on_fatal = on_fatal
         self.rng = rng or random.Random()
@@ -344,17 +161,6 @@ class Scheduler:
         self._feeders: set[anyio.CancelScope] = set()
         #: One feeder reads the store at a time (see `_feed`); made inside the loop, in `run`.
         self._reading: anyio.CapacityLimiter | None = None
-        self._in_flight = 0
-        self._reserved_cost = 0.0
-        #: What replies of unknown cost (a usage count missing or invalid) may have cost: each
-        #: counts at its request's upper bound (prompt estimate plus the whole `max_tokens`),
-        #: never as 0, so `--max-cost` still holds when a provider reports no usage.
-        self._unknown_cost = 0.0
-        #: Experiments whose replies are parsed as they land; the others' replies hand the
-        #: writer nothing to parse (an ad-hoc run makes no `Landed` per reply).
-        self._parsed = frozenset(parsed_kinds())
-        #: Set when a request in flight settles (for workers waiting for budget room).
-        self._settled: anyio.Event | None = None
 
     # ------------------------------------------------------------------ control
 
@@ -397,44 +203,8 @@ class Scheduler:
 
     @property
     def spent(self) -> float:
-        """Everything spent on this plan: before this run and in it, a reply of unknown cost
-        counted at its request's upper bound."""
-        return (
-            self.spent_before + sum(rt.stats.cost_usd for rt in self.runtimes) + self._unknown_cost
-        )
-
-    def _fits(self, est_cost: float) -> bool:
-        """Whether a request estimated at `est_cost` fits under the cap beside what is spent
-        and what the requests in flight are estimated to cost. Estimates count the whole
-        completion budget, so a request that fits cannot cross the cap unless its prompt is
-        longer than estimated."""
-        return self.max_cost is None or (
-            self.spent + self._reserved_cost + est_cost <= self.max_cost + BUDGET_EPSILON
-        )
-
-    async def _wait_for_budget(self, est_cost: float) -> bool:
-        """Wait until the request fits; False (and the run stops) when it cannot.
-
-        While requests are in flight their estimates are reserved; they usually cost less,
-        so wait for them to settle rather than stop early. With nothing in flight and still
-        no room, the budget is spent: stop. A run so stopped leaves less room than a request
-        needs, so a resume at the same cap stops before its first request.
-        """
-        while not self._fits(est_cost):
-            if self._stopping:
-                return False
-            if self._in_flight == 0:
-                assert self.max_cost is not None
-                self.request_stop(
-                    f"budget of {usd(self.max_cost)} reached ({usd(self.spent)} spent on this "
-                    f"config's trials, this and earlier runs; the next request could cost up to "
-                    f"{usd(est_cost)}); raise --max-cost to go on"
-                )
-                return False
-            if self._settled is None:
-                self._settled = anyio.Event()
-            await self._settled.wait()
-        return True
+        """Everything spent on this plan (see `Budget.spent`)."""
+        return self.budget.spent
 
     # ------------------------------------------------------------------ running
 
@@ -459,7 +229,7 @@ class Scheduler:
                         self._start_grace()
                     for rt in self.runtimes:
                         n_workers = rt.config.max_concurrency
-                        queue = _Queue(low=max(2 * n_workers, 512))
+                        queue = TrialQueue(low=max(2 * n_workers, 512))
                         work.start_soon(self._feed, rt, source(rt), queue)
                         for _ in range(n_workers):
                             work.start_soon(self._work, rt, queue)
@@ -490,7 +260,7 @@ class Scheduler:
         return self._stopping or rt.stats.fatal is not None
 
     async def _feed(
-        self, rt: ModelRuntime, batches: Iterator[Sequence[Trial]], queue: _Queue
+        self, rt: ModelRuntime, batches: Iterator[Sequence[Trial]], queue: TrialQueue
     ) -> None:
         """Keep the model's queue above its low-water mark, a batch at a time. Batches are
         fetched in a worker thread (reading the store, decoding JSON), so the loop only
@@ -528,7 +298,7 @@ class Scheduler:
             if close is not None:
                 close()
 
-    async def _work(self, rt: ModelRuntime, queue: _Queue) -> None:
+    async def _work(self, rt: ModelRuntime, queue: TrialQueue) -> None:
         worker = _Worker(waited_for=rt.config.provider != SIMULATOR)
         self._workers.add(worker)
         items = queue.items
@@ -553,14 +323,17 @@ class Scheduler:
     async def _admit(self, rt: ModelRuntime, est: int, est_cost: float) -> Permit | None:
         """A limiter permit for one request that fits the budget; None when the run or the
         model stopped, or the budget is spent."""
+        budget = self.budget
         while True:
-            if not self._fits(est_cost) and not await self._wait_for_budget(est_cost):
+            if not budget.fits(est_cost) and not await budget.wait_for_room(
+                est_cost, lambda: self._stopping, self.request_stop
+            ):
                 return None
             permit = await rt.limiter.acquire(est)
             if self._stopping or rt.stats.fatal:
                 rt.limiter.release(permit, 0)
                 return None
-            if self._fits(est_cost):  # others may have started while this one waited
+            if budget.fits(est_cost):  # others may have started while this one waited
                 return permit
             rt.limiter.release(permit, 0)
 
@@ -628,8 +401,7 @@ class Scheduler:
         request.sent = time.monotonic()
         request.lag_mark = self.loop_lag.mark()
         t0 = time.perf_counter()
-        self._in_flight += 1
-        self._reserved_cost += tries.est_cost
+        self.budget.reserve(tries.est_cost)
         rt.stats.requests += 1
         outcome: Reply | AttemptError
         worker.in_request = True
@@ -645,7 +417,7 @@ class Scheduler:
                 outcome = (
                     reply
                     if reply is not None
-                    else AttemptError(_outage_timeout(cfg.outage_limit_s))
+                    else AttemptError(outage_timeout(cfg.outage_limit_s))
                 )
         except AttemptError as exc:
             outcome = exc
@@ -659,55 +431,34 @@ class Scheduler:
         finally:
             if watch is not None:
                 breaker.unwatch(watch)
-            self._settle(worker, tries.est_cost)
+            worker.in_request = False
+            self.budget.settle(tries.est_cost)
         request.latency_ms = (time.perf_counter() - t0) * 1000
         return outcome
-
-    def _settle(self, worker: _Worker, est_cost: float) -> None:
-        """A request is no longer in flight: give back its reserved estimate and wake the
-        workers waiting for budget room (they run after this attempt is recorded)."""
-        worker.in_request = False
-        self._in_flight -= 1
-        self._reserved_cost -= est_cost
-        if self._settled is not None:
-            self._settled.set()
-            self._settled = None
 
     def _on_reply(self, rt: ModelRuntime, tries: _Tries, request: _Request, reply: Reply) -> None:
         """A reply: the endpoint is up, the limiter learns the tokens used and, now and then,
         the limits the reply's headers announce; then it is recorded."""
         rt.breaker.reached(time.monotonic(), probe=request.probe)
         rt.stats.failing = 0
-        reply = _checked(reply)
+        reply = storable(reply)
         used = None
         if reply.prompt_tokens is not None and reply.completion_tokens is not None:
             used = reply.prompt_tokens + reply.completion_tokens
         self._release(rt, request.permit, used, "ok")
-        if rt.reads_limits:
+        if limits_due(rt):
             self._read_limits(rt, reply.headers, tries.est)
-        else:
-            # Until a reply says where its limits stand, successful replies are read at most
-            # once a second: reading every reply's headers is per-request work the loop can
-            # skip. Errors (a 429 first of all) are always read.
-            now = time.monotonic()
-            if now >= rt.next_limits_check:
-                rt.next_limits_check = now + LIMITS_CHECK_INTERVAL_S
-                self._read_limits(rt, reply.headers, tries.est)
         self._store_reply(rt, tries, request, reply)
 
     def _store_reply(
         self, rt: ModelRuntime, tries: _Tries, request: _Request, reply: Reply
     ) -> None:
         """Record `reply` as the answer of this request of the trial."""
-        self._record_reply(
-            rt,
-            tries.trial,
-            tries.attempt,
-            request.started,
-            request.latency_ms,
-            reply,
-            tries.est_cost,
+        cost = self.budget.reply_cost(rt.config, rt.stats, reply, tries.est_cost)
+        self.recorder.answered(
+            tries.trial, tries.attempt, request.started, request.latency_ms, reply, cost
         )
+        count_done(rt.stats, reply, cost)
 
     def _release(
         self, rt: ModelRuntime, permit: Permit, used: int | None, outcome: Outcome
@@ -732,7 +483,7 @@ class Scheduler:
         self._read_limits(rt, error.headers, tries.est)
         self._failing(rt, cls.kind)
         outage = self._tell_breaker(rt, cls, request)
-        stops = _stops_model(cls, rt.config.outage_limit_s)
+        stops = stops_model(cls, rt.config.outage_limit_s)
         if stops is not None:
             cls, line = stops
             self._attempt_of(rt, tries, request, error.status, cls, "fatal")
@@ -745,7 +496,7 @@ class Scheduler:
         if not outage and self._backoff_exhausted(rt, tries, cls):
             if error.fallback is not None:  # an answer retried as a likely fault: stored as is
                 rt.stats.errors -= 1
-                self._store_reply(rt, tries, request, _checked(error.fallback))
+                self._store_reply(rt, tries, request, storable(error.fallback))
                 return False
             self._give_up(rt, tries, request, error.status, cls)
             return False
@@ -772,14 +523,7 @@ class Scheduler:
         timeout_s = rt.config.timeout_s
         if not is_local_stall(overdue, took, timeout_s):
             return None
-        stall = Classification(
-            Verdict.RETRY,
-            LOCAL_STALL,
-            f"{cls.kind} while this machine's CPU was starved: the run's event loop was "
-            f"{overdue:,.1f} s late in the request's {took:,.1f} s (timeout_s = {timeout_s:g}); "
-            f"not counted against the provider ({cls.message})",
-        )
-        return stall, overdue
+        return local_stall(cls, overdue, took, timeout_s), overdue
 
     async def _on_stall(
         self,
@@ -858,8 +602,7 @@ class Scheduler:
         outcome: str,
     ) -> None:
         """The attempt row of the trial's latest request, which ended in an error."""
-        self._attempt(
-            rt,
+        self.recorder.failed(
             tries.trial,
             tries.attempt,
             request.started,
@@ -872,21 +615,7 @@ class Scheduler:
     def _endpoint_dead(self, rt: ModelRuntime) -> None:
         """The model's endpoint has been down for its `outage_limit_s` (or, never having
         answered in this run, for `NEVER_ANSWERED_S`): stop the model, naming the URL."""
-        b = rt.breaker
-        url = rt.provider.endpoint
-        down = b.down_for(time.monotonic())
-        if b.never_answered:
-            self._fatal(
-                rt,
-                f"endpoint {url or '(no URL)'} has not answered since the run started "
-                f"({down:,.0f} s): {b.cause}; check base_url and that the server is running",
-            )
-            return
-        self._fatal(
-            rt,
-            f"endpoint unreachable for {down:,.0f} s "
-            f"(outage_limit_s = {b.outage_limit_s:g}): {b.cause}" + (f" ({url})" if url else ""),
-        )
+        self._fatal(rt, endpoint_dead(rt.breaker, rt.provider.endpoint, time.monotonic()))
 
     def _failing(self, rt: ModelRuntime, kind: str) -> None:
         """Count a failed attempt in the model's run of failures, for the progress display
@@ -897,160 +626,14 @@ class Scheduler:
         if s.endpoint is None:
             s.endpoint = rt.provider.endpoint
 
-    # ------------------------------------------------------------------ recording
-
     def _read_limits(self, rt: ModelRuntime, headers: Mapping[str, str], est: int) -> None:
-        """Adopt the rates a reply announces (see `_adopt_limits`) and, when one of its
-        windows is used up, hold the endpoint until it can take the next request (estimated
-        at `est` tokens) rather than send it into a 429. A model whose config sets both rpm
-        and tpm is paced by those alone and never asks."""
-        if rt.config.rpm is not None and rt.config.tpm is not None:
-            return
-        limits = rt.provider.limits_from_headers(headers)
-        if limits is None:
-            return
-        self._adopt_limits(rt, limits)
-        if limits.windows:
-            rt.reads_limits = True
-            hold = limits.hold_s(est)
-            if hold > rt.config.outage_limit_s:  # a used-up window that resets in hours
-                self._fatal(rt, _wait_beyond_limit(hold, rt.config.outage_limit_s, time.time()))
-                return
-            rt.limiter.pause(hold)
-
-    def _learn_limits(self, rt: ModelRuntime, headers: Mapping[str, str]) -> None:
-        """With no rpm/tpm configured, adopt the limits the provider announces (asked of the
-        provider, which knows its own headers), once."""
-        if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
-            return
-        limits = rt.provider.limits_from_headers(headers)
-        if limits is not None:
-            self._adopt_limits(rt, limits)
-
-    def _adopt_limits(self, rt: ModelRuntime, limits: Limits) -> None:
-        """Pace by the per-minute rates the provider announces, once, under the configured
-        ones (a configured limit is a ceiling; which also ends adaptive concurrency and the
-        learnt rate: the limiter then knows the rate, and the announced windows explain a 429).
-        A model whose config sets both rpm and tpm is paced by those alone."""
-        if rt.learnt_limits or (rt.config.rpm is not None and rt.config.tpm is not None):
-            return
-        if limits.empty:
-            return
-        rt.learnt_limits = True
-        rt.limiter.set_limits(
-            rpm=_lower(rt.config.rpm, limits.rpm), tpm=_lower(rt.config.tpm, limits.tpm)
-        )
+        """Adopt the limits a reply announces (runner/limit_adoption.py); a used-up window
+        that resets beyond the model's outage limit stops the model."""
+        line = read_limits(rt, headers, est)
+        if line is not None:
+            self._fatal(rt, line)
 
     def _fatal(self, rt: ModelRuntime, message: str) -> None:
         if rt.stats.fatal is None:
             rt.stats.fatal = message
             self.on_fatal(f"model {rt.config.id} stopped: {message}")
-
-    def _attempt(
-        self,
-        rt: ModelRuntime,
-        trial: Trial,
-        attempt: int,
-        started: float,
-        latency_ms: float,
-        status: int | None,
-        cls: Classification | None,
-        outcome: str,
-    ) -> None:
-        self.writer.add_attempt(
-            AttemptRow(
-                self.run_id,
-                trial.trial_key,
-                trial.model_id,
-                attempt,
-                started,
-                latency_ms,
-                status,
-                cls.kind if cls else None,
-                cls.message if cls else None,
-                outcome,
-            )
-        )
-
-    def _record_reply(
-        self,
-        rt: ModelRuntime,
-        trial: Trial,
-        attempt: int,
-        started: float,
-        latency_ms: float,
-        reply: Reply,
-        est_cost: float,
-    ) -> None:
-        """One attempt row, one response row and what its parser needs, appended to the
-        writer's buffers as tuples; converting and serialising them (the raw body included)
-        happens on the writer's thread."""
-        cost = self._reply_cost(rt, reply, est_cost)
-        key = trial.trial_key
-        self.writer.add_attempt(
-            AttemptRow(
-                self.run_id,
-                key,
-                trial.model_id,
-                attempt,
-                started,
-                latency_ms,
-                reply.status,
-                None,
-                None,
-                "ok",
-            )
-        )
-        self.writer.add_response(
-            response_row(key, self.run_id, trial.model_id, reply, cost, time.time(), reply.raw),
-            Landed(
-                key,
-                trial.experiment,
-                trial.item,
-                reply_text(reply.content, reply.finish_reason, reply.refusal),
-                reply.logprobs,
-            )
-            if trial.experiment in self._parsed
-            else None,
-        )
-        _count_done(rt.stats, reply, cost)
-
-    def _reply_cost(self, rt: ModelRuntime, reply: Reply, est_cost: float) -> float | None:
-        """What the reply cost, from its token counts and the model's prices.
-
-        Unknown (NULL) when either token count is (missing or invalid, see
-        runner/providers/usage.py): a guessed 0 would read as free and let the budget spend
-        past its cap. The budget counts such a reply at `est_cost`, its request's upper
-        bound."""
-        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
-            return rt.config.cost(
-                reply.prompt_tokens,
-                reply.completion_tokens,
-                reply.cache_read_tokens,
-                reply.cache_write_tokens,
-            )
-        self._unknown_cost += est_cost
-        rt.stats.cost_unknown += 1
-        return None
-
-
-def _lower(configured: int | None, announced: int | None) -> int | None:
-    """The lower of a configured and an announced rate (either may be unknown)."""
-    if configured is None or announced is None:
-        return configured if announced is None else announced
-    return min(configured, announced)
-
-
-def _count_done(stats: ModelStats, reply: Reply, cost: float | None) -> None:
-    """Count a recorded reply in its model's progress: tokens, cost, the model the provider
-    says answered (drift, said live by `ibias status`) and when."""
-    stats.done += 1
-    stats.prompt_tokens += reply.prompt_tokens or 0
-    stats.completion_tokens += reply.completion_tokens or 0
-    if cost is not None:
-        stats.cost_usd += cost
-    if reply.provider_model is not None:
-        stats.reported.add(reply.provider_model)
-    stats.last_done_at = time.monotonic()
-    if stats.first_done_at is None:
-        stats.first_done_at = stats.last_done_at

@@ -45,7 +45,10 @@ from ibias.store.trial import Trial
 
 
 class AttemptRow(NamedTuple):
-    """`started_at` is a datetime, or epoch seconds (converted on the writer's thread)."""
+    """`started_at` is a datetime, or epoch seconds (converted on the writer's thread).
+
+    Built with keywords: ten fields in a row, several of the same type, read as noise by
+    position, and a swapped pair would still type-check."""
 
     run_id: str
     trial_key: str
@@ -61,7 +64,8 @@ class AttemptRow(NamedTuple):
 
 class ResponseRow(NamedTuple):
     """`raw` is the reply's JSON text, or the decoded body, and `received_at` a datetime or
-    epoch seconds: either is converted on the writer's thread, off the event loop."""
+    epoch seconds: either is converted on the writer's thread, off the event loop. Built with
+    keywords, as `AttemptRow`."""
 
     trial_key: str
     run_id: str
@@ -612,16 +616,16 @@ class Writer:
             r = responses[0]  # no attempt row came with it: record one
             kept.append(
                 AttemptRow(
-                    r.run_id,
-                    r.trial_key,
-                    r.model_id,
-                    0,
-                    r.received_at,
-                    None,
-                    None,
-                    UNSTORABLE,
-                    why,
-                    "error",
+                    run_id=r.run_id,
+                    trial_key=r.trial_key,
+                    model_id=r.model_id,
+                    attempt_no=0,
+                    started_at=r.received_at,
+                    latency_ms=None,
+                    http_status=None,
+                    error_kind=UNSTORABLE,
+                    error_message=why,
+                    outcome="error",
                 )
             )
         self.unstorable += len(responses)

@@ -25,7 +25,7 @@ import pytest
 
 import ibias.store.writer as writer_module
 from ibias.runner import cli
-from ibias.runner import run as run_module
+from ibias.runner import run_schedule as run_module
 from ibias.runner.config import ModelConfig, load_config
 from ibias.runner.providers.base import Limits, Provider, ProviderContext, Reply, Sampling
 from ibias.runner.retries import Classification, Verdict

@@ -18,7 +18,7 @@ import duckdb
 import orjson
 import pytest
 
-import ibias.runner.run as run_module
+import ibias.runner.planning as run_module
 from ibias.prompts.base import TrialSpec, stable_hash
 from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs, trials_for

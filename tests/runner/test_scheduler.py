@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ibias.runner.config import load_config
+from ibias.runner.limit_adoption import wait_beyond_limit
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.providers.base import Limits, Provider, Reply, Window
 from ibias.runner.retries import Backoff
@@ -18,7 +19,6 @@ from ibias.runner.scheduler import (
     ModelRuntime,
     ModelStats,
     Scheduler,
-    _wait_beyond_limit,
     _Worker,
     estimate_tokens,
 )
@@ -58,23 +58,24 @@ def _scheduler(rt: ModelRuntime) -> Scheduler:
 async def test_learns_the_announced_limits_once_keeping_configured_ones(tmp_path):
     rt = _runtime(tmp_path, Limits(rpm=600, tpm=90_000), tpm=5_000)
     s = _scheduler(rt)
-    s._learn_limits(rt, {})  # nothing announced: keep asking
+    s._read_limits(rt, {}, 100)  # nothing announced: keep asking
     assert (rt.limiter.rpm, rt.limiter.tpm, rt.learnt_limits) == (None, 5_000, False)
-    s._learn_limits(rt, {"limits": "yes"})
+    s._read_limits(rt, {"limits": "yes"}, 100)
     assert (rt.limiter.rpm, rt.limiter.tpm, rt.learnt_limits) == (600, 5_000, True)
-    s._learn_limits(rt, {"limits": "yes"})
-    assert rt.provider.asked == 2  # type: ignore[attr-defined]
+    rt.provider.limits = Limits(rpm=60, tpm=1_000)  # type: ignore[attr-defined]
+    s._read_limits(rt, {"limits": "yes"}, 100)
+    assert (rt.limiter.rpm, rt.limiter.tpm) == (600, 5_000)  # adopted once
 
 
 async def test_a_provider_without_limits_changes_nothing(tmp_path):
     rt = _runtime(tmp_path, None)
-    _scheduler(rt)._learn_limits(rt, {"limits": "yes"})
+    _scheduler(rt)._read_limits(rt, {"limits": "yes"}, 100)
     assert (rt.limiter.rpm, rt.limiter.tpm, rt.learnt_limits) == (None, None, False)
 
 
 async def test_fully_configured_limits_are_never_asked_for(tmp_path):
     rt = _runtime(tmp_path, Limits(rpm=600), rpm=100, tpm=1_000)
-    _scheduler(rt)._learn_limits(rt, {"limits": "yes"})
+    _scheduler(rt)._read_limits(rt, {"limits": "yes"}, 100)
     assert rt.provider.asked == 0  # type: ignore[attr-defined]
     assert (rt.limiter.rpm, rt.limiter.tpm) == (100, 1_000)
 
@@ -153,7 +154,7 @@ async def test_a_reply_of_unknown_cost_is_stored_as_null_and_budgeted_at_its_upp
     assert rt.stats.cost_usd == 0.0 and rt.stats.cost_unknown == 1
     assert s.spent == pytest.approx(bound)  # counted at the request's upper bound
     # Beside it, the cap of 1.0 leaves room for 1.0 - bound, not a cent more.
-    assert s._fits(1.0 - bound) and not s._fits(1.0 - bound + 0.01)
+    assert s.budget.fits(1.0 - bound) and not s.budget.fits(1.0 - bound + 0.01)
 
 
 async def test_a_reply_of_known_cost_counts_its_cost(tmp_path):
@@ -165,7 +166,7 @@ async def test_a_reply_of_known_cost_counts_its_cost(tmp_path):
 
 def test_the_stop_line_for_a_long_wait_says_until_when_in_utc():
     now = datetime(2026, 12, 2, 0, 40, 30, tzinfo=UTC).timestamp()
-    assert _wait_beyond_limit(86_400, 600, now) == (
+    assert wait_beyond_limit(86_400, 600, now) == (
         "provider asked to wait 86,400 s (until 2026-12-03 00:41 UTC), beyond "
         "outage_limit_s = 600 s; run again after then"
     )
