@@ -415,9 +415,7 @@ class Scheduler:
                     reply = await rt.provider.complete(tries.trial.messages, tries.sampling)
                 # No reply: the watch cancelled the request (a reply that came first wins).
                 outcome = (
-                    reply
-                    if reply is not None
-                    else AttemptError(outage_timeout(cfg.outage_limit_s))
+                    reply if reply is not None else AttemptError(outage_timeout(cfg.outage_limit_s))
                 )
         except AttemptError as exc:
             outcome = exc
