@@ -40,7 +40,7 @@ from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner import phase_hook
 from ibias.runner.batch.run import BatchOptions, BatchOutcome, batch_models, online_config
 from ibias.runner.batch.run import run as batch_run
-from ibias.runner.config import Config, ConfigError, ModelConfig
+from ibias.runner.config import Config, ConfigFileError, ModelConfig
 from ibias.runner.console import literal
 from ibias.runner.limits import PACING_SLACK_S, EndpointLimiter
 from ibias.runner.loop_lag import LoopLag, starved_note
@@ -157,12 +157,12 @@ def check_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str | No
             continue
         keys[m.id] = value
     if len(missing) == 1:
-        raise ConfigError(
+        raise ConfigFileError(
             f"{config.path}: environment variable {missing[0][0]} is not set "
             f"(needed by model {missing[0][1]!r})"
         )
     if missing:
-        raise ConfigError(
+        raise ConfigFileError(
             f"{config.path}: {len(missing)} environment variables are not set: "
             + ", ".join(f"{env} (model {model_id!r})" for env, model_id in missing)
             + " (export them, or run only some models with --model ID)"
