@@ -32,11 +32,11 @@ TREE: dict[type[Exception], tuple[type[BaseException], ...]] = {
 #: The product's error classes: module, class, its branch, and the built-in base that code
 #: catching it (`except ValueError`) relies on, if any.
 PRECISE: list[tuple[str, str, type[Exception], type[Exception] | None]] = [
-    ("ibias.runner.config", "ConfigError", errors.ConfigError, None),
+    ("ibias.configfile", "ConfigFileError", errors.ConfigError, None),
     ("ibias.prompts.base", "SettingsError", errors.ConfigError, ValueError),
     ("ibias.runner.sim_profile", "ProfileError", errors.ConfigError, ValueError),
     ("ibias.prompts.word_association.data", "DataError", errors.ConfigError, ValueError),
-    ("ibias.store.db", "StoreError", errors.StoreError, None),
+    ("ibias.store.db", "StoreAccessError", errors.StoreError, None),
     ("ibias.store.lock", "StoreBusyError", errors.StoreError, None),
     ("ibias.store.lock", "StoreLockError", errors.StoreError, None),
     ("ibias.store.writer", "StoreWriteError", errors.StoreError, None),
@@ -44,7 +44,7 @@ PRECISE: list[tuple[str, str, type[Exception], type[Exception] | None]] = [
     ("ibias.store.experiments", "ExperimentSchemaError", errors.StoreError, None),
     ("ibias.runner.show", "ShowError", errors.StoreError, None),
     ("ibias.analysis.experiment", "AnalysisDataError", errors.StoreError, ValueError),
-    ("ibias.prompts.stimuli.pack", "StimuliError", errors.StimuliError, ValueError),
+    ("ibias.prompts.stimuli.pack", "StimuliFileError", errors.StimuliError, ValueError),
     ("ibias.prompts.registry", "RegistryError", errors.RegistryError, ValueError),
     ("ibias.runner.providers.registry", "UnknownProviderError", errors.RegistryError, LookupError),
     ("ibias.runner.providers.base", "ProviderError", errors.ProviderError, None),
