@@ -1,5 +1,5 @@
 """The product's layers, read from its source (AST), so the next engineer finds the rooms as
-docs/architecture.md draws them:
+the design draws them (runner above prompts and store; shared/DESIGN.md):
 
 - no module imports another module's private names (`from ibias.x import _y`, or `_y` read
   off an imported ibias module): what a module shares, it names without an underscore;
