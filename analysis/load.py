@@ -19,7 +19,7 @@ import polars as pl
 from ibias.analysis.experiment import LoadContext, analysis_of
 from ibias.analysis.simulated import simulated_models
 from ibias.prompts.registry import Parser, kinds, units, view_columns
-from ibias.store.db import StoreError, open_store
+from ibias.store.db import StoreAccessError, open_store
 from ibias.store.derived import parse_pending, parsed_kinds
 from ibias.store.experiments import sql_identifier
 from ibias.store.lock import StoreBusyError, StoreLock
@@ -166,7 +166,9 @@ def load_store(
     tells them the population intervals are skipped (so their inputs need not be read).
     """
     if not path.exists():  # before the lock: a mistyped --store leaves no STORE.lock behind
-        raise StoreError(f"no store at {path} (run `ibias run CONFIG` first, or pass --store)")
+        raise StoreAccessError(
+            f"no store at {path} (run `ibias run CONFIG` first, or pass --store)"
+        )
     n_parsed = _parse_if_free(path)
 
     def relabel(sql: str) -> str:
@@ -252,7 +254,7 @@ def _check_parsed(reader: StoreReader) -> None:
                 [kind.name, p.version],
             ).fetchone()
             if row is not None and row[0]:
-                raise StoreError(
+                raise StoreAccessError(
                     f"store {reader.store}: {row[0]:,} responses have no {p.table} at parser "
                     f"version {p.version} (the running ibias parses with another version); "
                     "run `ibias analyze` again when the run ends"

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from bench.bench_runner import ROOT, _ibias_cmd, _load, _median_range, write_config
-from ibias.store.db import StoreError
+from ibias.store.db import StoreAccessError
 from ibias.store.lock import holder
 from ibias.store.reader import open_reader
 from tests.helpers import start_simulator
@@ -49,7 +49,7 @@ def _reader(store: Path, done: threading.Event, latencies: list[float], rows: li
                 if not reader.live:
                     return
                 table = reader.table(AGGREGATE)
-        except StoreError:
+        except StoreAccessError:
             return  # the run ended between two queries
         latencies.append(time.monotonic() - t0)
         rows.append(sum(table.column("replies").to_pylist()))

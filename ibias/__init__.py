@@ -470,13 +470,13 @@ def connect(store: str | Path, *, rehearse: bool = False) -> duckdb.DuckDBPyConn
     after. While `ibias run` holds the store no other process can open the file: this raises
     a StoreError saying so and naming `ibias.sql`, which the run serves. `rehearse`: the
     rehearsal store beside `store`."""
-    from ibias.store.db import StoreError, open_store
+    from ibias.store.db import StoreAccessError, open_store
     from ibias.store.lock import holder
 
     path = _store(store, rehearse)
     who = holder(path)
     if who is not None:
-        raise StoreError(
+        raise StoreAccessError(
             f"store {path} is held by {who}; while it runs, query it with "
             "ibias.sql(store, query), which the run serves"
         )

@@ -15,11 +15,20 @@ a bug.
     ├── RegistryError    experiment units, providers and the plugins that register them
     └── ProviderError    a provider's API that failed or refused (after retries)
 
-The modules keep their own, more precise classes (`ibias.runner.config.ConfigError`, the
-store's `StoreBusyError`, an experiment's `SettingsError`, ...), each a subclass of its branch
-here; where callers catch a built-in such as `ValueError`, the class keeps that base too.
-This module imports nothing, so the command line can tell a user's error from a bug without
-loading the modules that define the precise classes.
+The modules keep their own, more precise classes, each a subclass of its branch here and
+each named for what it is, never for its branch; where callers catch a built-in such as
+`ValueError`, the class keeps that base too. Among them:
+
+    ConfigError   ConfigFileError (ibias.configfile: a config or a file it names, one line
+                  naming the file), SettingsError (an experiment's or a provider's key),
+                  ProfileError (a simulator profile), DataError (an experiment's data file)
+    StoreError    StoreAccessError (ibias.store.db: a store cannot be opened or read as
+                  asked), StoreBusyError, StoreLockError, StoreWriteError, ImportFileError,
+                  ExperimentSchemaError, ShowError, AnalysisDataError
+    StimuliError  StimuliFileError (ibias.prompts.stimuli.pack: names the pack's file)
+
+This module imports nothing at load time, so the command line can tell a user's error from a
+bug without loading the modules that define the precise classes.
 """
 
 from __future__ import annotations
@@ -65,3 +74,21 @@ class RegistryError(Error):
 class ProviderError(Error):
     """A provider's API failed or refused a request in a way retrying does not mend (a batch
     that cannot be cancelled, a request that failed for good)."""
+
+
+def renamed(module: str, name: str, old_names: dict[str, type[Error]]) -> type[Error]:
+    """For a module's `__getattr__` (PEP 562): the class once called `name` in `module`
+    (`old_names` maps each old name to its class), with a DeprecationWarning naming the new
+    one, so code written against the old name keeps working for one release; any other name
+    is an AttributeError, as without the hook."""
+    new = old_names.get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"{module}.{name} is renamed {new.__name__}; the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return new

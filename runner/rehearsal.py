@@ -89,19 +89,19 @@ def check_store(con: duckdb.DuckDBPyConnection, path: Path, *, rehearse: bool) -
     """Refuse a rehearsal into a real store, and a real run into a rehearsal store (one line,
     exit 2); mark a store a rehearsal first writes into. The mark in the store decides, not
     its name: `--store` can name any file."""
-    from ibias.store.db import StoreError
+    from ibias.store.db import StoreAccessError
     from ibias.store.marks import is_empty, is_rehearsal, mark_rehearsal
 
     marked = is_rehearsal(con)
     if rehearse and not marked:
         if not is_empty(con):
-            raise StoreError(
+            raise StoreAccessError(
                 f"store {path} holds a run that was not a rehearsal; a rehearsal writes only "
                 f"into a rehearsal store (default: {rehearsal_store(path).name} beside it)"
             )
         mark_rehearsal(con)
     elif marked and not rehearse:
-        raise StoreError(
+        raise StoreAccessError(
             f"store {path} is a rehearsal store (simulated replies); a real run never writes "
             "into it: add --rehearse, or name the real store"
         )
@@ -213,7 +213,7 @@ def redirect(provider: Provider, model: ModelConfig, simulator_url: str) -> Prov
     """`provider` (built as a real run builds it) with its request URL moved to the simulator:
     the path below the configured base URL is kept, under the simulator's path for that
     protocol. A provider whose protocol the simulator does not speak is refused (one line)."""
-    from ibias.runner.config import ConfigError
+    from ibias.runner.config import ConfigFileError
     from ibias.runner.providers.anthropic import AnthropicProvider
     from ibias.runner.providers.gemini import GeminiProvider
     from ibias.runner.providers.names import DEFAULT_BASE_URLS
@@ -227,7 +227,7 @@ def redirect(provider: Provider, model: ModelConfig, simulator_url: str) -> Prov
     elif isinstance(provider, (AnthropicProvider, OpenAIProvider)):
         prefix = "/v1"
     else:
-        raise ConfigError(
+        raise ConfigFileError(
             f"model {model.id!r}: provider {model.provider!r} cannot be rehearsed (the "
             "simulator speaks OpenAI's, Anthropic's and Gemini's protocols); leave it out "
             "with --model"

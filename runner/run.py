@@ -34,7 +34,7 @@ import duckdb
 
 from ibias.prompts.base import Experiment, stable_hash
 from ibias.runner.budget import spent_on_plan as spent_on_plan
-from ibias.runner.config import Config, ConfigError
+from ibias.runner.config import Config, ConfigFileError
 from ibias.runner.console import literal
 from ibias.runner.plan import build_experiments, plan_hash, plan_inputs, store_files
 from ibias.runner.planning import TRIAL_BATCH as TRIAL_BATCH
@@ -105,12 +105,12 @@ def check_keys(config: Config, environ: Mapping[str, str]) -> dict[str, str | No
             continue
         keys[m.id] = value
     if len(missing) == 1:
-        raise ConfigError(
+        raise ConfigFileError(
             f"{config.path}: environment variable {missing[0][0]} is not set "
             f"(needed by model {missing[0][1]!r})"
         )
     if missing:
-        raise ConfigError(
+        raise ConfigFileError(
             f"{config.path}: {len(missing)} environment variables are not set: "
             + ", ".join(f"{env} (model {model_id!r})" for env, model_id in missing)
             + " (export them, or run only some models with --model ID)"

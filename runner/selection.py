@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ibias.prompts import registry
-from ibias.runner.config import Config, ConfigError
+from ibias.runner.config import Config, ConfigFileError
 
 
 def select(
     config: Config, models: Sequence[str] | None = None, experiments: Sequence[str] | None = None
 ) -> Config:
     """`config` restricted to the given model ids and `[experiments.NAME]` tables (None or
-    empty: all). An unknown name is a `ConfigError` listing every unknown one and what the
+    empty: all). An unknown name is a `ConfigFileError` listing every unknown one and what the
     config has."""
     if not models and not experiments:
         return config
@@ -47,6 +47,6 @@ def _check(what: str, asked: Sequence[str], have: Sequence[str], config: Config)
     if unknown:
         names = ", ".join(repr(u) for u in unknown)
         plural = "s" if len(unknown) > 1 else ""
-        raise ConfigError(
+        raise ConfigFileError(
             f"{config.path}: no {what}{plural} {names} in this config; it has " + ", ".join(have)
         )

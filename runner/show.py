@@ -23,7 +23,7 @@ import duckdb
 import orjson
 
 from ibias import errors
-from ibias.store.db import StoreError
+from ibias.store.db import StoreAccessError
 
 _KEY = re.compile(r"\A[0-9a-f]{1,64}\Z")
 
@@ -149,7 +149,7 @@ def _keys(con: duckdb.DuckDBPyConnection, sel: Selection) -> list[str]:
     _check_read(query)
     try:
         keys = [r[0] for r in con.execute(query, params).fetchall()]
-    except (duckdb.Error, StoreError) as exc:  # StoreError: the reader's one-line refusal
+    except (duckdb.Error, StoreAccessError) as exc:  # the reader's one-line refusal
         message = _first_line(str(exc)).removeprefix("query failed: ")
         raise ShowError(f"--where failed: {message}") from None
     if not keys:
@@ -201,12 +201,12 @@ def _nothing_matches(sel: Selection) -> ShowError:
 
 def _check_read(query: str) -> None:
     """The composed query must still be exactly one read (a --where cannot add a statement)."""
-    from ibias.store.db import StoreError
+    from ibias.store.db import StoreAccessError
     from ibias.store.sandbox import read_statement
 
     try:
         read_statement(query)
-    except StoreError as exc:
+    except StoreAccessError as exc:
         raise ShowError(f"--where: {exc}") from None
 
 

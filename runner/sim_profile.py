@@ -223,12 +223,12 @@ class SimProfile:
     @classmethod
     def from_toml(cls, path: str | Path) -> SimProfile:
         """Load a profile file; unreadable or invalid files raise ProfileError naming it."""
-        from ibias.runner.config import ConfigError, loads_toml, read_toml_file
+        from ibias.configfile import ConfigFileError, loads_toml, read_toml_file
 
         p = Path(path)
         try:  # the checks of every config read: a regular file, its size, its depth
             data = loads_toml(read_toml_file(p, "profile"), p, "profile")
-        except ConfigError as exc:
+        except ConfigFileError as exc:
             raise SettingsError(str(p), str(exc).removeprefix(f"{p}: ")) from None
         try:
             return cls.from_dict(data)

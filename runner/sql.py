@@ -35,7 +35,7 @@ from rich.table import Table
 
 from ibias.runner.console import natural_width, terminal, text
 from ibias.runner.status import status_path
-from ibias.store.db import StoreError, _first_line
+from ibias.store.db import StoreAccessError, first_line
 from ibias.store.reader import StoreReader, open_reader
 from ibias.store.sandbox import read_statement
 
@@ -112,7 +112,7 @@ def converted(reader: StoreReader, query: str, fmt: str) -> tuple[str, tuple[Col
     A statement DuckDB cannot describe (EXPLAIN) runs as written: its columns are text."""
     try:
         _, described = reader.records(f"DESCRIBE {query}")
-    except StoreError:
+    except StoreAccessError:
         return query, ()
     columns = tuple(
         Column(str(r[0]), str(r[1]), _kind(str(r[1]), fmt)) for r in described if len(r) > 1
@@ -303,7 +303,7 @@ def _frame(table: pa.Table, columns: Sequence[Column], fmt: str) -> pl.DataFrame
     except BaseException as exc:  # Polars raises its own errors and, for some types, panics
         names = table.column_names
         if _polars_error(exc) and len(set(names)) < len(names):
-            raise StoreError(
+            raise StoreAccessError(
                 f"query has several columns named alike ({', '.join(names)}); give each its "
                 "own name (AS ...) to write it as a file or CSV"
             ) from None
@@ -337,16 +337,16 @@ def _named(
             if not _polars_error(inner):
                 raise
             return _refused(name, columns, i, fmt, inner)
-    return StoreError(f"query result cannot be written as {fmt}: {_first_line(str(exc))}")
+    return StoreAccessError(f"query result cannot be written as {fmt}: {first_line(str(exc))}")
 
 
 def _refused(
     name: str, columns: Sequence[Column], i: int, fmt: str, exc: BaseException
-) -> StoreError:
+) -> StoreAccessError:
     duck_type = columns[i].type if i < len(columns) else "?"
-    return StoreError(
+    return StoreAccessError(
         f"column {name!r} (DuckDB type {duck_type}) cannot be written as {fmt}: "
-        f"{_first_line(str(exc))}; cast it in the query, e.g. CAST({_quoted(name)} AS VARCHAR)"
+        f"{first_line(str(exc))}; cast it in the query, e.g. CAST({_quoted(name)} AS VARCHAR)"
     )
 
 
@@ -355,18 +355,20 @@ def _check_output(store: Path, output: Path, force: bool) -> str:
     fmt = OUTPUT_FORMATS.get(output.suffix.lower())
     if fmt is None:
         known = ", ".join(OUTPUT_FORMATS)
-        raise StoreError(f"--output {output}: unknown extension; use one of {known}")
+        raise StoreAccessError(f"--output {output}: unknown extension; use one of {known}")
     target = output.resolve()
     # The store's WAL and lock file have extensions no export has; its status file is JSON.
     for own in (store, status_path(store)):
         if target == own.resolve():
-            raise StoreError(f"--output {output} is the store's own file; choose another path")
+            raise StoreAccessError(
+                f"--output {output} is the store's own file; choose another path"
+            )
     if output.is_dir():
-        raise StoreError(f"--output {output} is a directory")
+        raise StoreAccessError(f"--output {output} is a directory")
     if not output.parent.is_dir():
-        raise StoreError(f"--output {output}: directory {output.parent} does not exist")
+        raise StoreAccessError(f"--output {output}: directory {output.parent} does not exist")
     if output.exists() and not force:
-        raise StoreError(f"--output {output} exists; pass --force to overwrite it")
+        raise StoreAccessError(f"--output {output} exists; pass --force to overwrite it")
     return fmt
 
 
@@ -379,7 +381,9 @@ def _write(frame: pl.DataFrame, output: Path, fmt: str, columns: Sequence[Column
     try:
         fd, name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
     except OSError as exc:
-        raise StoreError(f"--output {output} cannot be written: {exc.strerror or exc}") from None
+        raise StoreAccessError(
+            f"--output {output} cannot be written: {exc.strerror or exc}"
+        ) from None
     tmp = Path(name)
     try:
         umask = os.umask(0)
@@ -394,7 +398,9 @@ def _write(frame: pl.DataFrame, output: Path, fmt: str, columns: Sequence[Column
                 fh.write(_json(frame, columns).encode("utf-8"))
         os.replace(tmp, output)
     except OSError as exc:
-        raise StoreError(f"--output {output} cannot be written: {exc.strerror or exc}") from None
+        raise StoreAccessError(
+            f"--output {output} cannot be written: {exc.strerror or exc}"
+        ) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -435,7 +441,7 @@ def _json_array(
                     orjson.dumps(value, default=str)
                 except TypeError as inner:
                     raise _refused(name, columns, i, "json", inner) from None
-        raise StoreError(f"query result cannot be written as json: {exc}") from None
+        raise StoreAccessError(f"query result cannot be written as json: {exc}") from None
 
 
 def _csv(frame: pl.DataFrame, columns: Sequence[Column] = ()) -> str:

@@ -20,7 +20,7 @@ from ibias.runner.console import literal, natural_width, terminal, text
 from ibias.runner.paths import DEFAULT_STORE
 from ibias.runner.status import read_status, span, status_path
 from ibias.store import progress_counts
-from ibias.store.db import StoreError
+from ibias.store.db import StoreAccessError
 from ibias.store.drift import model_drift
 from ibias.store.lock import holder, shown_path
 from ibias.store.reader import open_reader
@@ -73,7 +73,7 @@ def _report(store: Path, batches: list[dict[str, Any]] | None) -> tuple[dict[str
             report.update({k: v for k, v in stored.items() if k not in report})
         return report, stored is not None
     if not store.exists():
-        raise StoreError(
+        raise StoreAccessError(
             f"no store at {store} (run `ibias run CONFIG` first, or pass --store"
             + (f"; the demo's is {DEMO_STORE}: --store {DEMO_STORE})" if _demo_hint(store) else ")")
         )
@@ -123,7 +123,7 @@ def _stored_progress(
                 from ibias.runner.batch.status import batches_of
 
                 batches.extend(batches_of(con))
-    except StoreError:
+    except StoreAccessError:
         if holder(store) is None:
             raise
         return None

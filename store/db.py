@@ -11,6 +11,7 @@ import os
 import time
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -18,8 +19,13 @@ from ibias import errors
 from ibias.store.lock import check_store_path, holder
 
 
-class StoreError(errors.StoreError):
-    """A store problem phrased as the one line the user sees."""
+class StoreAccessError(errors.StoreError):
+    """A store cannot be opened or read as asked: not there, busy, not a DuckDB or an ibias
+    store, newer than this ibias, or a query (or the file its result goes to) refused; the
+    one line the user sees.
+
+    Its siblings under `ibias.StoreError` say what else went wrong (`StoreBusyError`,
+    `StoreWriteError`, `ImportFileError`, ...)."""
 
 
 def migrations() -> list[tuple[int, str]]:
@@ -67,13 +73,13 @@ def duckdb_path(path: Path) -> str:
         try:
             fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
-            raise StoreError(
+            raise StoreAccessError(
                 f"store {path}: its folder cannot be opened: {exc.strerror or exc}"
             ) from None
         _FOLDERS[folder] = fd
     via = f"/proc/self/fd/{fd}"
     if not os.path.isdir(via):
-        raise StoreError(
+        raise StoreAccessError(
             f"store {path}: DuckDB takes only UTF-8 paths, and without /proc this folder's "
             "name cannot be passed to it; move the store to a folder named in UTF-8"
         )
@@ -100,15 +106,19 @@ def _connect(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
         text = str(exc)
         if "lock" in text.lower():
             who = holder(path)
-            raise StoreError(f"store {path} is busy: held by {who or 'another process'}") from None
-        raise StoreError(f"store {path} cannot be opened: {_first_line(text)}") from None
+            raise StoreAccessError(
+                f"store {path} is busy: held by {who or 'another process'}"
+            ) from None
+        raise StoreAccessError(f"store {path} cannot be opened: {first_line(text)}") from None
     except duckdb.Error as exc:
-        raise StoreError(
-            f"store {path} is not a usable DuckDB file: {_first_line(str(exc))}"
+        raise StoreAccessError(
+            f"store {path} is not a usable DuckDB file: {first_line(str(exc))}"
         ) from None
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first line of an error's text (DuckDB's messages add context on further lines),
+    for a refusal that must be one line; "unknown error" when there is no text."""
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
@@ -133,7 +143,7 @@ def _check_is_a_database_file(con: duckdb.DuckDBPyConnection, path: Path) -> Non
         # DuckDB cannot show a path that is not UTF-8 (`duckdb_path`); only a file has one.
         return
     if not rows or rows[0][0] is None:
-        raise StoreError(f"store {path} is not a DuckDB database file (a data file?)")
+        raise StoreAccessError(f"store {path} is not a DuckDB database file (a data file?)")
 
 
 def _check_not_foreign(con: duckdb.DuckDBPyConnection, path: Path) -> None:
@@ -143,7 +153,7 @@ def _check_not_foreign(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database()"
     ).fetchall()
     if rows and rows[0][0] > 0:
-        raise StoreError(
+        raise StoreAccessError(
             f"store {path} is a DuckDB file of another program (it has tables but no ibias "
             "schema); pass another --store"
         )
@@ -154,7 +164,7 @@ def migrate(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     if current == 0:
         _check_not_foreign(con, path)
     if current > SCHEMA_VERSION:
-        raise StoreError(
+        raise StoreAccessError(
             f"store {path} has schema version {current}, newer than this ibias "
             f"({SCHEMA_VERSION}); upgrade ibias"
         )
@@ -192,7 +202,9 @@ def open_store(
     check_store_path(path)
     if not path.exists():
         if not create:
-            raise StoreError(f"no store at {path} (run `ibias run CONFIG` first, or pass --store)")
+            raise StoreAccessError(
+                f"no store at {path} (run `ibias run CONFIG` first, or pass --store)"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
     con = _connect(path, read_only=read_only)
     try:
@@ -201,8 +213,10 @@ def open_store(
             version = schema_version(con)
             if version != SCHEMA_VERSION:
                 if version == 0:
-                    raise StoreError(f"store {path} is not an ibias store (no schema version)")
-                raise StoreError(
+                    raise StoreAccessError(
+                        f"store {path} is not an ibias store (no schema version)"
+                    )
+                raise StoreAccessError(
                     f"store {path} has schema version {version}, this ibias expects "
                     f"{SCHEMA_VERSION}; open it once with `ibias run` or `ibias analyze`"
                 )
@@ -211,7 +225,7 @@ def open_store(
             apply_experiment_schemas(con)
     except ExperimentSchemaError as exc:
         con.close()
-        raise StoreError(f"store {path}: {exc}") from None
+        raise StoreAccessError(f"store {path}: {exc}") from None
     except duckdb.ParserException:
         # ibias's own migration or generated DDL does not parse: a bug, whatever the store
         # holds; reported as an internal error (traceback under IBIAS_DEBUG=1), not the store's.
@@ -219,8 +233,8 @@ def open_store(
         raise
     except duckdb.Error as exc:
         con.close()
-        raise StoreError(
-            f"store {path} is not a usable ibias store: {_first_line(str(exc))}"
+        raise StoreAccessError(
+            f"store {path} is not a usable ibias store: {first_line(str(exc))}"
         ) from None
     except BaseException:
         con.close()
@@ -285,3 +299,11 @@ def close_store(con: duckdb.DuckDBPyConnection, *, stopped: bool) -> None:
                 con.execute("CHECKPOINT").fetchall()
     finally:
         con.close()
+
+
+if not TYPE_CHECKING:  # at run time only, so mypy holds the project to the new name
+
+    def __getattr__(name: str) -> Any:
+        """`StoreError`, `StoreAccessError`'s name in ibias 0.1 (it reused its branch's name,
+        `ibias.StoreError`): importable for one more release, with a DeprecationWarning."""
+        return errors.renamed(__name__, name, {"StoreError": StoreAccessError})

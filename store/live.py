@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import orjson
 
-from ibias.store.db import StoreError, _first_line
+from ibias.store.db import StoreAccessError, first_line
 from ibias.store.sandbox import QUERY_SETTINGS, read_statement
 
 if TYPE_CHECKING:  # pyarrow is loaded only to serve or receive a live result
@@ -309,12 +309,12 @@ class LiveServer:
         try:
             try:
                 read_statement(sql)
-            except StoreError as exc:
+            except StoreAccessError as exc:
                 _send_error(conn, str(exc))
                 return
             try:
                 reader = execute_read(cursor, sql, params)
-            except StoreError as exc:
+            except StoreAccessError as exc:
                 self._fresh_snapshot(cursor)
                 _send_error(conn, self._why(exc))
                 return
@@ -332,7 +332,7 @@ class LiveServer:
                 error = (
                     read_error(exc)
                     if isinstance(exc, duckdb.Error)
-                    else StoreError(f"query failed: {_first_line(str(exc))}")
+                    else StoreAccessError(f"query failed: {first_line(str(exc))}")
                 )
                 data = self._why(error).encode("utf-8", "replace")
                 conn.sendall(_LEN.pack(STREAM_FAILED) + _LEN.pack(len(data)) + data)
@@ -366,7 +366,7 @@ def execute_read(
     con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()
 ) -> pa.RecordBatchReader:
     """One sandboxed read: the text must be one read statement (`read_statement`); DuckDB's
-    refusals and failures become one-line `StoreError`s, the same served live or not."""
+    refusals and failures become one-line `StoreAccessError`s, the same served live or not."""
     read_statement(sql, con)
     try:
         return con.sql(sql, params=list(params) or None).to_arrow_reader(BATCH_ROWS)
@@ -374,16 +374,18 @@ def execute_read(
         raise read_error(exc) from None
 
 
-def read_error(exc: duckdb.Error) -> StoreError:
+def read_error(exc: duckdb.Error) -> StoreAccessError:
     """DuckDB's refusal or failure of a sandboxed read, as the one line the user sees."""
     if isinstance(exc, duckdb.PermissionException):
-        return StoreError(
-            f"query refused: {_first_line(str(exc))} (ibias sql reads only the store; "
+        return StoreAccessError(
+            f"query refused: {first_line(str(exc))} (ibias sql reads only the store; "
             "use --output FILE to export a result)"
         )
     if isinstance(exc, duckdb.InterruptException):
-        return StoreError(f"query interrupted after its time limit of {QUERY_TIMEOUT_S:.0f} s")
-    return StoreError(f"query failed: {_first_line(str(exc))}")
+        return StoreAccessError(
+            f"query interrupted after its time limit of {QUERY_TIMEOUT_S:.0f} s"
+        )
+    return StoreAccessError(f"query failed: {first_line(str(exc))}")
 
 
 def execute_rows(
@@ -408,7 +410,7 @@ def read_table(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] =
     except duckdb.Error as exc:
         raise read_error(exc) from None
     except pa.ArrowException as exc:
-        raise StoreError(f"query failed: {_first_line(str(exc))}") from None
+        raise StoreAccessError(f"query failed: {first_line(str(exc))}") from None
 
 
 class _Chunks:
@@ -491,7 +493,7 @@ class LiveClient:
         return None
 
     def table(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-        """The query's result as an Arrow table, or the run's one-line error as `StoreError`."""
+        """The query's result as an Arrow table, or the run's one-line `StoreAccessError`."""
         import pyarrow as pa
 
         body = orjson.dumps(
@@ -502,17 +504,17 @@ class LiveClient:
             kind = _recv_exact(self._sock, 1)
             if kind == b"E":
                 size = _LEN.unpack(self._need(_LEN.size))[0]
-                raise StoreError(self._need(size).decode("utf-8", "replace"))
+                raise StoreAccessError(self._need(size).decode("utf-8", "replace"))
             if kind != b"A":
                 raise ConnectionError(errno.ECONNRESET, "live connection closed")
             chunks: list[bytes] = []
             while size := _LEN.unpack(self._need(_LEN.size))[0]:
                 if size == STREAM_FAILED:
                     size = _LEN.unpack(self._need(_LEN.size))[0]
-                    raise StoreError(self._need(size).decode("utf-8", "replace"))
+                    raise StoreAccessError(self._need(size).decode("utf-8", "replace"))
                 chunks.append(self._need(size))
         except OSError as exc:
-            raise StoreError(
+            raise StoreAccessError(
                 f"store {self.store}: the live read from the running process failed "
                 f"({exc.strerror or exc}); try again"
             ) from None

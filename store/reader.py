@@ -12,11 +12,11 @@ A run that has just taken or just released the store is retried for a moment, so
 racing with a run's start or end gets an answer rather than "busy".
 
 Whose query it is decides what a failure is. The user's (`ibias sql`, a `--where`) failing is
-the user's to fix: a one-line `StoreError`, exit 2. ibias's own (`open_reader(store,
+the user's to fix: a one-line `StoreAccessError`, exit 2. ibias's own (`open_reader(store,
 internal=True)`: the analysis's reads) failing because its text does not parse or bind is a
 bug: `InternalQueryFailure`, which the command reports as an internal error (exit 1, the
 traceback under `IBIAS_DEBUG=1`). A store that cannot be read (broken, busy, out of memory, a
-query past its time limit) stays a `StoreError` for either.
+query past its time limit) stays a `StoreAccessError` for either.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 
-from ibias.store.db import StoreError
+from ibias.store.db import StoreAccessError
 from ibias.store.live import LiveClient, execute_rows, read_error, read_table
 from ibias.store.lock import holder
 from ibias.store.sandbox import open_query_connection
@@ -112,7 +112,7 @@ class StoreReader:
         self._close = close
         self._rows = rows
 
-    def _fault(self, exc: StoreError, sql: str) -> Exception:
+    def _fault(self, exc: StoreAccessError, sql: str) -> Exception:
         """What a failed query raises: the user's store error, or, for ibias's own query whose
         text is at fault, an internal error naming the store and the query."""
         if self.internal and _TEXT_FAULTS.match(str(exc)):
@@ -122,11 +122,11 @@ class StoreReader:
         return exc
 
     def table(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
-        """The result as an Arrow table; a refusal or failure is a one-line `StoreError` (an
+        """The result as an Arrow table; a refusal or failure is a one-line `StoreAccessError` (an
         `InternalQueryFailure` for a fault in the text of ibias's own query)."""
         try:
             return self._table(sql, params)
-        except StoreError as exc:
+        except StoreAccessError as exc:
             raise self._fault(exc, sql) from exc
 
     def frame(self, sql: str, params: Sequence[Any] = ()) -> pl.DataFrame:
@@ -160,7 +160,7 @@ class StoreReader:
             return TableRows(self.table(sql, params))
         try:
             return self._rows(sql, params)
-        except StoreError as exc:
+        except StoreAccessError as exc:
             raise self._fault(exc, sql) from exc
 
     def close(self) -> None:
@@ -192,7 +192,7 @@ def _open(store: Path, memory_limit: str | None = None) -> StoreReader:
         if who is None:
             try:
                 con = open_query_connection(store, memory_limit=memory_limit)
-            except StoreError:
+            except StoreAccessError:
                 if holder(store) is None or attempt == ATTEMPTS - 1:
                     raise
                 continue  # a run took the store meanwhile: ask it
@@ -206,7 +206,7 @@ def _open(store: Path, memory_limit: str | None = None) -> StoreReader:
         client = LiveClient.connect(store)
         if client is not None:
             return StoreReader(store, True, client.table, client.close)
-    raise StoreError(
+    raise StoreAccessError(
         f"store {store} is busy: held by {who or 'another process'}, which serves no live "
         "reads; try again when it ends"
     )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 
-from ibias.store.db import SCHEMA_VERSION, StoreError, _first_line, duckdb_path, schema_version
+from ibias.store.db import SCHEMA_VERSION, StoreAccessError, duckdb_path, first_line, schema_version
 from ibias.store.lock import check_store_path, holder
 
 #: DuckDB settings of every user-query connection, given at connect time so that they hold
@@ -73,7 +73,7 @@ _NAMES: Mapping[str, str] = {
 def open_query_connection(
     store: Path, *, memory_limit: str | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """The store, read-only, under `QUERY_SETTINGS`; one-line `StoreError` on any problem.
+    """The store, read-only, under `QUERY_SETTINGS`; one-line `StoreAccessError` on any problem.
     `memory_limit` caps DuckDB's memory for this connection (e.g. "384MB"; DuckDB's own default,
     most of the machine's memory, when None): analysis sets it, so its reads of a store of any
     size stay bounded, spilling to disk past it; a user's `ibias sql` keeps DuckDB's default.
@@ -85,7 +85,9 @@ def open_query_connection(
     """
     check_store_path(store)  # before opening: a FIFO would block the open for ever
     if not store.exists():
-        raise StoreError(f"no store at {store} (run `ibias run CONFIG` first, or pass --store)")
+        raise StoreAccessError(
+            f"no store at {store} (run `ibias run CONFIG` first, or pass --store)"
+        )
     try:
         settings: dict[str, str | bool | int | float | list[str]] = dict(QUERY_SETTINGS)
         if memory_limit is not None:
@@ -95,30 +97,32 @@ def open_query_connection(
         text = str(exc)
         if "lock" in text.lower():
             who = holder(store)
-            raise StoreError(f"store {store} is busy: held by {who or 'another process'}") from None
-        raise StoreError(f"store {store} cannot be opened: {_first_line(text)}") from None
+            raise StoreAccessError(
+                f"store {store} is busy: held by {who or 'another process'}"
+            ) from None
+        raise StoreAccessError(f"store {store} cannot be opened: {first_line(text)}") from None
     except duckdb.ConnectionException as exc:
-        raise StoreError(
+        raise StoreAccessError(
             f"store {store} is already open in this process with other settings; close that "
-            f"connection first ({_first_line(str(exc))})"
+            f"connection first ({first_line(str(exc))})"
         ) from None
     except duckdb.Error as exc:
-        raise StoreError(
-            f"store {store} is not a usable DuckDB file: {_first_line(str(exc))}"
+        raise StoreAccessError(
+            f"store {store} is not a usable DuckDB file: {first_line(str(exc))}"
         ) from None
     try:
         version = schema_version(con)
         if version != SCHEMA_VERSION:
             if version == 0:
-                raise StoreError(f"store {store} is not an ibias store (no schema version)")
-            raise StoreError(
+                raise StoreAccessError(f"store {store} is not an ibias store (no schema version)")
+            raise StoreAccessError(
                 f"store {store} has schema version {version}, this ibias expects "
                 f"{SCHEMA_VERSION}; open it once with `ibias run` or `ibias analyze`"
             )
     except duckdb.Error as exc:
         con.close()
-        raise StoreError(
-            f"store {store} is not a usable ibias store: {_first_line(str(exc))}"
+        raise StoreAccessError(
+            f"store {store} is not a usable ibias store: {first_line(str(exc))}"
         ) from None
     except BaseException:
         con.close()
@@ -148,11 +152,11 @@ def _one_statement(query: str, parser: duckdb.DuckDBPyConnection | None = None) 
     try:
         statements = (duckdb if parser is None else parser).extract_statements(query)
     except duckdb.Error as exc:
-        raise StoreError(f"query failed: {_first_line(str(exc))}") from None
+        raise StoreAccessError(f"query failed: {first_line(str(exc))}") from None
     if not statements:
-        raise StoreError("query is empty: give one SQL statement")
+        raise StoreAccessError("query is empty: give one SQL statement")
     if len(statements) > 1:
-        raise StoreError(
+        raise StoreAccessError(
             f"query has {len(statements)} statements; exactly one is allowed ({ALLOWED})"
         )
     return statements[0]
@@ -169,7 +173,7 @@ def _check_read(statement: duckdb.Statement, *, explained: bool) -> None:
     if kind in {t.name for t in READ_STATEMENTS}:
         return
     where = " (also inside EXPLAIN)" if explained else ""
-    raise StoreError(
+    raise StoreAccessError(
         f"{_NAMES.get(kind, kind)} statements are refused{where}: only one read is allowed "
         f"({ALLOWED}){_HINTS.get(kind, '')}"
     )
@@ -191,7 +195,9 @@ def _explained(query: str) -> duckdb.Statement:
     kept = [(t, end) for t, end in zip(every, ends, strict=True) if t[1] != "comment"]
     tokens = [t for t, _ in kept]
     words = [query[pos:end].strip() for (pos, _), end in kept]
-    refused = StoreError(f"EXPLAIN refused: the statement it wraps cannot be checked ({ALLOWED})")
+    refused = StoreAccessError(
+        f"EXPLAIN refused: the statement it wraps cannot be checked ({ALLOWED})"
+    )
     if not words or words[0].upper() != "EXPLAIN":
         raise refused
     i = 1
@@ -210,5 +216,5 @@ def _explained(query: str) -> duckdb.Statement:
         raise refused
     try:
         return _one_statement(query[tokens[i][0] :])
-    except StoreError:
+    except StoreAccessError:
         raise refused from None

@@ -32,11 +32,11 @@ TREE: dict[type[Exception], tuple[type[BaseException], ...]] = {
 #: The product's error classes: module, class, its branch, and the built-in base that code
 #: catching it (`except ValueError`) relies on, if any.
 PRECISE: list[tuple[str, str, type[Exception], type[Exception] | None]] = [
-    ("ibias.runner.config", "ConfigError", errors.ConfigError, None),
+    ("ibias.configfile", "ConfigFileError", errors.ConfigError, None),
     ("ibias.prompts.base", "SettingsError", errors.ConfigError, ValueError),
     ("ibias.runner.sim_profile", "ProfileError", errors.ConfigError, ValueError),
     ("ibias.prompts.word_association.data", "DataError", errors.ConfigError, ValueError),
-    ("ibias.store.db", "StoreError", errors.StoreError, None),
+    ("ibias.store.db", "StoreAccessError", errors.StoreError, None),
     ("ibias.store.lock", "StoreBusyError", errors.StoreError, None),
     ("ibias.store.lock", "StoreLockError", errors.StoreError, None),
     ("ibias.store.writer", "StoreWriteError", errors.StoreError, None),
@@ -44,7 +44,7 @@ PRECISE: list[tuple[str, str, type[Exception], type[Exception] | None]] = [
     ("ibias.store.experiments", "ExperimentSchemaError", errors.StoreError, None),
     ("ibias.runner.show", "ShowError", errors.StoreError, None),
     ("ibias.analysis.experiment", "AnalysisDataError", errors.StoreError, ValueError),
-    ("ibias.prompts.stimuli.pack", "StimuliError", errors.StimuliError, ValueError),
+    ("ibias.prompts.stimuli.pack", "StimuliFileError", errors.StimuliError, ValueError),
     ("ibias.plugins", "PluginError", errors.RegistryError, None),
     ("ibias.runner.providers.registry", "UnknownProviderError", errors.RegistryError, LookupError),
     ("ibias.runner.providers.base", "AttemptError", errors.ProviderError, None),
@@ -79,12 +79,19 @@ def _error_classes() -> list[tuple[str, str]]:
         for path in sorted((ROOT / top).rglob("*.py")):
             tree = ast.parse(path.read_text("utf-8"))
             module = "ibias." + ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            found += [
-                (module, node.name)
-                for node in tree.body
-                if isinstance(node, ast.ClassDef) and node.name.endswith("Error")
-            ]
+            found += _named_errors(module, tree)
+    # The package's own low modules (ibias/plugins.py, ibias/configfile.py, ...).
+    for path in sorted((ROOT / "ibias").glob("*.py")):
+        found += _named_errors(f"ibias.{path.stem}", ast.parse(path.read_text("utf-8")))
     return found
+
+
+def _named_errors(module: str, tree: ast.Module) -> list[tuple[str, str]]:
+    return [
+        (module, node.name)
+        for node in tree.body
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Error")
+    ]
 
 
 def test_every_error_class_of_the_product_is_an_ibias_error() -> None:

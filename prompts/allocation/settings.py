@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 from msgspec import Meta
 
+from ibias.configfile import ConfigFileError, loads_toml, read_toml_file
 from ibias.prompts.allocation.content import (
     LANGUAGES,
     Service,
@@ -195,11 +196,9 @@ def _catalogue(t: AllocationTable, base_dir: Path) -> dict[str, Service]:
         path = Path(t.services_file)
         path = path if path.is_absolute() else base_dir / path
         # The checks of every config file read: a regular file, its size, its depth.
-        from ibias.runner.config import ConfigError, loads_toml, read_toml_file
-
         try:
             extra = loads_toml(read_toml_file(path, "services"), path, "services")
-        except ConfigError as exc:
+        except ConfigFileError as exc:
             raise SettingsError("services_file", str(exc)) from None
         for slug, service_table in extra.items():
             if not isinstance(service_table, dict):

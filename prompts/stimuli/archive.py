@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from tempfile import mkdtemp
 
-from ibias.prompts.stimuli.pack import StimuliError
+from ibias.prompts.stimuli.pack import StimuliFileError
 
 MAX_BYTES = 2 * 1024**3
 """Unpacked size cap: the authors' repository with all its recorded answers is far smaller."""
@@ -41,7 +41,7 @@ def unpacked(archive: Path, scratch_parent: Path) -> Iterator[Path]:
     `scratch_parent` (removed on exit). The folder is the archive's single top-level folder,
     or the archive's root when its members are not under one."""
     if not archive.is_file():
-        raise StimuliError(str(archive), "release archive not found (or not a file)")
+        raise StimuliFileError(str(archive), "release archive not found (or not a file)")
     scratch_parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(mkdtemp(prefix=".ibias-release-", dir=scratch_parent))
     try:
@@ -65,7 +65,7 @@ def safe_member_path(archive: Path, name: str) -> PurePosixPath:
         or ".." in path.parts
         or "\x00" in clean
     ):
-        raise StimuliError(str(archive), f"unsafe member path {name!r} (absolute or with ..)")
+        raise StimuliFileError(str(archive), f"unsafe member path {name!r} (absolute or with ..)")
     return path
 
 
@@ -79,7 +79,7 @@ def _unzip(archive: Path, scratch: Path) -> None:
                 rel = safe_member_path(archive, info.filename)
                 kind = stat.S_IFMT(info.external_attr >> 16)  # 0: no Unix type recorded
                 if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
-                    raise StimuliError(
+                    raise StimuliFileError(
                         str(archive), f"member {info.filename!r} is a link or a device"
                     )
                 target = scratch / rel
@@ -92,7 +92,7 @@ def _unzip(archive: Path, scratch: Path) -> None:
                 with zf.open(info) as src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst, _CHUNK)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError) as exc:
-        raise StimuliError(str(archive), f"not a readable zip archive ({exc})") from None
+        raise StimuliFileError(str(archive), f"not a readable zip archive ({exc})") from None
 
 
 def _untar(archive: Path, scratch: Path) -> None:
@@ -106,7 +106,7 @@ def _untar(archive: Path, scratch: Path) -> None:
                 if not (member.isfile() or member.isdir()):
                     if member.type in (tarfile.XHDTYPE, tarfile.XGLTYPE):
                         continue  # pax headers (GitHub's tarballs carry a global one)
-                    raise StimuliError(
+                    raise StimuliFileError(
                         str(archive), f"member {member.name!r} is a link or a device"
                     )
                 target = scratch / rel
@@ -118,21 +118,21 @@ def _untar(archive: Path, scratch: Path) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 src = tf.extractfile(member)
                 if src is None:
-                    raise StimuliError(str(archive), f"member {member.name!r} cannot be read")
+                    raise StimuliFileError(str(archive), f"member {member.name!r} cannot be read")
                 with src, target.open("wb") as dst:
                     shutil.copyfileobj(src, dst, _CHUNK)
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise StimuliError(str(archive), f"not a readable .tar.gz archive ({exc})") from None
+        raise StimuliFileError(str(archive), f"not a readable .tar.gz archive ({exc})") from None
 
 
 def _check_count(archive: Path, count: int) -> None:
     if count > MAX_MEMBERS:
-        raise StimuliError(str(archive), f"more than {MAX_MEMBERS:,} members: refused")
+        raise StimuliFileError(str(archive), f"more than {MAX_MEMBERS:,} members: refused")
 
 
 def _check_size(archive: Path, total: int) -> None:
     if total > MAX_BYTES:
-        raise StimuliError(str(archive), f"unpacks to more than {MAX_BYTES:,} bytes: refused")
+        raise StimuliFileError(str(archive), f"unpacks to more than {MAX_BYTES:,} bytes: refused")
 
 
 def _repository_root(scratch: Path) -> Path:

@@ -15,7 +15,7 @@ allocation/spanish.toml                   first_names, surnames, sex_assigned_at
 ```
 
 `load_pack` checks everything on load (files, columns, references, placeholders, that every
-roster row can be rendered in Spanish) and raises one `StimuliError`, whose message is one line
+roster row can be rendered in Spanish) and raises one `StimuliFileError`, whose message is one line
 naming the pack-relative file (and line) and what is wrong. Rendering follows the authors' code
 exactly: texts are read as their `open(path).read()` reads them, filled with `str.format`, and a
 candidate is Python's `str()` of a dict, so a rendered prompt is byte for byte what they sent.
@@ -34,6 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from ibias import errors
 from ibias.prompts.base import SettingsError
@@ -70,9 +71,10 @@ _SERVICE = re.compile(r"^[a-z][a-z0-9_]*$")
 _WHOLE_NUMBER = re.compile(r"^[0-9]+$")
 
 
-class StimuliError(errors.StimuliError, ValueError):
-    """A stimuli pack (or an authors' release) that cannot be used: one line naming the
-    pack-relative file, the line where useful, and what is wrong."""
+class StimuliFileError(errors.StimuliError, ValueError):
+    """A file of a stimuli pack (or of the authors' release, or its archive) that cannot be
+    used: one line naming the pack-relative file, the line where useful, and what is wrong;
+    `file`, `line` and `message` keep the parts, for a caller that reports them apart."""
 
     def __init__(self, file: str, message: str, *, line: int | None = None) -> None:
         where = file if line is None else f"{file} line {line}"
@@ -281,10 +283,10 @@ def _split_name(name: str) -> tuple[str, str]:
 
 
 def load_pack(directory: str | Path) -> StimuliPack:
-    """Read and validate the stimuli pack in `directory`; `StimuliError` names what is wrong."""
+    """Read and validate the stimuli pack in `directory`; `StimuliFileError` names what is wrong."""
     root = Path(directory)
     if not root.is_dir():
-        raise StimuliError(str(root), "stimuli pack folder not found (or not a folder)")
+        raise StimuliFileError(str(root), "stimuli pack folder not found (or not a folder)")
     templates = {n: _template(root, TEMPLATE_FILES[n]) for n in TEMPLATE_NUMBERS}
     scenarios = _scenarios(root)
     formats = {lang: _format_block(root, FORMAT_FILES[lang]) for lang in LANGUAGES}
@@ -309,13 +311,13 @@ def read_text(path: Path, file: str) -> str:
         with path.open(encoding="utf-8") as fh:
             return fh.read()
     except FileNotFoundError:
-        raise StimuliError(file, "missing") from None
+        raise StimuliFileError(file, "missing") from None
     except IsADirectoryError:
-        raise StimuliError(file, "is a folder, expected a file") from None
+        raise StimuliFileError(file, "is a folder, expected a file") from None
     except UnicodeDecodeError as exc:
-        raise StimuliError(file, f"not UTF-8 text (byte {exc.start})") from None
+        raise StimuliFileError(file, f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
-        raise StimuliError(file, f"cannot be read ({exc.strerror})") from None
+        raise StimuliFileError(file, f"cannot be read ({exc.strerror})") from None
 
 
 def placeholders(text: str, file: str) -> set[str]:
@@ -324,7 +326,7 @@ def placeholders(text: str, file: str) -> set[str]:
     try:
         parsed = list(string.Formatter().parse(text))
     except ValueError as exc:
-        raise StimuliError(
+        raise StimuliFileError(
             file, f"bad braces ({exc}); write a literal brace as {{{{ or }}}}"
         ) from None
     for _, field, spec, conversion in parsed:
@@ -333,7 +335,7 @@ def placeholders(text: str, file: str) -> set[str]:
         if not field.isidentifier() or spec or conversion:
             shown = "{" + field + ("!" + conversion if conversion else "")
             shown += (":" + spec if spec else "") + "}"
-            raise StimuliError(file, f"placeholder {shown} is not a plain {{name}}")
+            raise StimuliFileError(file, f"placeholder {shown} is not a plain {{name}}")
         found.add(field)
     return found
 
@@ -341,45 +343,45 @@ def placeholders(text: str, file: str) -> set[str]:
 def _template(root: Path, file: str) -> str:
     text = read_text(root / file, file)
     if not text.strip():
-        raise StimuliError(file, "empty template")
+        raise StimuliFileError(file, "empty template")
     fields = placeholders(text, file)
     unknown = sorted(fields - TEMPLATE_PLACEHOLDERS)
     if unknown:
-        raise StimuliError(
+        raise StimuliFileError(
             file,
             f"unknown placeholder {{{unknown[0]}}}; allowed: "
             + ", ".join("{" + p + "}" for p in sorted(TEMPLATE_PLACEHOLDERS)),
         )
     missing = sorted(REQUIRED_TEMPLATE_PLACEHOLDERS - fields)
     if missing:
-        raise StimuliError(file, f"template without the placeholder {{{missing[0]}}}")
+        raise StimuliFileError(file, f"template without the placeholder {{{missing[0]}}}")
     return text
 
 
 def _scenarios(root: Path) -> dict[str, str]:
     folder = root / SCENARIO_DIR
     if not folder.is_dir():
-        raise StimuliError(SCENARIO_DIR, "missing (a folder of <service>.txt scenario texts)")
+        raise StimuliFileError(SCENARIO_DIR, "missing (a folder of <service>.txt scenario texts)")
     out: dict[str, str] = {}
     for path in sorted(folder.glob("*.txt")):
         file = f"{SCENARIO_DIR}/{path.name}"
         if not _SERVICE.match(path.stem):
-            raise StimuliError(
+            raise StimuliFileError(
                 file, "service names are lower-case letters, digits and _ (e.g. breast_ultrasound)"
             )
         text = read_text(path, file)
         if not text.strip():
-            raise StimuliError(file, "empty scenario text")
+            raise StimuliFileError(file, "empty scenario text")
         fields = placeholders(text, file)
         if fields:
-            raise StimuliError(
+            raise StimuliFileError(
                 file,
                 f"scenario text with a placeholder {{{sorted(fields)[0]}}}; "
                 "write a literal brace as {{ or }}",
             )
         out[path.stem] = text
     if not out:
-        raise StimuliError(SCENARIO_DIR, "no scenario texts (<service>.txt)")
+        raise StimuliFileError(SCENARIO_DIR, "no scenario texts (<service>.txt)")
     return out
 
 
@@ -388,10 +390,10 @@ def _format_block(root: Path, file: str) -> str:
     fields = placeholders(text, file)
     missing = sorted(FORMAT_PLACEHOLDERS - fields)
     if missing:
-        raise StimuliError(file, f"format block without the placeholder {{{missing[0]}}}")
+        raise StimuliFileError(file, f"format block without the placeholder {{{missing[0]}}}")
     unknown = sorted(fields - FORMAT_PLACEHOLDERS)
     if unknown:
-        raise StimuliError(
+        raise StimuliFileError(
             file, f"unknown placeholder {{{unknown[0]}}}; allowed: {{person1}}, {{person2}}"
         )
     return text
@@ -404,23 +406,23 @@ def _csv_rows(path: Path, file: str, columns: Sequence[str]) -> Iterator[tuple[i
     try:
         header = next(reader, None)
         if header is None:
-            raise StimuliError(file, "empty file; expected the header " + ",".join(columns))
+            raise StimuliFileError(file, "empty file; expected the header " + ",".join(columns))
         if header != list(columns):
-            raise StimuliError(
+            raise StimuliFileError(
                 file,
                 f"header {','.join(header)!r}, expected {','.join(columns)!r}",
                 line=1,
             )
         for row in reader:
             if not row:
-                raise StimuliError(file, "empty line", line=reader.line_num)
+                raise StimuliFileError(file, "empty line", line=reader.line_num)
             if len(row) != len(columns):
-                raise StimuliError(
+                raise StimuliFileError(
                     file, f"{len(row)} fields, expected {len(columns)}", line=reader.line_num
                 )
             yield reader.line_num, row
     except csv.Error as exc:
-        raise StimuliError(file, f"not valid CSV ({exc})", line=reader.line_num) from None
+        raise StimuliFileError(file, f"not valid CSV ({exc})", line=reader.line_num) from None
 
 
 def read_people(path: Path, file: str) -> tuple[Person, ...]:
@@ -430,14 +432,14 @@ def read_people(path: Path, file: str) -> tuple[Person, ...]:
         name, age, sex, identity = row
         for column, value in zip(FIELDS, row, strict=True):
             if not value.strip() or value != value.strip():
-                raise StimuliError(
+                raise StimuliFileError(
                     file, f"{column} {value!r} is empty or has surrounding spaces", line=line
                 )
         if not _WHOLE_NUMBER.match(age):
-            raise StimuliError(file, f"Age {age!r} is not a whole number", line=line)
+            raise StimuliFileError(file, f"Age {age!r} is not a whole number", line=line)
         people.append(Person(len(people) + 1, name, int(age), sex, identity))
     if not people:
-        raise StimuliError(file, "no people")
+        raise StimuliFileError(file, "no people")
     return tuple(people)
 
 
@@ -448,7 +450,7 @@ def _pairs(root: Path, people: Sequence[Person], scenarios: Mapping[str, str]) -
     shown: dict[tuple[str, int, int], int] = {}
     for line, (service, number, cis, trans) in _csv_rows(root / file, file, PAIR_COLUMNS):
         if service not in scenarios:
-            raise StimuliError(
+            raise StimuliFileError(
                 file,
                 f"service {service!r} has pairs but no scenario text "
                 f"({SCENARIO_DIR}/{service}.txt is missing)",
@@ -457,7 +459,7 @@ def _pairs(root: Path, people: Sequence[Person], scenarios: Mapping[str, str]) -
         values: list[int] = []
         for column, value in (("pair", number), ("cis_person", cis), ("trans_person", trans)):
             if not _WHOLE_NUMBER.match(value) or int(value) < 1:
-                raise StimuliError(
+                raise StimuliFileError(
                     file, f"{column} {value!r} is not a positive whole number", line=line
                 )
             values.append(int(value))
@@ -467,25 +469,25 @@ def _pairs(root: Path, people: Sequence[Person], scenarios: Mapping[str, str]) -
             ("trans_person", trans_row, TRANS),
         ):
             if row > len(people):
-                raise StimuliError(
+                raise StimuliFileError(
                     file,
                     f"{column} {row} is past the roster ({PEOPLE_FILE} has {len(people)} people)",
                     line=line,
                 )
             person = people[row - 1]
             if person.group != group:
-                raise StimuliError(
+                raise StimuliFileError(
                     file,
                     f"{column} {row} ({person.name}, {person.gender_identity!r}) "
                     f"is not a {group} person",
                     line=line,
                 )
         if (service, pair_no) in numbers:
-            raise StimuliError(file, f"{service} pair {pair_no} appears twice", line=line)
+            raise StimuliFileError(file, f"{service} pair {pair_no} appears twice", line=line)
         numbers.add((service, pair_no))
         key = (service, cis_row, trans_row)
         if key in shown:
-            raise StimuliError(
+            raise StimuliFileError(
                 file,
                 f"{service} pair {pair_no} repeats pair {shown[key]} "
                 f"(people {cis_row} and {trans_row})",
@@ -501,29 +503,31 @@ def read_spanish(path: Path, file: str) -> SpanishMaps:
     try:
         data = tomllib.loads(read_text(path, file))
     except tomllib.TOMLDecodeError as exc:
-        raise StimuliError(file, f"not valid TOML ({exc})") from None
+        raise StimuliFileError(file, f"not valid TOML ({exc})") from None
     expected = (*SPANISH_TABLES, FIELD_NAMES_TABLE)
     unknown = sorted(set(data) - set(expected))
     if unknown:
-        raise StimuliError(file, f"unknown table [{unknown[0]}]; expected {', '.join(expected)}")
+        raise StimuliFileError(
+            file, f"unknown table [{unknown[0]}]; expected {', '.join(expected)}"
+        )
     tables: dict[str, Mapping[str, str]] = {}
     for table in expected:
         value = data.get(table)
         if not isinstance(value, dict):
-            raise StimuliError(file, f"[{table}] is missing or not a table")
+            raise StimuliFileError(file, f"[{table}] is missing or not a table")
         for key, mapped in value.items():
             if not isinstance(mapped, str) or not mapped.strip():
-                raise StimuliError(file, f"[{table}] {key!r} must map to a non-empty string")
+                raise StimuliFileError(file, f"[{table}] {key!r} must map to a non-empty string")
         tables[table] = MappingProxyType(dict(value))
     field_names = tables[FIELD_NAMES_TABLE]
     if set(field_names) != set(FIELDS):
-        raise StimuliError(
+        raise StimuliFileError(
             file,
             f"[{FIELD_NAMES_TABLE}] must name exactly the fields "
             + ", ".join(repr(f) for f in FIELDS),
         )
     if len(set(field_names.values())) != len(FIELDS):
-        raise StimuliError(file, f"[{FIELD_NAMES_TABLE}] gives two fields the same name")
+        raise StimuliFileError(file, f"[{FIELD_NAMES_TABLE}] gives two fields the same name")
     return SpanishMaps(*(tables[t] for t in expected))
 
 
@@ -534,7 +538,7 @@ def _check_spanish_coverage(people: Sequence[Person], spanish: SpanishMaps) -> N
         try:
             first, surname = _split_name(p.name)
         except ValueError as exc:
-            raise StimuliError(
+            raise StimuliFileError(
                 PEOPLE_FILE, f"{exc}, which the Spanish rendering needs", line=line
             ) from None
         for table, value, mapping in (
@@ -548,7 +552,7 @@ def _check_spanish_coverage(people: Sequence[Person], spanish: SpanishMaps) -> N
             ("gender_identity", p.gender_identity, spanish.gender_identity),
         ):
             if value not in mapping:
-                raise StimuliError(
+                raise StimuliFileError(
                     PEOPLE_FILE,
                     f"{value!r} has no Spanish form in {SPANISH_FILE} [{table}]",
                     line=line,
@@ -568,7 +572,7 @@ def pack_setting(stimuli: str | None, base_dir: Path) -> StimuliPack:
         raise SettingsError("stimuli", missing_pack_message(path))
     try:
         return load_pack(path)
-    except StimuliError as exc:
+    except StimuliFileError as exc:
         raise SettingsError("stimuli", f"{path}: {exc}") from None
 
 
@@ -588,3 +592,11 @@ def missing_pack_message(path: Path) -> str:
         f"or .tar.gz of github.com/micahirsch/implicit-bias) with: "
         f"ibias stimuli from-release PATH_TO_RELEASE --out {shlex.quote(shown)}"
     )
+
+
+if not TYPE_CHECKING:  # at run time only, so mypy holds the project to the new name
+
+    def __getattr__(name: str) -> Any:
+        """`StimuliError`, `StimuliFileError`'s name in ibias 0.1 (it reused its branch's name,
+        `ibias.StimuliError`): importable for one more release, with a DeprecationWarning."""
+        return errors.renamed(__name__, name, {"StimuliError": StimuliFileError})

@@ -41,7 +41,7 @@ from ibias.prompts.stimuli.pack import (
     TEMPLATE_FILES,
     TEMPLATE_NUMBERS,
     Person,
-    StimuliError,
+    StimuliFileError,
     load_pack,
     read_people,
 )
@@ -110,15 +110,15 @@ def pack_from_release(
         with unpacked(repo, out.absolute().parent) as root:
             return _from_folder(root, out, pairs_per_service)
     if repo.exists():
-        raise StimuliError(
+        raise StimuliFileError(
             str(repo), "neither a folder nor a .zip or .tar.gz archive of the authors' repository"
         )
-    raise StimuliError(str(repo), "release folder or archive not found")
+    raise StimuliFileError(str(repo), "release folder or archive not found")
 
 
 def _check_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise StimuliError(str(out), "output exists and is not an empty folder")
+        raise StimuliFileError(str(out), "output exists and is not an empty folder")
 
 
 def _from_folder(repo: Path, out: Path, pairs_per_service: int) -> Conversion:
@@ -163,7 +163,7 @@ def _from_folder(repo: Path, out: Path, pairs_per_service: int) -> Conversion:
 def _read(repo: Path, file: str) -> bytes:
     path = repo / file
     if not path.is_file():
-        raise StimuliError(file, f"missing from the release {repo}")
+        raise StimuliFileError(file, f"missing from the release {repo}")
     return path.read_bytes()
 
 
@@ -177,7 +177,7 @@ def _literals(repo: Path) -> dict[str, Any]:
     try:
         tree = ast.parse(source, filename=MAP_TO_SPANISH)
     except (SyntaxError, ValueError) as exc:
-        raise StimuliError(MAP_TO_SPANISH, f"not valid Python ({exc})") from None
+        raise StimuliFileError(MAP_TO_SPANISH, f"not valid Python ({exc})") from None
     wanted = {*SPANISH_LITERALS.values(), *FORMAT_LITERALS.values()}
     found: dict[str, Any] = {}
     for node in tree.body:  # module level only; a later assignment wins, as it would on import
@@ -191,16 +191,16 @@ def _literals(repo: Path) -> dict[str, Any]:
             try:
                 found[target.id] = ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                raise StimuliError(
+                raise StimuliFileError(
                     MAP_TO_SPANISH, f"{target.id} is not a literal", line=node.lineno
                 ) from None
         elif isinstance(node, ast.FunctionDef) and node.name == SPANISH_FUNCTION:
             found[FIELD_NAMES_TABLE] = _returned_keys(node)
     missing = sorted(wanted - set(found))
     if missing:
-        raise StimuliError(MAP_TO_SPANISH, f"no module-level assignment to {missing[0]}")
+        raise StimuliFileError(MAP_TO_SPANISH, f"no module-level assignment to {missing[0]}")
     if FIELD_NAMES_TABLE not in found:
-        raise StimuliError(MAP_TO_SPANISH, f"no function {SPANISH_FUNCTION}")
+        raise StimuliFileError(MAP_TO_SPANISH, f"no function {SPANISH_FUNCTION}")
     return found
 
 
@@ -209,7 +209,7 @@ def _returned_keys(function: ast.FunctionDef) -> list[str]:
         n for n in ast.walk(function) if isinstance(n, ast.Return) and isinstance(n.value, ast.Dict)
     ]
     if len(returns) != 1:
-        raise StimuliError(
+        raise StimuliFileError(
             MAP_TO_SPANISH,
             f"{SPANISH_FUNCTION} should return one dict literal",
             line=function.lineno,
@@ -219,14 +219,14 @@ def _returned_keys(function: ast.FunctionDef) -> list[str]:
     assert isinstance(node, ast.Dict)
     for key in node.keys:
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-            raise StimuliError(
+            raise StimuliFileError(
                 MAP_TO_SPANISH,
                 f"{SPANISH_FUNCTION} returns a dict whose keys are not all strings",
                 line=node.lineno,
             )
         keys.append(key.value)
     if len(keys) != len(FIELDS):
-        raise StimuliError(
+        raise StimuliFileError(
             MAP_TO_SPANISH,
             f"{SPANISH_FUNCTION} returns {len(keys)} fields, expected {len(FIELDS)}",
             line=node.lineno,
@@ -237,7 +237,7 @@ def _returned_keys(function: ast.FunctionDef) -> list[str]:
 def _literal_str(literals: Mapping[str, Any], name: str) -> str:
     value = literals[name]
     if not isinstance(value, str):
-        raise StimuliError(MAP_TO_SPANISH, f"{name} is not a string")
+        raise StimuliFileError(MAP_TO_SPANISH, f"{name} is not a string")
     return value
 
 
@@ -246,7 +246,7 @@ def _literal_map(literals: Mapping[str, Any], name: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
-        raise StimuliError(MAP_TO_SPANISH, f"{name} is not a dict of strings to strings")
+        raise StimuliFileError(MAP_TO_SPANISH, f"{name} is not a dict of strings to strings")
     return value
 
 
@@ -292,29 +292,29 @@ def _shown_pairs(
     try:
         answers = json.loads(_read(repo, file))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise StimuliError(file, f"not valid JSON ({exc})") from None
+        raise StimuliFileError(file, f"not valid JSON ({exc})") from None
     if not isinstance(answers, list):
-        raise StimuliError(file, "expected a JSON list of answers")
+        raise StimuliFileError(file, "expected a JSON list of answers")
     rows: dict[tuple[str, int, str, str], list[int]] = {}
     for person in people:
         rows.setdefault(person.key(), []).append(person.row)
     shown: dict[tuple[int, int], None] = {}
     for index, answer in enumerate(answers, start=1):
         if not isinstance(answer, dict):
-            raise StimuliError(file, f"answer {index} is not an object")
+            raise StimuliFileError(file, f"answer {index} is not an object")
         group_rows: dict[str, int] = {}
         for slot in ("person1", "person2"):
             row = _roster_row(file, index, slot, answer.get(slot), rows)
             group = people[row - 1].group
             if group is None or group in group_rows:
-                raise StimuliError(
+                raise StimuliFileError(
                     file, f"answer {index} does not show one cis and one trans person"
                 )
             group_rows[group] = row
         shown.setdefault((group_rows["cis"], group_rows["trans"]), None)
     pairs = list(shown)
     if len(pairs) < limit:
-        raise StimuliError(file, f"only {len(pairs)} distinct pairs, {limit} expected")
+        raise StimuliFileError(file, f"only {len(pairs)} distinct pairs, {limit} expected")
     return pairs[:limit]
 
 
@@ -327,18 +327,20 @@ def _roster_row(
 ) -> int:
     where = f"answer {index} {slot}"
     if not isinstance(value, dict) or set(value) != set(FIELDS):
-        raise StimuliError(file, f"{where} is not an object with the fields {', '.join(FIELDS)}")
+        raise StimuliFileError(
+            file, f"{where} is not an object with the fields {', '.join(FIELDS)}"
+        )
     name, age, sex, identity = (value[f] for f in FIELDS)
     if (
         not all(isinstance(v, str) for v in (name, sex, identity))
         or not isinstance(age, int)
         or isinstance(age, bool)
     ):
-        raise StimuliError(file, f"{where} has a value of the wrong type")
+        raise StimuliFileError(file, f"{where} has a value of the wrong type")
     matches = rows.get((name, age, sex, identity), [])
     if len(matches) != 1:
         problem = "is not a row" if not matches else "matches several rows"
-        raise StimuliError(file, f"{where} ({name}, {age}) {problem} of {PEOPLE}")
+        raise StimuliFileError(file, f"{where} ({name}, {age}) {problem} of {PEOPLE}")
     return matches[0]
 
 
@@ -358,12 +360,12 @@ def _write_checked(files: Mapping[str, bytes], sources: Mapping[str, str], out: 
             path.write_bytes(data)
         try:
             load_pack(staging)
-        except StimuliError as exc:
+        except StimuliFileError as exc:
             message = exc.message
             for pack_file, release_file in sources.items():  # other files it names
                 if pack_file != exc.file:
                     message = message.replace(pack_file, f"{pack_file} (from {release_file})")
-            raise StimuliError(
+            raise StimuliFileError(
                 sources.get(exc.file, exc.file),
                 f"unusable as {exc.file} of a stimuli pack: {message}",
                 line=exc.line,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ibias import errors
+from ibias.configfile import ConfigFileError, loads_toml, read_toml_file
 from ibias.prompts.word_association.text import fold, phrase
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "word_association"
@@ -304,9 +305,7 @@ def load_qualities(path: Path) -> dict[str, dict[str, dict[str, str]]]:
 def _toml(path: Path) -> dict[str, Any]:
     """A TOML data file (a config may name its own qualities file) with the checks of every
     config file read: a regular file (a FIFO would hang the run), its size, its depth."""
-    from ibias.runner.config import ConfigError, loads_toml, read_toml_file
-
     try:
         return loads_toml(read_toml_file(path, "data"), path, "data")
-    except ConfigError as exc:
+    except ConfigFileError as exc:
         raise DataError(str(exc)) from None

@@ -98,7 +98,7 @@ async def _live_engines(
 ) -> AsyncIterator[list[ModelBatches]]:
     """One engine per model of the config with live batches in the store, each with its
     provider's batch API started, the store's lock held (like a run: these write to it).
-    Only those models' API keys are needed; a missing one is a ConfigError (one line)."""
+    Only those models' API keys are needed; a missing one is a ConfigFileError (one line)."""
     from dataclasses import replace
 
     from ibias.runner.batch.engine import ModelBatches

@@ -96,7 +96,7 @@ def analyze_store(
     breaks the pairing is bad input (exit 2), said about the store."""
     from ibias.analysis.analyze import analyze
     from ibias.analysis.experiment import AnalysisDataError
-    from ibias.store.db import StoreError
+    from ibias.store.db import StoreAccessError
 
     try:
         return analyze(
@@ -109,4 +109,4 @@ def analyze_store(
             population_method=population_method,
         ).report
     except AnalysisDataError as exc:
-        raise StoreError(f"store {store}: {exc}") from None
+        raise StoreAccessError(f"store {store}: {exc}") from None

@@ -73,7 +73,7 @@ def config_store(path: str | Path) -> str | None:
     experiments' data files are elsewhere). The file gets the checks of every config read
     (`read_toml_file`, `loads_toml`: a regular file, its size, its depth); the path it names
     is resolved by `config_store_path`."""
-    from ibias.runner.config import ConfigError, loads_toml, read_toml_file
+    from ibias.configfile import ConfigFileError, loads_toml, read_toml_file
 
     file = Path(path)
     data = loads_toml(read_toml_file(file), file)
@@ -82,5 +82,5 @@ def config_store(path: str | Path) -> str | None:
     if store is None:
         return None
     if not isinstance(store, str) or not store.strip() or "\0" in store:  # as `RunTable.store`
-        raise ConfigError(f"{path}: run.store: expected a path, got {store!r}")
+        raise ConfigFileError(f"{path}: run.store: expected a path, got {store!r}")
     return store

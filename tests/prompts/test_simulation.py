@@ -23,7 +23,7 @@ from ibias.prompts.allocation.experiment import build as build_allocation
 from ibias.prompts.base import Message, Persona, SettingsError
 from ibias.prompts.simulation import Answering, Simulation, persona_from_table, split_sim_table
 from ibias.prompts.word_association.experiment import build as build_word_association
-from ibias.runner.config import ConfigError, parse_config
+from ibias.runner.config import ConfigFileError, parse_config
 from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
 from ibias.runner.simulator import answer_for, token_logprobs
 
@@ -77,7 +77,7 @@ def _config(tmp_path: Path, sim: str) -> str:
 
 def _error(tmp_path: Path, sim: str) -> str:
     path = tmp_path / "cfg.toml"
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigFileError) as info:
         parse_config(_config(tmp_path, sim), path)
     message = str(info.value)
     assert "\n" not in message

@@ -1,5 +1,5 @@
 """Config validation: every key checked against its schema, errors name the file, the full key
-path, what was expected and what was given, on one line, and nothing but ConfigError ever
+path, what was expected and what was given, on one line, and nothing but ConfigFileError ever
 escapes parse_config."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ibias.prompts.schema import render_path
 from ibias.runner.cli import main
-from ibias.runner.config import CREDENTIAL_PARAMS, ConfigError, parse_config
+from ibias.runner.config import CREDENTIAL_PARAMS, ConfigFileError, parse_config
 from ibias.runner.run import check_keys
 
 PATH = Path("cfg.toml")
@@ -35,7 +35,7 @@ def parse(text: str, tmp_path: Path):
 
 
 def error(text: str, tmp_path: Path) -> str:
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigFileError) as err:
         parse(text, tmp_path)
     message = str(err.value)
     assert message.startswith(f"{tmp_path / PATH}: ")
@@ -394,7 +394,7 @@ def test_a_refused_base_url_is_never_stored(tmp_path, capsys):
 
 def test_missing_key_variable_only_matters_for_run(tmp_path):
     cfg = parse(config_text(tmp_path, 'api_key_env = "IBIAS_NOPE"\n'), tmp_path)
-    with pytest.raises(ConfigError, match="IBIAS_NOPE is not set"):
+    with pytest.raises(ConfigFileError, match="IBIAS_NOPE is not set"):
         check_keys(cfg, {})
     assert check_keys(cfg, {"IBIAS_NOPE": "k"}) == {"m": "k"}
 
@@ -580,7 +580,7 @@ def test_any_config_parses_or_fails_with_one_line_naming_the_file_and_a_key_path
     path = tmp_path / "fuzz.toml"
     try:
         cfg = parse_config(to_toml(doc), path)
-    except ConfigError as exc:
+    except ConfigFileError as exc:
         message = str(exc)
         assert "\n" not in message and "\r" not in message
         assert message.startswith(f"{path}: ")
@@ -638,7 +638,7 @@ def test_an_unknown_key_at_any_level_is_named_with_its_full_path(tmp_path, table
         return
     target[key] = value
     path = tmp_path / "fuzz.toml"
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigFileError) as err:
         parse_config(to_toml(doc), path)
     where = render_path([*table, key]) if table else render_path([key])
     assert str(err.value).startswith(f"{path}: {where}: "), str(err.value)

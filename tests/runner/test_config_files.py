@@ -2,7 +2,7 @@
 refused without being read, as is a file over MAX_CONFIG_BYTES or TOML nested deeper than
 MAX_CONFIG_DEPTH; every reader of a config (`load_config`, the `--config` store lookup,
 `simulate --profile`) applies the same checks, and whatever bytes a file holds, the answer
-is a Config or one ConfigError line."""
+is a Config or one ConfigFileError line."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ibias.configfile import _too_deep
 from ibias.runner.cli import main
 from ibias.runner.config import (
     MAX_CONFIG_BYTES,
     MAX_CONFIG_DEPTH,
     Config,
-    ConfigError,
-    _too_deep,
+    ConfigFileError,
     load_config,
     loads_toml,
     parse_config,
@@ -138,11 +138,11 @@ def test_the_limits_themselves_are_accepted(tmp_path):
     assert isinstance(load_config(path), Config)
     # The document is level 1, so x's arrays may nest MAX_CONFIG_DEPTH - 1 deep.
     assert loads_toml(nested_array(MAX_CONFIG_DEPTH - 1), path)["x"]
-    with pytest.raises(ConfigError, match="nested deeper"):
+    with pytest.raises(ConfigFileError, match="nested deeper"):
         loads_toml(nested_array(MAX_CONFIG_DEPTH), path)
     # MAX_CONFIG_DEPTH dotted keys: the document and MAX_CONFIG_DEPTH - 1 tables.
     assert loads_toml("x" + ".x" * (MAX_CONFIG_DEPTH - 1) + " = 1\n", path)
-    with pytest.raises(ConfigError, match="nested deeper"):
+    with pytest.raises(ConfigFileError, match="nested deeper"):
         loads_toml("x" + ".x" * MAX_CONFIG_DEPTH + " = 1\n", path)
 
 
@@ -177,11 +177,11 @@ def test_a_symlink_to_a_regular_file_is_read(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     (tmp_path / "to_fifo.toml").symlink_to(fifo)
-    with pytest.raises(ConfigError, match="is a FIFO"):
+    with pytest.raises(ConfigFileError, match="is a FIFO"):
         load_config(tmp_path / "to_fifo.toml")
 
 
-# --- any bytes, any nesting: a Config or one ConfigError line ---------------------------------
+# --- any bytes, any nesting: a Config or one ConfigFileError line ---------------------------------
 
 NESTING = st.lists(
     st.sampled_from(["[", "]", "{", "}", "a = ", "a.", "b = 1", ", ", "\n", '"', "'''", "#"]),
@@ -192,7 +192,7 @@ NESTING = st.lists(
 def _one_line_or_config(text: str, path: Path) -> None:
     try:
         cfg = parse_config(text, path)
-    except ConfigError as exc:
+    except ConfigFileError as exc:
         message = str(exc)
         assert message.startswith(f"{path}: ") and "\n" not in message and "\r" not in message
     else:
@@ -227,7 +227,7 @@ def test_any_bytes_give_a_config_or_one_line(tmp_path, raw):
     path.write_bytes(raw)
     try:
         cfg = load_config(path)
-    except ConfigError as exc:
+    except ConfigFileError as exc:
         assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
     else:
         assert isinstance(cfg, Config)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ibias.runner.config import ConfigError, ModelTable, RunTable, parse_config
+from ibias.runner.config import ConfigFileError, ModelTable, RunTable, parse_config
 
 RUN = '[run]\nname = "t"\nseed = 1\n'
 MODEL = '[[models]]\nid = "m"\nprovider = "simulator"\n'
@@ -22,7 +22,7 @@ PATH = Path("/nowhere/cfg.toml")
 
 def error(text: str) -> str:
     """The one line a config is refused with, without the file's name."""
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ConfigFileError) as info:
         parse_config(text, PATH)
     message = str(info.value)
     assert "\n" not in message

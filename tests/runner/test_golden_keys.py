@@ -187,12 +187,14 @@ def test_gemini_options_enter_the_key_only_when_set(tmp_path):
 
 
 def test_an_anthropic_seed_is_refused_rather_than_promised(tmp_path):
-    from ibias.runner.config import ConfigError
+    from ibias.runner.config import ConfigFileError
 
     block = model_block(
         "c", provider="anthropic", base_url="https://api.anthropic.com/v1", sampling_seed=1
     )
-    with pytest.raises(ConfigError, match=r"models\[0\]\.sampling_seed: Anthropic's Messages API"):
+    with pytest.raises(
+        ConfigFileError, match=r"models\[0\]\.sampling_seed: Anthropic's Messages API"
+    ):
         load_config(write_config(tmp_path, [block]))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from ibias.runner.config import ConfigError, load_config
+from ibias.runner.config import ConfigFileError, load_config
 from ibias.runner.retries import Backoff
 from ibias.runner.run import RunOptions, execute
 from tests.helpers import model_block, write_config
@@ -64,14 +64,14 @@ explanation = [false, true]
 )
 def test_the_opt_in_is_refused_where_it_cannot_be_honoured(tmp_path, keys, expected):
     block = model_block("m", logprobs=True, **keys)
-    with pytest.raises(ConfigError, match=expected) as err:
+    with pytest.raises(ConfigFileError, match=expected) as err:
         load_config(write_config(tmp_path, [block]))
     assert "\n" not in str(err.value)
 
 
 def test_top_logprobs_needs_the_opt_in(tmp_path):
     block = model_block("m", provider="simulator", top_logprobs=5)
-    with pytest.raises(ConfigError, match=r"top_logprobs: top_logprobs needs logprobs = true"):
+    with pytest.raises(ConfigFileError, match=r"top_logprobs: top_logprobs needs logprobs = true"):
         load_config(write_config(tmp_path, [block]))
 
 

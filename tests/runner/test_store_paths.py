@@ -18,7 +18,7 @@ from ibias.runner import config
 from ibias.runner.cli import build_parser, main
 from ibias.runner.commands import demo
 from ibias.runner.commands.stores import store_of
-from ibias.runner.config import ConfigError, load_config
+from ibias.runner.config import ConfigFileError, load_config
 from tests.helpers import model_block, write_config
 
 CONFIGS = Path(__file__).parents[2] / "configs"
@@ -190,7 +190,7 @@ def test_a_packaged_config_with_a_relative_store_asks_for_store(tmp_path, capsys
     assert code == 0 and json.loads(out)["done"] == 8, err
     # An absolute store in a packaged config is where it says; commands needing no store work.
     assert load_config(absolute).store_path() == tmp_path / "abs.duckdb"
-    with pytest.raises(ConfigError, match="pass --store PATH"):
+    with pytest.raises(ConfigFileError, match="pass --store PATH"):
         load_config(cfg).store_path()
 
 
@@ -244,5 +244,5 @@ def test_demo_uses_its_own_store_even_from_an_installed_package(tmp_path, capsys
     code, out, err = run(capsys, "demo", "--out", "d")
     assert code == 0, err
     assert seen == [Path("d") / "demo.duckdb"] and "report: d/report.html" in out
-    with pytest.raises(ConfigError, match="installed inside the ibias package"):
+    with pytest.raises(ConfigFileError, match="installed inside the ibias package"):
         load_config(demo.DEMO_CONFIG).store_path()

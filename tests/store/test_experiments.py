@@ -9,7 +9,7 @@ import pytest
 
 from ibias.prompts import registry
 from ibias.prompts.registry import Column
-from ibias.store.db import StoreError, open_store
+from ibias.store.db import StoreAccessError, open_store
 
 
 def _columns(con, view: str) -> list[str]:
@@ -94,7 +94,7 @@ def test_reopening_applies_nothing_and_a_new_version_adds_its_column(tmp_path: P
     # Back on the older code, the store's allocation tables are newer than it understands.
     newer = kind.schema_version + 1
     with pytest.raises(
-        StoreError, match=f"'allocation' tables are at schema version {newer}"
+        StoreAccessError, match=f"'allocation' tables are at schema version {newer}"
     ) as err:
         open_store(store)
     assert len(str(err.value).splitlines()) == 1

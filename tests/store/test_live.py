@@ -26,7 +26,7 @@ import pytest
 
 from ibias.runner.cli import main
 from ibias.store import live
-from ibias.store.db import StoreError, open_store
+from ibias.store.db import StoreAccessError, open_store
 from ibias.store.live import LiveServer, socket_paths
 from ibias.store.lock import StoreLock
 from ibias.store.reader import open_reader
@@ -164,7 +164,7 @@ def test_sandbox_escapes_are_refused_when_served_live(
     before = {p.name for p in tmp_path.iterdir()}
     with open_reader(served.store) as reader:
         assert reader.live
-        with pytest.raises(StoreError) as info:
+        with pytest.raises(StoreAccessError) as info:
             reader.table(query)
         assert expected in str(info.value) and "\n" not in str(info.value)
         # the session is still usable after a refusal
@@ -184,7 +184,7 @@ def test_the_runs_temp_folder_is_not_writable_by_a_served_query(
     with open_reader(served.store) as reader:
         assert reader.live
         for query in wrapped_writes(temp) + hidden_writes(temp):
-            with pytest.raises(StoreError) as info:
+            with pytest.raises(StoreAccessError) as info:
                 reader.table(query)
             assert "\n" not in str(info.value)
         plan = reader.table("EXPLAIN ANALYZE SELECT count(*) FROM responses")
@@ -258,7 +258,7 @@ def test_closing_the_server_ends_an_idle_session_at_once(source: Path, tmp_path:
         server.close()
         closed_in = time.monotonic() - started
         con.close()
-        with pytest.raises(StoreError, match="live read"):
+        with pytest.raises(StoreAccessError, match="live read"):
             reader.table("SELECT 1")
         reader_cm.__exit__(None, None, None)
     assert closed_in < live.IO_TIMEOUT_S  # did not wait for the idle client to time out
@@ -369,7 +369,10 @@ def test_a_private_folder_of_someone_else_is_not_used(
         try:
             assert LiveServer.start(con, store, bind=bind) is None
             # no server: a reader says in one line that the store is busy
-            with pytest.raises(StoreError, match="busy: held by pid") as info, open_reader(store):
+            with (
+                pytest.raises(StoreAccessError, match="busy: held by pid") as info,
+                open_reader(store),
+            ):
                 pass
             assert "\n" not in str(info.value)
         finally:
@@ -381,7 +384,7 @@ def test_a_runaway_query_is_interrupted_and_the_session_goes_on(
 ) -> None:
     monkeypatch.setattr(live, "QUERY_TIMEOUT_S", 0.2)
     with open_reader(served.store) as reader:
-        with pytest.raises(StoreError, match="query interrupted after its time limit"):
+        with pytest.raises(StoreAccessError, match="query interrupted after its time limit"):
             reader.table("SELECT count(*) FROM range(1000000000000)")
         assert reader.execute("SELECT count(*) FROM responses").fetchone() == (4,)
 
@@ -398,7 +401,7 @@ def test_readers_beyond_the_limit_are_told_to_try_again(one_session: Served) -> 
     store = one_session.store
     with open_reader(store) as first:
         first.table("SELECT 1")
-        refused = pytest.raises(StoreError, match="serving 1 readers; try again")
+        refused = pytest.raises(StoreAccessError, match="serving 1 readers; try again")
         with refused, open_reader(store) as second:
             second.table("SELECT 1")
     with open_reader(store) as again:  # the slot is free once the first is done
@@ -449,7 +452,7 @@ def test_live_analysis_refuses_replies_the_run_has_not_parsed(served: Served) ->
     from ibias.analysis.load import load_store
 
     served.con.execute("DELETE FROM parsed_word_association").fetchall()
-    with pytest.raises(StoreError, match="parsed_word_association at parser version"):
+    with pytest.raises(StoreAccessError, match="parsed_word_association at parser version"):
         load_store(served.store)
 
 

@@ -21,7 +21,7 @@ import duckdb
 import pytest
 
 from ibias.store import live
-from ibias.store.db import StoreError
+from ibias.store.db import StoreAccessError
 from ibias.store.memory import MemoryGuard
 from ibias.store.reader import open_reader
 from ibias.store.writer import AttemptRow, ResponseRow, Writer
@@ -54,7 +54,7 @@ def test_a_flush_that_finds_the_memory_full_interrupts_the_readers_first(served:
         with open_reader(served.store) as reader:
             try:
                 reader.table(ENDLESS)
-            except StoreError as exc:
+            except StoreAccessError as exc:
                 errors.append(str(exc))
             errors.append(str(reader.execute("SELECT count(*) FROM responses").fetchone()))
 

@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from ibias.runner.cli import main
-from ibias.store.db import StoreError
+from ibias.store.db import StoreAccessError
 from ibias.store.sandbox import QUERY_SETTINGS, open_query_connection, read_statement
 from tests.store.test_importer import lines
 
@@ -182,7 +182,7 @@ def test_configuration_is_locked(con, tmp_path, sql):
 def test_another_connection_to_the_store_in_this_process_is_named(store):
     plain = duckdb.connect(str(store), read_only=True)
     try:
-        with pytest.raises(StoreError, match="already open in this process"):
+        with pytest.raises(StoreAccessError, match="already open in this process"):
             open_query_connection(store)
         # ... and the plain connection was not locked down behind its back.
         assert plain.execute("SELECT current_setting('lock_configuration')").fetchone() == (False,)
@@ -191,15 +191,17 @@ def test_another_connection_to_the_store_in_this_process_is_named(store):
 
 
 def test_missing_and_foreign_files_are_one_line(tmp_path):
-    with pytest.raises(StoreError, match="no store at"):
+    with pytest.raises(StoreAccessError, match="no store at"):
         open_query_connection(tmp_path / "nope.duckdb")
     foreign = tmp_path / "foreign.duckdb"
     duckdb.connect(str(foreign)).close()
-    with pytest.raises(StoreError, match="not an ibias store"):
+    with pytest.raises(StoreAccessError, match="not an ibias store"):
         open_query_connection(foreign)
     junk = tmp_path / "junk.duckdb"
     junk.write_bytes(b"not a database" * 100)
-    with pytest.raises(StoreError, match=r"junk\.duckdb cannot be opened: .*not a valid DuckDB"):
+    with pytest.raises(
+        StoreAccessError, match=r"junk\.duckdb cannot be opened: .*not a valid DuckDB"
+    ):
         open_query_connection(junk)
 
 
@@ -256,7 +258,7 @@ def test_reads_pass_the_statement_check(sql):
     ],
 )
 def test_other_statements_are_refused_by_name(sql, named):
-    with pytest.raises(StoreError) as info:
+    with pytest.raises(StoreAccessError) as info:
         read_statement(sql)
     message = str(info.value)
     assert message.startswith(f"{named} statements are refused")
@@ -275,7 +277,7 @@ def test_other_statements_are_refused_by_name(sql, named):
     ],
 )
 def test_one_statement_exactly(sql, expected):
-    with pytest.raises(StoreError, match=expected):
+    with pytest.raises(StoreAccessError, match=expected):
         read_statement(sql)
 
 
@@ -322,7 +324,7 @@ def hidden_writes(folder: Path) -> list[str]:
 @pytest.mark.parametrize("index", range(len(wrapped_writes(Path("/t")))))
 def test_writes_are_refused_however_wrapped(index, tmp_path):
     """EXPLAIN (ANALYZE) is checked as the statement it wraps: no write passes the check."""
-    with pytest.raises(StoreError) as info:
+    with pytest.raises(StoreAccessError) as info:
         read_statement(wrapped_writes(tmp_path)[index])
     assert "\n" not in str(info.value)
     assert (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ibias.prompts.stimuli import StimuliError
+from ibias.prompts.stimuli import StimuliFileError
 from ibias.prompts.stimuli import archive as archive_module
 from ibias.prompts.stimuli.release import pack_from_release
 from tests.prompts.stimuli.test_release import ibias, release  # noqa: F401 (fixture)
@@ -100,7 +100,7 @@ UNSAFE = {
 def test_an_unsafe_archive_is_refused_and_writes_nothing(tmp_path: Path, case: str) -> None:
     made = UNSAFE[case](tmp_path)
     out = tmp_path / "out" / "pack"
-    with pytest.raises(StimuliError) as caught:
+    with pytest.raises(StimuliFileError) as caught:
         pack_from_release(made, out)
     assert "\n" not in str(caught.value)
     assert any(w in str(caught.value) for w in ("unsafe member path", "a link or a device"))
@@ -112,7 +112,7 @@ def test_an_unsafe_archive_is_refused_and_writes_nothing(tmp_path: Path, case: s
 def test_the_size_cap_is_checked_before_writing_past_it(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(archive_module, "MAX_BYTES", 10)
     made = _tar_with(tmp_path, _tar_member(f"{TOP}/big", size=11))
-    with pytest.raises(StimuliError, match="unpacks to more than 10 bytes"):
+    with pytest.raises(StimuliFileError, match="unpacks to more than 10 bytes"):
         pack_from_release(made, tmp_path / "pack")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ibias.prompts.stimuli import PAPER_LABELS, Person, StimuliError, StimuliPack, load_pack
+from ibias.prompts.stimuli import PAPER_LABELS, Person, StimuliFileError, StimuliPack, load_pack
 
 SERVICES = {
     "hiv",
@@ -453,7 +453,7 @@ def test_a_broken_pack_is_one_line_naming_the_file(
     for path in root.rglob("*"):  # the shared copy is read-only
         path.chmod(0o755 if path.is_dir() else 0o644)
     breaks(root)
-    with pytest.raises(StimuliError) as caught:
+    with pytest.raises(StimuliFileError) as caught:
         load_pack(root)
     message = str(caught.value)
     assert len(message.splitlines()) == 1
@@ -462,5 +462,5 @@ def test_a_broken_pack_is_one_line_naming_the_file(
 
 
 def test_a_missing_pack_folder(tmp_path: Path) -> None:
-    with pytest.raises(StimuliError, match="stimuli pack folder not found"):
+    with pytest.raises(StimuliFileError, match="stimuli pack folder not found"):
         load_pack(tmp_path / "nowhere")

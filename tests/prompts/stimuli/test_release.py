@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ibias.prompts.stimuli import StimuliError, load_pack
+from ibias.prompts.stimuli import StimuliFileError, load_pack
 from ibias.prompts.stimuli.release import RELEASE_SERVICES, pack_from_release
 from tests.helpers import IBIAS
 
@@ -317,7 +317,7 @@ def test_a_bad_release_is_one_line_and_writes_nothing(
 ) -> None:
     breaks(release)
     out = tmp_path / "out" / "pack"
-    with pytest.raises(StimuliError) as caught:
+    with pytest.raises(StimuliFileError) as caught:
         pack_from_release(release, out)
     message = str(caught.value)
     assert len(message.splitlines()) == 1
@@ -333,7 +333,7 @@ def test_output_must_be_new_or_empty(release: Path, tmp_path: Path) -> None:
     out.mkdir()
     pack_from_release(release, out)  # an empty folder is fine
     before = sorted(p.read_bytes() for p in out.rglob("*") if p.is_file())
-    with pytest.raises(StimuliError, match="output exists and is not an empty folder"):
+    with pytest.raises(StimuliFileError, match="output exists and is not an empty folder"):
         pack_from_release(release, out)
     assert sorted(p.read_bytes() for p in out.rglob("*") if p.is_file()) == before
 

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from ibias.prompts.base import TrialSpec
 from ibias.runner.batch.anthropic import AnthropicBatches
-from ibias.runner.config import ConfigError, load_config
+from ibias.runner.config import ConfigFileError, load_config
 from ibias.runner.plan import trial_key
 from ibias.runner.providers.anthropic import (
     ANTHROPIC_VERSION,
@@ -130,7 +130,7 @@ def test_the_default_version_changes_no_key_and_another_does(tmp_path: Path) -> 
 )
 def test_a_version_that_is_not_an_api_date_is_refused_in_one_line(tmp_path: Path, bad: str) -> None:
     config = write_config(tmp_path, [_block("https://api.anthropic.com/v1", anthropic_version=bad)])
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigFileError) as caught:
         load_config(config)
     (line,) = str(caught.value).splitlines()
     assert "models[0].anthropic_version" in line and repr(bad) in line
@@ -141,7 +141,7 @@ def test_another_providers_model_cannot_name_it(tmp_path: Path) -> None:
         "g", provider="openai", base_url="https://api.openai.com/v1", model="gpt-4o",
         anthropic_version=ANTHROPIC_VERSION,
     )  # fmt: skip
-    with pytest.raises(ConfigError, match=r"models\[0\]\.anthropic_version: unknown key"):
+    with pytest.raises(ConfigFileError, match=r"models\[0\]\.anthropic_version: unknown key"):
         load_config(write_config(tmp_path, [block]))
 
 

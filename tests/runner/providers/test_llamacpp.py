@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ibias.prompts.base import SettingsError
-from ibias.runner.config import ConfigError, load_config
+from ibias.runner.config import ConfigFileError, load_config
 from ibias.runner.providers import gguf
 from tests.runner.providers.llamacpp_helpers import alive, bundled_config, ibias
 
@@ -91,7 +91,7 @@ def test_short_name_found_through_find_spec_without_import(
 def test_options_are_validated_in_one_line(tmp_path: Path, extra: str, message: str) -> None:
     path = bundled_config(tmp_path, str(_gguf(tmp_path)))
     path.write_text(path.read_text().replace("timeout_s = 120\n", "timeout_s = 120\n" + extra))
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigFileError) as err:
         load_config(path)
     assert message in str(err.value) and "\n" not in str(err.value)
 

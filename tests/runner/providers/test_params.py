@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from ibias.runner.config import ConfigError, load_config
+from ibias.runner.config import ConfigFileError, load_config
 from ibias.runner.providers.base import Sampling
 from ibias.runner.providers.openai import OpenAIProvider, parse_chat_completion
 from ibias.runner.providers.params import host_of, rule_for, wire_params
@@ -129,7 +129,7 @@ def test_only_models_that_newly_stop_getting_a_parameter_record_it(tmp_path):
     ],
 )
 def test_config_checks_each_providers_ranges_and_urls(tmp_path, block, line):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigFileError) as err:
         load_config(write_config(tmp_path, [block]))
     assert line in str(err.value)
     assert "\n" not in str(err.value)
@@ -150,7 +150,7 @@ def test_wire_params_per_rule():
 
 def test_config_refuses_a_temperature_the_model_cannot_use(tmp_path):
     block = model_block("o3", provider="openai", base_url="https://api.openai.com/v1")
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigFileError) as err:
         load_config(write_config(tmp_path, [block]))
     assert "models[0].temperature: OpenAI reasoning models accept only temperature = 1" in str(
         err.value
@@ -533,5 +533,5 @@ def test_the_model_config_wins_over_the_family_table(tmp_path):
 def test_a_newly_matched_name_asking_for_a_temperature_is_refused_when_read(tmp_path):
     """`gpt-6` at temperature 0 was sent and refused by the real API; now the config says so."""
     block = model_block("g", provider="openai", model="gpt-6", temperature=0)
-    with pytest.raises(ConfigError, match=r"accept only temperature = 1"):
+    with pytest.raises(ConfigFileError, match=r"accept only temperature = 1"):
         load_config(write_config(tmp_path, [block]))

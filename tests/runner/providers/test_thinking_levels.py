@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ibias.runner.config import ConfigError, parse_config
+from ibias.runner.config import ConfigFileError, parse_config
 from ibias.runner.providers.anthropic import (
     EFFORTS,
     THINKING_TYPES,
@@ -49,7 +49,7 @@ def _config(tmp_path: Path, **keys: Any) -> Any:
 
 
 def _error(tmp_path: Path, **keys: Any) -> str:
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(ConfigFileError) as err:
         _config(tmp_path, **keys)
     message = str(err.value)
     assert "\n" not in message

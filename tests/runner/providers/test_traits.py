@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from ibias.prompts.base import Message, SettingsError
-from ibias.runner.config import ConfigError, ModelConfig, load_config
+from ibias.runner.config import ConfigFileError, ModelConfig, load_config
 from ibias.runner.providers import registry
 from ibias.runner.providers.base import Provider, ProviderContext, Reply, Sampling
 from ibias.runner.providers.names import BUILTIN
@@ -100,7 +100,7 @@ def registered() -> Iterator[None]:
 
 def _refusal(tmp_path: Path, **keys: Any) -> str:
     config = write_config(tmp_path, [model_block("m", **keys)])
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ConfigFileError) as caught:
         load_config(config)
     (line,) = str(caught.value).splitlines()
     return line
@@ -220,10 +220,11 @@ def _string_literals(tree: ast.AST) -> Iterator[str]:
             yield node.value
 
 
-def test_the_config_loader_names_no_provider() -> None:
-    tree = ast.parse((ROOT / "runner" / "config.py").read_text())
+@pytest.mark.parametrize("module", ["config.py", "model_table.py", "model_config.py"])
+def test_the_config_loader_names_no_provider(module: str) -> None:
+    tree = ast.parse((ROOT / "runner" / module).read_text())
     for text in _string_literals(tree):
         for name in BUILTIN:
-            assert text != name, f"runner/config.py names the provider {name!r}"
+            assert text != name, f"runner/{module} names the provider {name!r}"
             assert f"'{name}'" not in text and f'"{name}"' not in text, text
             assert f"provider = {name}" not in text, text
