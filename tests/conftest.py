@@ -17,6 +17,14 @@ from pathlib import Path
 
 import pytest
 
+# No installed plugin takes part in the suite: `IBIAS_PLUGINS` empty loads no entry point of any
+# group (ibias/plugins.py), here and in every `ibias` subprocess the tests start (they inherit
+# the environment). Set when pytest loads this file, before any test imports a registry, so a
+# plugin installed beside ibias cannot add an experiment, a provider or a report section to what
+# the tests see (tests/test_installed_plugin.py). A test of the plugin mechanism sets or removes
+# it in its own environment.
+os.environ["IBIAS_PLUGINS"] = ""
+
 SHARED_PACK = Path(__file__).parents[2] / "shared" / "data" / "paper_stimuli"
 PAPER_PACK = Path(os.environ.get("IBIAS_PAPER_PACK") or SHARED_PACK)
 #: The authors' example prompt (hiv, first released pair, cis person first): not a pack file,
