@@ -24,7 +24,8 @@ capabilities `Capability`, `Roster`, `ExtraParsers`, `ReadsLogprobs`), planning 
 `Answering`, `NoParams` and `Persona`, registration (`register`, `unregister`, `PluginError`),
 and the provider interface (`Provider`, `provider`, `ProviderContext`, `ModelConfig`,
 `Sampling`, `Reply`, `Limits`, `AttemptError`, `Classification`, `Verdict`, `SendingOptions`,
-`ProviderTraits`, and for a batch API `BatchSupport`, `BatchAPI`).
+`ProviderTraits`, and for a batch API `BatchSupport`, `BatchAPI`). Both test with
+`FakeProvider` (scripted replies, `FakeError`s and announced limits, run by the real scheduler).
 The package ships `py.typed`, so `mypy --strict` checks a plugin against these types.
 
 The project's folders (`runner/`, `prompts/`, `store/`, `analysis/`, `configs/`) stay at the top
@@ -105,6 +106,7 @@ if TYPE_CHECKING:
         Reply,
         Sampling,
     )
+    from ibias.runner.providers.fake import FakeError, FakeProvider
     from ibias.runner.providers.registry import ProviderFactory, provider
     from ibias.runner.providers.sending import SendingOptions
     from ibias.runner.providers.traits import BatchSupport, ProviderTraits
@@ -161,6 +163,8 @@ _LAZY: dict[str, str] = {
     "Sampling": "ibias.runner.providers.base",
     "AttemptError": "ibias.runner.providers.base",
     "provider": "ibias.runner.providers.registry",
+    "FakeError": "ibias.runner.providers.fake",
+    "FakeProvider": "ibias.runner.providers.fake",
     "ProviderTraits": "ibias.runner.providers.traits",
     "BatchSupport": "ibias.runner.providers.traits",
     "BatchAPI": "ibias.runner.batch.api",
@@ -189,6 +193,8 @@ __all__ = [
     "ExperimentAnalysis",
     "ExperimentUnit",
     "ExtraParsers",
+    "FakeError",
+    "FakeProvider",
     "ImportResult",
     "Item",
     "Limits",

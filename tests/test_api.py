@@ -28,6 +28,8 @@ PUBLIC = [
     "ExperimentAnalysis",
     "ExperimentUnit",
     "ExtraParsers",
+    "FakeError",
+    "FakeProvider",
     "ImportResult",
     "Item",
     "Limits",

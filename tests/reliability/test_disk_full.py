@@ -15,7 +15,6 @@ import re
 import resource
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,11 @@ import duckdb
 import pytest
 
 import ibias.store.writer as writer_module
+from ibias import FakeProvider
 from ibias.runner import cli
 from ibias.runner import run_schedule as run_module
 from ibias.runner.config import ModelConfig, load_config
-from ibias.runner.providers.base import Limits, Provider, ProviderContext, Reply, Sampling
-from ibias.runner.retries import Classification, Verdict
+from ibias.runner.providers.base import ProviderContext
 from ibias.runner.run import RunOptions, execute
 from ibias.store.writer import StoreWriteError, Writer, os_cause
 from tests.helpers import IBIAS, model_block, write_config
@@ -56,38 +55,15 @@ def _status(store: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------ in-process: exactly when
 
 
-class SlowEcho(Provider):
-    """Answers every prompt after a short sleep; counts the requests it was asked to start."""
+def slow_echo(model: ModelConfig) -> FakeProvider:
+    """Answers every prompt after a short sleep; counts the requests it was asked to start
+    (its `requests`)."""
 
-    def __init__(self, model: ModelConfig) -> None:
-        self.model = model
-        self.started = 0
-
-    async def start(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    async def complete(self, messages: Sequence[Mapping[str, str]], sampling: Sampling) -> Reply:
-        self.started += 1
+    async def answer(text: str) -> str:
         await anyio.sleep(0.002)
-        return Reply(
-            content="ok " + messages[-1]["content"],
-            finish_reason="stop",
-            refusal=None,
-            prompt_tokens=5,
-            completion_tokens=2,
-            provider_model=self.model.model,
-            system_fingerprint=None,
-            raw={"echo": True},
-        )
+        return "ok " + text
 
-    def classify_exception(self, exc: BaseException) -> Classification:
-        return Classification(Verdict.RETRY, "echo_bug", str(exc))
-
-    def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:
-        return None
+    return FakeProvider(answer, prompt_tokens=5, completion_tokens=2, model=model.model)
 
 
 NO_SPACE = 'IO Error: Could not write file "/data/s.duckdb.wal": No space left on device'
@@ -104,14 +80,14 @@ async def test_a_failed_write_stops_scheduling_at_once_and_names_the_cause(
             n_prompts=n,
         )
     )
-    built: dict[str, SlowEcho] = {}
+    built: dict[str, FakeProvider] = {}
 
-    def factory(model: ModelConfig, key: str | None, context: ProviderContext) -> SlowEcho:
-        built[model.id] = SlowEcho(model)
+    def factory(model: ModelConfig, key: str | None, context: ProviderContext) -> FakeProvider:
+        built[model.id] = slow_echo(model)
         return built[model.id]
 
     def started() -> int:
-        return sum(p.started for p in built.values())
+        return sum(len(p.requests) for p in built.values())
 
     seen_at: list[int] = []
 

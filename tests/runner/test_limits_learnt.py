@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from ibias import FakeProvider
 from ibias.runner.config import load_config
 from ibias.runner.limits import EndpointLimiter
 from ibias.runner.providers.anthropic import AnthropicProvider, anthropic_limits
@@ -134,19 +135,6 @@ def test_hold_is_what_the_next_request_needs_at_the_announced_pace(window: Windo
 # ----------------------------------------------------------------------- the scheduler's hold
 
 
-class Reporting(Provider):
-    """Announces `limits` for any headers."""
-
-    def __init__(self, limits: Limits) -> None:
-        self.limits = limits
-
-    async def complete(self, messages: Any, sampling: Any) -> Any:
-        raise NotImplementedError
-
-    def limits_from_headers(self, headers: Any) -> Limits | None:
-        return self.limits
-
-
 def _runtime(tmp_path: Any, provider: Provider, **keys: Any) -> ModelRuntime:
     cfg = load_config(write_config(tmp_path, [model_block("m", provider="simulator")], n_prompts=1))
     model = replace(cfg.models[0], **keys)
@@ -160,7 +148,7 @@ def _runtime(tmp_path: Any, provider: Provider, **keys: Any) -> ModelRuntime:
 
 async def test_a_used_up_window_holds_the_endpoint_and_later_replies_are_all_read(tmp_path):
     used_up = Limits(rpm=600, windows=(Window("requests", 0, 2.0, 600),))
-    rt = _runtime(tmp_path, Reporting(used_up))
+    rt = _runtime(tmp_path, FakeProvider(limits=used_up))
     s = Scheduler(run_id="r", runtimes=[rt], writer=None, backoff=Backoff())  # type: ignore[arg-type]
     now = asyncio.get_running_loop().time()
     s._read_limits(rt, {}, est=10)
@@ -171,7 +159,7 @@ async def test_a_used_up_window_holds_the_endpoint_and_later_replies_are_all_rea
 
 async def test_announced_day_limits_alone_leave_adaptive_concurrency_on(tmp_path):
     day = Limits(rpd=14_400, windows=(Window("requests", 100, 60.0, 14_400, DAY_S),))
-    rt = _runtime(tmp_path, Reporting(day))
+    rt = _runtime(tmp_path, FakeProvider(limits=day))
     s = Scheduler(run_id="r", runtimes=[rt], writer=None, backoff=Backoff())  # type: ignore[arg-type]
     s._read_limits(rt, {}, est=10)
     assert rt.limiter.rpm is None and rt.limiter.adaptive is not None

@@ -1,16 +1,15 @@
 """Plan once: a run whose plan inputs are unchanged skips planning and sends exactly what is
 left; any change to an input of the plan plans again.
 
-Runs use an in-process provider (no HTTP) whose calls are counted, and a spy on the planner
-(`plan_batches`), so every assertion is on observable state: planner calls, rows in `trials`,
-`plans` and `runs`, and the requests the provider received.
+Runs use an in-process provider (`ibias.FakeProvider`, no HTTP) whose calls are counted, and a
+spy on the planner (`plan_batches`), so every assertion is on observable state: planner calls,
+rows in `trials`, `plans` and `runs`, and the requests the provider received.
 """
 
 from __future__ import annotations
 
 import gc
 import re
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,12 @@ import orjson
 import pytest
 
 import ibias.runner.planning as run_module
+from ibias import FakeError, FakeProvider
 from ibias.prompts.base import TrialSpec, stable_hash
 from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs, trials_for
-from ibias.runner.providers.base import AttemptError, Provider, ProviderContext, Reply, Sampling
-from ibias.runner.retries import Backoff, Classification, Verdict
+from ibias.runner.providers.base import Provider, ProviderContext
+from ibias.runner.retries import Backoff
 from ibias.runner.run import TRIAL_BATCH, RunOptions, RunResult, execute, prepare_plan
 from ibias.runner.scheduler import estimate_tokens
 from ibias.runner.stop import Stop
@@ -35,29 +35,15 @@ from tests.helpers import model_block, write_config, write_prompts
 ONCE = Backoff(base_s=0.001, cap_s=0.01, max_attempts=1)
 
 
-class Counting(Provider):
+def counting(refuse: frozenset[str], log: list[str]) -> FakeProvider:
     """Answers every prompt, except those in `refuse` (a retryable error: with one attempt
     allowed, the trial fails for good and has no response). Records the prompts it got."""
 
-    def __init__(self, refuse: frozenset[str], log: list[str]) -> None:
-        self.refuse = refuse
-        self.log = log
+    def answer(text: str) -> str | FakeError:
+        log.append(text)
+        return FakeError(503) if text in refuse else "ok"
 
-    async def complete(self, messages: Sequence[Mapping[str, str]], sampling: Sampling) -> Reply:
-        text = messages[-1]["content"]
-        self.log.append(text)
-        if text in self.refuse:
-            raise AttemptError(Classification(Verdict.RETRY, "http_503", "HTTP 503"), status=503)
-        return Reply(
-            content="ok",
-            finish_reason="stop",
-            refusal=None,
-            prompt_tokens=5,
-            completion_tokens=1,
-            provider_model="counting",
-            system_fingerprint=None,
-            raw={"text": text},
-        )
+    return FakeProvider(answer, prompt_tokens=5, completion_tokens=1, model="counting")
 
 
 class Run:
@@ -84,7 +70,7 @@ class Run:
     ) -> RunResult:
         def factory(model: ModelConfig, key: str | None, context: ProviderContext) -> Provider:
             self.providers_built += 1
-            return Counting(refuse, self.requests)
+            return counting(refuse, self.requests)
 
         return await execute(
             config,

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from ibias import FakeProvider
 from ibias.runner.config import load_config
 from ibias.runner.limit_adoption import wait_beyond_limit
 from ibias.runner.limits import EndpointLimiter
-from ibias.runner.providers.base import Limits, Provider, Reply, Window
+from ibias.runner.providers.base import Limits, Provider, Window
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import (
     ModelRuntime,
@@ -109,21 +110,16 @@ class _Trial:
     )
 
 
-class _Usage(Provider):
+def _usage(prompt: int | None, completion: int | None) -> FakeProvider:
     """Replies with the given token counts."""
-
-    def __init__(self, prompt: int | None, completion: int | None) -> None:
-        self.counts = (prompt, completion)
-
-    async def complete(self, messages, sampling):
-        return Reply("ok", "stop", None, *self.counts, None, None, {})
+    return FakeProvider("ok", prompt_tokens=prompt, completion_tokens=completion)
 
 
 async def _answer(
     tmp_path, counts: tuple[int | None, int | None], max_cost: float | None = 1.0
 ) -> tuple[Scheduler, _Writer, float]:
     rt = _runtime(tmp_path, None, max_tokens=100, price_input=1_000.0, price_output=2_000.0)
-    rt.provider = _Usage(*counts)
+    rt.provider = _usage(*counts)
     writer = _Writer()
     s = Scheduler(
         run_id="r",

@@ -1,21 +1,21 @@
 """Stopping a run from the Python API: a `Stop`, never a signal handler.
 
-In-process providers (no HTTP) make every step observable: tests wait on what the provider
-has seen, never on a fixed sleep.
+In-process providers (`ibias.FakeProvider`, no HTTP) make every step observable: tests wait on
+what the provider has seen, never on a fixed sleep.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import anyio
 import duckdb
 
+from ibias import FakeProvider
 from ibias.runner.config import ModelConfig, load_config
-from ibias.runner.providers.base import Provider, ProviderContext, Reply, Sampling
+from ibias.runner.providers.base import Provider, ProviderContext
 from ibias.runner.retries import Backoff
 from ibias.runner.run import TRIAL_BATCH, RunOptions, execute
 from ibias.runner.status import read_status, status_path
@@ -28,22 +28,10 @@ FAST = Backoff(base_s=0.001, cap_s=0.01, max_attempts=4)
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _reply(text: str) -> Reply:
-    return Reply(
-        content=f"ok {text}",
-        finish_reason="stop",
-        refusal=None,
-        prompt_tokens=1,
-        completion_tokens=1,
-        provider_model=None,
-        system_fingerprint=None,
-        raw={},
-    )
-
-
-class Stopping(Provider):
-    """Answers at once; after `after` answers it asks the run to stop, and the requests then
-    in flight take a little longer (they must still be stored)."""
+class Stopping:
+    """Answers at once (`ok <prompt>`, through `fake`); after `after` answers it asks the run
+    to stop, and the requests then in flight take a little longer (they must still be
+    stored)."""
 
     def __init__(self, stop: Stop, after: int, handlers: dict[int, object]) -> None:
         self.stop = stop
@@ -51,15 +39,16 @@ class Stopping(Provider):
         self.handlers = handlers
         self.answered = 0
         self.handlers_seen: set[tuple[int, object]] = set()
+        self.fake = FakeProvider(self.answer)
 
-    async def complete(self, messages: Sequence[Mapping[str, str]], sampling: Sampling) -> Reply:
+    async def answer(self, text: str) -> str:
         self.handlers_seen.update((s, signal.getsignal(s)) for s in SIGNALS)
         if self.stop.requested:
             await anyio.sleep(0.05)  # in flight when the stop came: finishes within the grace
         self.answered += 1
         if self.answered == self.after:
             self.stop.request()
-        return _reply(messages[-1]["content"])
+        return f"ok {text}"
 
 
 def _count(store, sql: str) -> int:
@@ -82,7 +71,7 @@ async def test_stop_mid_run_stores_everything_answered_and_installs_no_handler(t
 
     def factory(model: ModelConfig, key: str | None, context: ProviderContext) -> Provider:
         built.append(Stopping(stop, after=40, handlers=before))
-        return built[-1]
+        return built[-1].fake
 
     store = tmp_path / "store.duckdb"
     result = await execute(
@@ -107,19 +96,20 @@ async def test_stop_mid_run_stores_everything_answered_and_installs_no_handler(t
     assert model["done"] == answered < model["total"] and model["eta_s"] > 0
 
 
-class Hanging(Provider):
-    """Answers prompt p0 never; everything else at once."""
+class Hanging:
+    """Answers prompt p0 never (through `fake`); everything else at once."""
 
     def __init__(self) -> None:
         self.hanging = anyio.Event()
         self.answered = 0
+        self.fake = FakeProvider(self.answer)
 
-    async def complete(self, messages: Sequence[Mapping[str, str]], sampling: Sampling) -> Reply:
-        if "item p0." in messages[-1]["content"]:
+    async def answer(self, text: str) -> str:
+        if "item p0." in text:
             self.hanging.set()
             await anyio.sleep_forever()
         self.answered += 1
-        return _reply(messages[-1]["content"])
+        return f"ok {text}"
 
 
 async def test_grace_period_is_a_deadline_for_requests_in_flight(tmp_path):
@@ -132,7 +122,7 @@ async def test_grace_period_is_a_deadline_for_requests_in_flight(tmp_path):
         outcome["result"] = await execute(
             _config(tmp_path, 50, max_concurrency=2),
             RunOptions(store=store, quiet=True, backoff=FAST, grace_s=0.3),
-            provider_factory=lambda m, k, c: provider,
+            provider_factory=lambda m, k, c: provider.fake,
             stop=stop,
         )
 

@@ -9,17 +9,17 @@ trial is given up and counts as failed), so each test takes a second or two.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
+from ibias import FakeError, FakeProvider
 from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_hash, plan_inputs
-from ibias.runner.providers.base import AttemptError, Provider, ProviderContext, Reply, Sampling
-from ibias.runner.retries import Backoff, Classification, Verdict
+from ibias.runner.providers.base import Provider, ProviderContext, Reply
+from ibias.runner.retries import Backoff
 from ibias.runner.run import RunOptions, RunResult, execute
 from ibias.store import db, drift, progress_counts
 from ibias.store.importer import import_file
@@ -42,32 +42,21 @@ GROUP BY ALL ORDER BY ALL
 """
 
 
-class Refusing(Provider):
+def refusing(refuse: frozenset[str]) -> FakeProvider:
     """Answers every prompt but those in `refuse` (a retryable error: with one attempt
     allowed, the trial is given up)."""
+    fake = FakeProvider(completion_tokens=3, model="refusing")
 
-    def __init__(self, refuse: frozenset[str]) -> None:
-        self.refuse = refuse
+    def answer(text: str) -> Reply | FakeError:
+        return FakeError(503) if text in refuse else fake.reply("ok", prompt_tokens=len(text))
 
-    async def complete(self, messages: Sequence[Mapping[str, str]], sampling: Sampling) -> Reply:
-        text = messages[-1]["content"]
-        if text in self.refuse:
-            raise AttemptError(Classification(Verdict.RETRY, "http_503", "HTTP 503"), status=503)
-        return Reply(
-            content="ok",
-            finish_reason="stop",
-            refusal=None,
-            prompt_tokens=len(text),
-            completion_tokens=3,
-            provider_model="refusing",
-            system_fingerprint=None,
-            raw={"text": text},
-        )
+    fake.answer = answer
+    return fake
 
 
 async def _run(config: Config, store: Path, refuse: frozenset[str] = frozenset()) -> RunResult:
     def factory(model: ModelConfig, key: str | None, context: ProviderContext) -> Provider:
-        return Refusing(refuse)
+        return refusing(refuse)
 
     return await execute(
         config, RunOptions(store=store, quiet=True, backoff=ONCE), provider_factory=factory
