@@ -26,7 +26,7 @@ import msgspec
 from msgspec import Meta
 
 from ibias.prompts.base import SettingsError
-from ibias.prompts.schema import MAX_INT, join_key, show, validate
+from ibias.prompts.schema import MAX_INT, did_you_mean, join_key, render_path, show, validate
 from ibias.runner.model_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_OUTAGE_LIMIT_S, ModelConfig
 from ibias.runner.providers.names import BUILTIN
 from ibias.runner.providers.traits import (
@@ -209,7 +209,7 @@ def _provider_options(
         owners = sorted(name for name, tr in BUILTIN_TRAITS.items() if key in tr.options)
         if owners and t.provider not in owners:
             raise SettingsError(f"{where}.{key}", f"unknown key (it is for {_named(owners)})")
-        validate({**msgspec.structs.asdict(t), key: extras[key]}, ModelTable, where)
+        raise _unknown_key(join_key(where, render_path([key])), key, t.provider, schema)
     if schema is None or not extras:
         return {}
     options = validate(dict(extras), schema, where)
@@ -226,6 +226,21 @@ def _provider_options(
         for k, v in msgspec.structs.asdict(options).items()
         if k in extras and (defaults.get(k) is None or v != defaults[k])
     }
+
+
+def _unknown_key(
+    where: str, key: str, provider: str, schema: type[msgspec.Struct] | None
+) -> SettingsError:
+    """A key that is neither a core key nor an option of the model's provider: the error
+    lists the core keys and then the provider's own options (its `options_schema`), so a
+    misspelt option of a provider, a plugin's as much as a built-in's, is shown beside the
+    keys it could have been, and the nearest of all is suggested."""
+    core = [f.encode_name for f in msgspec.structs.fields(ModelTable)]
+    own = [f.encode_name for f in msgspec.structs.fields(schema)] if schema is not None else []
+    listed = "unknown key (expected one of " + ", ".join(core)
+    if own:
+        listed += f"; provider = {provider!r} also takes " + ", ".join(own)
+    return SettingsError(where, listed + ")" + did_you_mean(key, [*core, *own]))
 
 
 def _owners(has: Callable[[ProviderTraits], bool]) -> list[str]:
