@@ -311,12 +311,12 @@ def remaining(
     per batch). The wide columns are then read one batch at a time by rowid: the trial rows'
     narrow ones, and each spec's texts and character count once (a range of rowids, as a
     plan's specs are stored in the order of its trials). Memory stays bounded by a batch per
-    model, not by the window times the number of models (the demo's seven models over
-    131,072-row windows of wide rows once exceeded the run's 192 MB DuckDB cap).
+    model, not by the window times the number of models (windows of wide rows, one per model,
+    would together exceed the run's DuckDB memory cap).
 
     With a `guard` (store/memory.py), each query takes its turn with the other models' and is
-    tried again when DuckDB's memory is full: the window query holds a few hash tables (about
-    24 MB), and seven models' at once filled the cap when a run resumed."""
+    tried again when DuckDB's memory is full: the window query holds a few hash tables, and
+    many models' at once can fill the cap when a run resumes."""
     where, params = plan.membership()
     query = _reader(con, guard)
     lo = query(

@@ -8,11 +8,11 @@ how it classifies and parses the answer.
 Two things no answer may do, whatever the protocol:
 
 * **be larger than the body cap** (`MAX_BODY_BYTES`, 16 MiB by default, per provider
-  `max_body_bytes`): a 40 MB reply used to be read whole and then fail the writer's flush,
-  ending the run. The cap is checked against `Content-Length` before reading, and the body is
-  read in chunks that stop at one byte past the cap; a body above it is that attempt's error
-  (`too_large`), and the trial fails for good, alone (`Verdict.GIVE_UP`): the same request
-  would get the same body.
+  `max_body_bytes`): a reply read whole whatever its size could fail the writer's flush and
+  with it the run. The cap is checked against `Content-Length` before reading, and the body
+  is read in chunks that stop at one byte past the cap; a body above it is that attempt's
+  error (`too_large`), and the trial fails for good, alone (`Verdict.GIVE_UP`): the same
+  request would get the same body.
 * **redirect the request**: redirects are never followed (`allow_redirects=False`), so a 3xx
   cannot make ibias store whatever another address returns as the model's answer. A 3xx from
   an API endpoint means a wrong `base_url`: fatal for the model, one line naming the status

@@ -96,10 +96,11 @@ def check_reasoning_effort(value: object) -> None:
 
 
 def openai_sampling(sampling: Sampling) -> dict[str, Any]:
-    """The neutral parameters under OpenAI's names, in the order requests always had them.
+    """The neutral parameters under OpenAI's names, in one fixed order.
 
     `max_tokens` rather than `max_completion_tokens`: every compatible server the README lists
-    accepts it, and the request bodies stay byte-identical to those of earlier runs. Models that
+    accepts it, and a trial's request body stays the same from one version of ibias to the
+    next (a resumed run sends what its first part sent). Models that
     want other names or refuse some of these get them through runner/providers/params.py.
     """
     fields: dict[str, Any] = {

@@ -1,13 +1,13 @@
 """Token counts as a provider reports them, checked before anything counts, bills or stores them.
 
 Why one checker for every protocol: a provider's `usage` is whatever JSON it sends. A count of
-2^31 or more cannot be stored (the store's token columns are 32-bit integers, so one such reply
-used to fail the writer's flush and lose every model's unflushed replies), a negative count
-became a negative cost that `--max-cost` subtracted, and a string or a float slipped past no
-check at all. Every protocol (openai, anthropic, gemini, and the simulator, which speaks
+2^31 or more cannot be stored (the store's token columns are 32-bit integers: one such reply
+would fail the writer's flush and lose every model's unflushed replies), a negative count
+would be a negative cost that `--max-cost` subtracts, and a string or a float would slip into
+the sums. Every protocol (openai, anthropic, gemini, and the simulator, which speaks
 OpenAI's) reads its counts through `token_count`, so a reply carries either a count the store
 can hold or None: unknown, stored as NULL, with an unknown (NULL) cost that the budget counts at
-the request's upper bound (runner/scheduler.py).
+the request's upper bound (runner/budget.py).
 """
 
 from __future__ import annotations
