@@ -25,7 +25,7 @@ capabilities `Capability`, `Roster`, `ExtraParsers`, `ReadsLogprobs`), planning 
 and the provider interface (`Provider`, `provider`, `ProviderContext`, `ModelConfig`,
 `Sampling`, `Reply`, `Limits`, `AttemptError`, `Classification`, `Verdict`, `SendingOptions`,
 `ProviderTraits`, and for a batch API `BatchSupport`, `BatchAPI`). Both test with
-`FakeProvider` (scripted replies, `FakeError`s and announced limits, run by the real scheduler).
+`FakeProvider` (scripted replies, `FakeFailure`s and announced limits, run by the real scheduler).
 The package ships `py.typed`, so `mypy --strict` checks a plugin against these types.
 
 The project's folders (`runner/`, `prompts/`, `store/`, `analysis/`, `configs/`) stay at the top
@@ -106,7 +106,7 @@ if TYPE_CHECKING:
         Reply,
         Sampling,
     )
-    from ibias.runner.providers.fake import FakeError, FakeProvider
+    from ibias.runner.providers.fake import FakeFailure, FakeProvider
     from ibias.runner.providers.registry import ProviderFactory, provider
     from ibias.runner.providers.sending import SendingOptions
     from ibias.runner.providers.traits import BatchSupport, ProviderTraits
@@ -163,7 +163,7 @@ _LAZY: dict[str, str] = {
     "Sampling": "ibias.runner.providers.base",
     "AttemptError": "ibias.runner.providers.base",
     "provider": "ibias.runner.providers.registry",
-    "FakeError": "ibias.runner.providers.fake",
+    "FakeFailure": "ibias.runner.providers.fake",
     "FakeProvider": "ibias.runner.providers.fake",
     "ProviderTraits": "ibias.runner.providers.traits",
     "BatchSupport": "ibias.runner.providers.traits",
@@ -193,7 +193,7 @@ __all__ = [
     "ExperimentAnalysis",
     "ExperimentUnit",
     "ExtraParsers",
-    "FakeError",
+    "FakeFailure",
     "FakeProvider",
     "ImportResult",
     "Item",

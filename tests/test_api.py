@@ -28,7 +28,7 @@ PUBLIC = [
     "ExperimentAnalysis",
     "ExperimentUnit",
     "ExtraParsers",
-    "FakeError",
+    "FakeFailure",
     "FakeProvider",
     "ImportResult",
     "Item",

@@ -9,7 +9,7 @@ Like httpx's `MockTransport`, `FakeProvider` is the real interface with a script
 
 - `answer` says what each request gets, from the text of its last message: a fixed string, a
   function of the text, or a per-text sequence of outcomes (one per attempt). An outcome is a
-  string (the reply's content), a whole `Reply`, a `FakeError` (an HTTP error, classified
+  string (the reply's content), a whole `Reply`, a `FakeFailure` (an HTTP error, classified
   exactly as the built-in HTTP providers classify that status), or an exception (raised as is:
   an `AttemptError` carries its own classification, anything else goes through
   `classify_exception`). The function may be async (to sleep, or to hang until cancelled).
@@ -48,11 +48,11 @@ from ibias.runner.providers.base import (
 from ibias.runner.providers.traits import ProviderTraits
 from ibias.runner.retries import Classification, classify_exception, classify_http
 
-__all__ = ["Answer", "FakeError", "FakeProvider", "Outcome"]
+__all__ = ["Answer", "FakeFailure", "FakeProvider", "Outcome"]
 
 
 @dataclass(frozen=True)
-class FakeError:
+class FakeFailure:
     """An HTTP error the fake answers with: `status` (429, 503, 401, ...), the provider's
     `message` in its error body, and a `retry_after_s` header when given. Classified by the
     same rules as a real provider's response (runner/retries.py `classify_http`): a 5xx or 429
@@ -76,7 +76,7 @@ class FakeError:
 
 
 #: What one request gets: the reply's content, a whole reply, an HTTP error, or an exception.
-Outcome = str | Reply | FakeError | BaseException
+Outcome = str | Reply | FakeFailure | BaseException
 #: How the fake answers: one outcome for every request, a function of the last message's text
 #: (sync or async), or, per text, the outcomes of its successive attempts (the last repeats).
 Answer = Outcome | Callable[[str], Outcome | Awaitable[Outcome]] | Mapping[str, Sequence[Outcome]]
@@ -156,13 +156,13 @@ class FakeProvider(Provider):
             return self.reply(outcome)
         if isinstance(outcome, Reply):
             return outcome
-        if isinstance(outcome, FakeError):
+        if isinstance(outcome, FakeFailure):
             raise outcome.error()
         raise outcome
 
     async def _outcome(self, text: str) -> Outcome:
         answer = self.answer
-        if isinstance(answer, str | Reply | FakeError | BaseException):
+        if isinstance(answer, str | Reply | FakeFailure | BaseException):
             return answer
         if isinstance(answer, Mapping):
             script = answer.get(text)

@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 import ibias.runner.planning as run_module
-from ibias import FakeError, FakeProvider
+from ibias import FakeFailure, FakeProvider
 from ibias.prompts.base import TrialSpec, stable_hash
 from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs, trials_for
@@ -39,9 +39,9 @@ def counting(refuse: frozenset[str], log: list[str]) -> FakeProvider:
     """Answers every prompt, except those in `refuse` (a retryable error: with one attempt
     allowed, the trial fails for good and has no response). Records the prompts it got."""
 
-    def answer(text: str) -> str | FakeError:
+    def answer(text: str) -> str | FakeFailure:
         log.append(text)
-        return FakeError(503) if text in refuse else "ok"
+        return FakeFailure(503) if text in refuse else "ok"
 
     return FakeProvider(answer, prompt_tokens=5, completion_tokens=1, model="counting")
 

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from ibias import FakeError, FakeProvider
+from ibias import FakeFailure, FakeProvider
 from ibias.runner.config import Config, ModelConfig, load_config
 from ibias.runner.plan import build_experiments, plan_hash, plan_inputs
 from ibias.runner.providers.base import Provider, ProviderContext, Reply
@@ -47,8 +47,8 @@ def refusing(refuse: frozenset[str]) -> FakeProvider:
     allowed, the trial is given up)."""
     fake = FakeProvider(completion_tokens=3, model="refusing")
 
-    def answer(text: str) -> Reply | FakeError:
-        return FakeError(503) if text in refuse else fake.reply("ok", prompt_tokens=len(text))
+    def answer(text: str) -> Reply | FakeFailure:
+        return FakeFailure(503) if text in refuse else fake.reply("ok", prompt_tokens=len(text))
 
     fake.answer = answer
     return fake

@@ -36,25 +36,25 @@ def _prompt(i: int) -> str:
 
 
 def test_an_error_is_classified_as_a_real_provider_would_be() -> None:
-    overloaded = ibias.FakeError(503, "overloaded").classification()
+    overloaded = ibias.FakeFailure(503, "overloaded").classification()
     assert (overloaded.verdict, overloaded.kind, overloaded.message) == (
         Verdict.RETRY,
         "http_503",
         "HTTP 503: overloaded",
     )
-    slow_down = ibias.FakeError(429, retry_after_s=2).classification()
+    slow_down = ibias.FakeFailure(429, retry_after_s=2).classification()
     assert slow_down.is_rate_limit and slow_down.delay_hint_s == 2.0
-    broke = ibias.FakeError(429, "no credit", code="insufficient_quota").classification()
+    broke = ibias.FakeFailure(429, "no credit", code="insufficient_quota").classification()
     assert (broke.verdict, broke.kind) == (Verdict.FATAL, "insufficient_quota")
-    assert ibias.FakeError(401, "bad key").classification().verdict is Verdict.FATAL
+    assert ibias.FakeFailure(401, "bad key").classification().verdict is Verdict.FATAL
 
 
 async def test_scripted_replies_and_errors_run_through_the_scheduler(tmp_path: Path) -> None:
     script = {
         _prompt(0): ["zero"],
-        _prompt(1): [ibias.FakeError(503, "overloaded"), "one"],
-        _prompt(2): [ibias.FakeError(429, retry_after_s=0.01), ValueError("bad body"), "two"],
-        _prompt(3): [ibias.FakeError(503)],  # retried until the attempts run out
+        _prompt(1): [ibias.FakeFailure(503, "overloaded"), "one"],
+        _prompt(2): [ibias.FakeFailure(429, retry_after_s=0.01), ValueError("bad body"), "two"],
+        _prompt(3): [ibias.FakeFailure(503)],  # retried until the attempts run out
     }
     fake = ibias.FakeProvider(script, prompt_tokens=7, completion_tokens=2, model="scripted")
     config = load_config(
@@ -89,7 +89,7 @@ async def test_scripted_replies_and_errors_run_through_the_scheduler(tmp_path: P
 
 
 async def test_a_fatal_error_stops_the_model(tmp_path: Path) -> None:
-    fake = ibias.FakeProvider(ibias.FakeError(401, "invalid key"))
+    fake = ibias.FakeProvider(ibias.FakeFailure(401, "invalid key"))
     config = load_config(
         write_config(tmp_path, [model_block("m", provider="simulator")], n_prompts=5)
     )
