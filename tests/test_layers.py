@@ -34,7 +34,6 @@ PENDING_SPLIT: dict[str, int] = {
     "prompts/word_association/simulate.py": 790,  # issue 36: pending split
     "prompts/word_association/parse.py": 780,  # issue 36: pending split
     "analysis/figures.py": 789,  # issue 36: pending split
-    "analysis/bootstrap.py": 768,  # issue 36: pending split
     "analysis/allocation.py": 720,  # issue 36: pending split
 }
 
