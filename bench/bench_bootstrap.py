@@ -13,9 +13,10 @@ and uses its vectorised statistic, so the comparison favours scipy. Each timing 
 
 `counts_against_indices()` times the allocation cells at the paper's size (100 pairs a cell)
 and ten times it (1,000) as ibias draws them (by counts of each distinct pair value, the
-cells having a few) and forced to draw one index per pair (`_COUNTS_MIN_UNITS_PER_VALUE` set
-out of reach), in one run: the ratio, and the cost per distinct value and per pair of one
-replicate, from which `bootstrap._COUNTS_MIN_UNITS_PER_VALUE` is set.
+cells having a few) and forced to draw one index per pair
+(`replicates.COUNTS_MIN_UNITS_PER_VALUE` set out of reach), in one run: the ratio, and the
+cost per distinct value and per pair of one replicate, from which
+`replicates.COUNTS_MIN_UNITS_PER_VALUE` is set.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import TypeVar
 import numpy as np
 from scipy import stats as sps
 
-from ibias.analysis import bootstrap
+from ibias.analysis import replicates
 from ibias.analysis.bootstrap import (
     CI,
     Method,
@@ -96,12 +97,12 @@ def counts_against_indices(repeats: int = 3, seed: int = 7) -> dict[str, float]:
         )  # fmt: skip
 
         t_counts, _ = _best_of(repeats, once)
-        kept = bootstrap._COUNTS_MIN_UNITS_PER_VALUE
-        bootstrap._COUNTS_MIN_UNITS_PER_VALUE = 1 << 62
+        kept = replicates.COUNTS_MIN_UNITS_PER_VALUE
+        replicates.COUNTS_MIN_UNITS_PER_VALUE = 1 << 62
         try:
             t_indices, _ = _best_of(repeats, once)
         finally:
-            bootstrap._COUNTS_MIN_UNITS_PER_VALUE = kept
+            replicates.COUNTS_MIN_UNITS_PER_VALUE = kept
         n_cells = int(cells.max()) + 1
         values = 3 * n_cells  # a complete pair's count choosing the candidate: 0, 1 or 2
         figures[f"pairs{n_pairs}_counts_s"] = t_counts

@@ -25,6 +25,7 @@ from scipy import stats as sps
 from scipy.special import expit, ndtr, ndtri
 
 from ibias.analysis import bootstrap
+from ibias.analysis import replicates as draws
 from ibias.analysis.bootstrap import (
     CI,
     Method,
@@ -607,14 +608,14 @@ def test_coverage_paired_difference(method: Method) -> None:
 
 def test_counted_cells_match_scipy_and_take_the_counts_path() -> None:
     """A cell of 600 pairs whose per-pair sums take a handful of values is resampled by
-    multinomial counts (`_by_counts`); its interval must still match scipy's index-drawing
+    multinomial counts (`replicates.by_counts`); its interval must still match scipy's index-drawing
     bootstrap within Monte-Carlo error, for the share and for the paired difference."""
     rng = np.random.default_rng(41)
     y, pairs = pair_data(rng, 600)
     succ, trials = per_pair(y, pairs)
     cols = np.column_stack([succ, trials])
     sizes, starts = np.array([600]), np.array([0])
-    assert 0 in bootstrap._by_counts(cols, sizes, starts)
+    assert 0 in draws.by_counts(cols, sizes, starts)
     B = 40_000
     for method in ("percentile", "bca"):
         ours = cluster_bootstrap_share_ci(y, pairs, B=B, method=method, rng=rng)
@@ -639,14 +640,12 @@ def test_counts_and_index_draws_have_the_same_law(monkeypatch: pytest.MonkeyPatc
     B = 50_000
 
     def replicates() -> np.ndarray:
-        out = bootstrap._bootstrap_replicates(
-            cols, sizes, starts, bootstrap._ratio, B, np.random.default_rng(7)
-        )
+        out = draws.draw(cols, sizes, starts, bootstrap._ratio, B, np.random.default_rng(7))
         return out[0]
 
     counted = replicates()
-    monkeypatch.setattr(bootstrap, "_COUNTS_MIN_UNITS_PER_VALUE", 10**9)
-    assert bootstrap._by_counts(cols, sizes, starts) == {}
+    monkeypatch.setattr(draws, "COUNTS_MIN_UNITS_PER_VALUE", 10**9)
+    assert draws.by_counts(cols, sizes, starts) == {}
     indexed = replicates()
     var = x.var() / x.size
     for reps in (counted, indexed):
@@ -668,7 +667,7 @@ def test_distinct_values_and_their_multiplicities_by_hand() -> None:
         ]
     )
     sizes, starts = np.array([60, 24, 48]), np.array([0, 60, 84])
-    found = bootstrap._by_counts(cols, sizes, starts)
+    found = draws.by_counts(cols, sizes, starts)
     assert set(found) == {0, 2}
     values, multiplicity = found[0]
     assert values.tolist() == [[0.0, 2.0], [1.0, 2.0]] and multiplicity.tolist() == [20, 40]
