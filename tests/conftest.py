@@ -65,6 +65,7 @@ SLOW_FIRST = (
     "tests/store/test_remaining_memory.py",
     "tests/runner/test_cli.py",
     "tests/analysis/test_tables.py",
+    "tests/test_installed_plugin.py",
 )
 
 
