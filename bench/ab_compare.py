@@ -30,9 +30,9 @@ THROUGHPUT = (
     "print('RESULT' + json.dumps(throughput(pairs=1)))"
 )
 PARSE = (
-    "import sys; from ibias.store.db import open_store; "
+    "import sys; from pathlib import Path; from ibias.store.db import open_store; "
     "from ibias.store.derived import parse_pending\n"
-    "con = open_store(sys.argv[1]); parse_pending(con); con.close()"
+    "con = open_store(Path(sys.argv[1])); parse_pending(con); con.close()"
 )
 ANALYZE = """
 import json, resource, sys, time
