@@ -86,8 +86,10 @@ def renamed(module: str, name: str, old_names: dict[str, type[Error]]) -> type[E
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     import warnings
 
+    # A class dropped for its branch keeps its name: say where the name lives now.
+    now = f"is ibias.{name}" if new.__name__ == name else f"is renamed {new.__name__}"
     warnings.warn(
-        f"{module}.{name} is renamed {new.__name__}; the old name goes in the next release",
+        f"{module}.{name} {now}; the old name goes in the next release",
         DeprecationWarning,
         stacklevel=3,
     )

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -644,15 +644,9 @@ def view_columns(k: TrialKind) -> Sequence[str]:
     return ["trial_key", "model_id", "language", *design, *k.view_fields, *shown]
 
 
-def __getattr__(name: str) -> object:
-    # The subclass this module had under the branch's own name: the branch itself now.
-    if name == "RegistryError":
-        import warnings
+if not TYPE_CHECKING:  # at run time only, so mypy holds the project to the new name
 
-        warnings.warn(
-            "ibias.prompts.registry.RegistryError is ibias.RegistryError; import that",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return errors.RegistryError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        """`RegistryError`, a subclass this module had under its branch's own name: the
+        branch itself now, importable here for one more release with a DeprecationWarning."""
+        return errors.renamed(__name__, name, {"RegistryError": errors.RegistryError})

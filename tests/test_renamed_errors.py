@@ -41,7 +41,21 @@ def test_from_import_of_the_old_name_warns_at_the_importer(
     assert all(w.filename == "<string>" for w in caught)
 
 
-@pytest.mark.parametrize("module", sorted({m for m, _, _, _ in RENAMED}))
+def test_a_class_dropped_for_its_branch_warns_and_is_the_branch() -> None:
+    """`ibias.prompts.registry.RegistryError` was a subclass named like its branch: the
+    branch itself now, through the same warning (from the importer's line)."""
+    mod = importlib.import_module("ibias.prompts.registry")
+    with pytest.warns(DeprecationWarning, match=r"registry\.RegistryError is ibias\.RegistryError"):
+        cls = mod.RegistryError
+    assert cls is errors.RegistryError
+    with pytest.warns(DeprecationWarning) as caught:
+        exec("from ibias.prompts.registry import RegistryError", {})
+    assert all(w.filename == "<string>" for w in caught)
+
+
+@pytest.mark.parametrize(
+    "module", sorted({m for m, _, _, _ in RENAMED} | {"ibias.prompts.registry"})
+)
 def test_an_unknown_name_is_still_an_attribute_error(module: str) -> None:
     mod = importlib.import_module(module)
     with pytest.raises(AttributeError, match="no attribute 'NoSuchError'"):
