@@ -23,8 +23,8 @@ __all__ = ["MAX_HINT_S", "parse_duration", "parse_rfc3339", "retry_delay_hint"]
 #: Hints longer than this (a year) are treated as nonsense and ignored. Up to it a hint is
 #: what the provider asked: the scheduler never sleeps past the model's `outage_limit_s` (a
 #: week at most) but stops the model with one line saying until when, so a long hint is said,
-#: not slept through. (It was a day: a Retry-After of two days was ignored, and every trial of
-#: the model then failed after its retries, one backoff at a time.)
+#: not slept through: ignoring a long hint would retry into a closed door, one backoff at a
+#: time, until every trial of the model had failed.
 MAX_HINT_S = 366 * 86_400.0
 
 
