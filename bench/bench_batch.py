@@ -58,8 +58,8 @@ async def grid(pack: Path) -> dict[str, float]:
     from ibias.runner.batch.run import BatchOptions
     from ibias.runner.config import load_config
     from ibias.runner.run import RunOptions, execute
-    from ibias.runner.sim_profile import ModelProfile, SimProfile
     from ibias.runner.simulator import Simulator
+    from ibias.runner.simulator.profile import ModelProfile, SimProfile
 
     async def no_sleep(_: float) -> None:
         return None

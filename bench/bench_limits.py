@@ -38,8 +38,8 @@ import duckdb
 
 from ibias.runner.config import load_config
 from ibias.runner.run import RunOptions, execute
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from ibias.runner.stop import Stop
 from tests.helpers import model_block, write_config
 

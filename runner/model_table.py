@@ -107,7 +107,7 @@ Price = Annotated[float, Meta(ge=0, le=MAX_PRICE, description="USD per million t
 
 
 class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """The schema of one `[[models]]` entry (its `sim` table: `sim_profile.SimModelTable`)."""
+    """The schema of one `[[models]]` entry (its `sim` table: `simulator.profile.SimModelTable`)."""
 
     id: ModelId
     provider: ProviderName
@@ -356,7 +356,7 @@ def _check_sim(where: str, t: ModelTable, traits: ProviderTraits) -> None:
     # it; a real run of a model the simulator does not answer says so and ignores it
     # (runner/rehearsal.py `sim_table_note`). Never an input of the plan or a trial key
     # (`plan.OPERATIONAL_MODEL_KEYS`).
-    from ibias.runner.sim_profile import model_profile_from_dict  # only simulated models
+    from ibias.runner.simulator.profile import model_profile_from_dict  # only simulated models
 
     try:
         model_profile_from_dict(t.sim)

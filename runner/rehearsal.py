@@ -36,7 +36,7 @@ from ibias.runner.config import Config, ModelConfig
 if TYPE_CHECKING:
     from ibias.runner.providers.base import Provider, ProviderContext
     from ibias.runner.providers.registry import ProviderFactory
-    from ibias.runner.sim_profile import ModelProfile, SimProfile
+    from ibias.runner.simulator.profile import ModelProfile, SimProfile
 
 __all__ = [
     "DUMMY_KEY",
@@ -54,8 +54,8 @@ DUMMY_KEY = "ibias-rehearsal-no-key"
 #: `--speed` at most: a limit times N must stay a count the limiter and simulator handle.
 MAX_SPEED = 10_000.0
 #: The simulator's profile of a rehearsed model whose `[models.sim]` does not say otherwise
-#: (`sim_profile.SimModelTable` keys): a median latency of a second, log-normal around it, like
-#: a hosted model answering a short prompt; no faults, no refusals, no bias.
+#: (`simulator.profile.SimModelTable` keys): a median latency of a second, log-normal around it,
+#: like a hosted model answering a short prompt; no faults, no refusals, no bias.
 REHEARSAL_DEFAULTS: Mapping[str, Any] = {"latency_ms": 1000.0, "latency_sigma": 0.3}
 #: The requests per minute the simulator announces (rate-limit headers) and enforces for a
 #: rehearsed model whose config sets neither rpm nor tpm: the client then learns its pace from
@@ -142,7 +142,7 @@ class Rehearsal:
         `[models.sim]` table over `REHEARSAL_DEFAULTS` (a `simulator` model: over the
         simulator's own defaults, as in a real run), sped up. Two models with one name share
         the first one's profile (the simulator tells models apart by name only)."""
-        from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
+        from ibias.runner.simulator.profile import SimProfile, model_profile_from_dict
 
         models: dict[str, ModelProfile] = {}
         for m in config.models:
@@ -218,7 +218,7 @@ def redirect(provider: Provider, model: ModelConfig, simulator_url: str) -> Prov
     from ibias.runner.providers.gemini import GeminiProvider
     from ibias.runner.providers.names import DEFAULT_BASE_URLS
     from ibias.runner.providers.openai import OpenAIProvider
-    from ibias.runner.providers.simulator import SimulatorProvider
+    from ibias.runner.simulator.provider import SimulatorProvider
 
     if isinstance(provider, SimulatorProvider):
         return provider  # already the run's loopback simulator

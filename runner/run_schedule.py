@@ -38,8 +38,8 @@ from ibias.store.plans import Pending, StoredPlan, remaining
 from ibias.store.writer import Writer
 
 if TYPE_CHECKING:
-    from ibias.runner.providers.simulator import LoopbackSimulator
     from ibias.runner.rehearsal import Rehearsal
+    from ibias.runner.simulator.provider import LoopbackSimulator
 
 
 async def schedule_all(
@@ -55,7 +55,7 @@ async def schedule_all(
     rehearsal = ctx.options.rehearsal
     if rehearsal is None:
         return await _schedule_models(ctx, config, plan, stats, spent, None)
-    from ibias.runner.providers.simulator import LoopbackSimulator
+    from ibias.runner.simulator.provider import LoopbackSimulator
 
     sim = LoopbackSimulator(rehearsal.profile(config))
     try:
@@ -226,7 +226,7 @@ def _loopback_simulator(config: Config) -> LoopbackSimulator | None:
     with injected providers); its module is loaded only when a model names it."""
     if not any(m.provider == "simulator" for m in config.models):
         return None
-    from ibias.runner.providers.simulator import LoopbackSimulator
+    from ibias.runner.simulator.provider import LoopbackSimulator
 
     return LoopbackSimulator.for_models(config.run.seed, config.models)
 

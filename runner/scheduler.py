@@ -112,7 +112,7 @@ def estimate_tokens(trial: Trial, max_tokens: int) -> int:
     return math.ceil(chars / 4) + max_tokens
 
 
-#: The provider served in-process by ibias's simulator (runner/providers/simulator.py).
+#: The provider served in-process by ibias's simulator (runner/simulator/provider.py).
 SIMULATOR = "simulator"
 
 

@@ -115,8 +115,8 @@ async def test_ibias_models_can_check_every_frontier_model() -> None:
     from dataclasses import replace
 
     from ibias.runner.models_check import check_models
-    from ibias.runner.sim_profile import SimProfile
     from ibias.runner.simulator import Simulator
+    from ibias.runner.simulator.profile import SimProfile
 
     cfg = load_config(CONFIGS / "frontier.toml")
     async with Simulator(SimProfile(seed=1)) as sim:

@@ -34,7 +34,7 @@ TREE: dict[type[Exception], tuple[type[BaseException], ...]] = {
 PRECISE: list[tuple[str, str, type[Exception], type[Exception] | None]] = [
     ("ibias.configfile", "ConfigFileError", errors.ConfigError, None),
     ("ibias.prompts.base", "SettingsError", errors.ConfigError, ValueError),
-    ("ibias.runner.sim_profile", "ProfileError", errors.ConfigError, ValueError),
+    ("ibias.runner.simulator.profile", "ProfileError", errors.ConfigError, ValueError),
     ("ibias.prompts.word_association.data", "DataError", errors.ConfigError, ValueError),
     ("ibias.store.db", "StoreAccessError", errors.StoreError, None),
     ("ibias.store.lock", "StoreBusyError", errors.StoreError, None),

@@ -82,8 +82,8 @@ def add_arguments(sim: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ibias.runner.sim_profile import SimProfile, load_profile
     from ibias.runner.simulator import serve_forever
+    from ibias.runner.simulator.profile import SimProfile, load_profile
 
     if args.profile:
         profile = load_profile(args.profile)

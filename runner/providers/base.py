@@ -227,7 +227,7 @@ class Sampling:
 
 
 class SimulatorEndpoint(Protocol):
-    """The run's in-process simulator, started on first use (see providers/simulator.py)."""
+    """The run's in-process simulator, started on first use (see runner/simulator/provider.py)."""
 
     async def url(self) -> str: ...
 

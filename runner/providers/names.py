@@ -26,7 +26,7 @@ BUILTIN: Mapping[str, str] = MappingProxyType(
         "gemini": "ibias.runner.providers.gemini",
         "llamacpp": "ibias.runner.providers.llamacpp",
         "openai": "ibias.runner.providers.openai",
-        "simulator": "ibias.runner.providers.simulator",
+        "simulator": "ibias.runner.simulator.provider",
     }
 )
 #: The entry-point group third-party providers register under (ibias/plugins.py).

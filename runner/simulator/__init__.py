@@ -23,6 +23,10 @@ them nowhere (no rate-limit headers, 429s worded as a burst's).
 
 The modules, one job each:
 
+* `profile`: how each simulated model behaves, as a value read from a TOML file, a run's
+  `[models.sim]` table or the CLI's flags;
+* `provider`: the `simulator` provider a run names, which starts one in-process simulator and
+  speaks to it over loopback;
 * `server`: the aiohttp application, its routes and the path of an online request;
 * `answer`: the shared answer path (refusals, the registered units' responders, filler,
   token counts), and the one place the units are asked (`unit_reply`, `unit_choice`);

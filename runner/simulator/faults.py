@@ -14,8 +14,8 @@ import random
 from typing import TYPE_CHECKING
 
 from ibias.prompts.base import stable_hash
-from ibias.runner.sim_profile import FAULT_KINDS, ModelProfile
 from ibias.runner.simulator.drift import first_version
+from ibias.runner.simulator.profile import FAULT_KINDS, ModelProfile
 
 if TYPE_CHECKING:
     from ibias.runner.simulator.protocol import Dialect

@@ -23,7 +23,6 @@ import orjson
 from aiohttp import web
 
 from ibias.prompts.base import rng_for, stable_hash
-from ibias.runner.sim_profile import FAULT_KINDS, SimProfile
 from ibias.runner.simulator.answer import Reply, prompt_hash, reply_to
 from ibias.runner.simulator.batch_anthropic import MessageBatchService
 from ibias.runner.simulator.batch_gemini import GeminiBatchService
@@ -38,6 +37,7 @@ from ibias.runner.simulator.faults import (
     draw_fault,
     draw_latency,
 )
+from ibias.runner.simulator.profile import FAULT_KINDS, SimProfile
 from ibias.runner.simulator.protocol import JSON, Ask, Dialect
 from ibias.runner.simulator.protocol_anthropic import ANTHROPIC
 from ibias.runner.simulator.protocol_gemini import GEMINI

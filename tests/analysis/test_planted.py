@@ -35,7 +35,7 @@ from ibias.analysis.load import load_store
 from ibias.analysis.planted import simulated_models, trial_probabilities
 from ibias.prompts.allocation.simulate import cis_probability, read_allocation
 from ibias.prompts.word_association.simulate import expected_word_score
-from ibias.runner.sim_profile import model_profile_from_dict
+from ibias.runner.simulator.profile import model_profile_from_dict
 from tests.analysis.conftest import build_store
 from tests.analysis.test_tables import table
 

@@ -42,8 +42,8 @@ from ibias.analysis.simulated import (
 )
 from ibias.runner.config import load_config
 from ibias.runner.run import RunOptions, execute
-from ibias.runner.sim_profile import SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import SimProfile
 
 KEY_ENV = "IBIAS_TEST_SIMULATED_KEY"
 SEED = 5

@@ -17,7 +17,7 @@ from ibias.prompts.base import SettingsError
 from ibias.prompts.schema import MAX_INT, describe, render_path, show, validate
 from ibias.prompts.word_association.settings import LabelPair, WordAssociationTable
 from ibias.runner.config import ConfigFile, ModelTable, RunTable
-from ibias.runner.sim_profile import ProfileFile, SimModelTable
+from ibias.runner.simulator.profile import ProfileFile, SimModelTable
 
 SCHEMAS = [
     ConfigFile,

@@ -24,8 +24,8 @@ from ibias.prompts.base import Message, Persona, SettingsError
 from ibias.prompts.simulation import Answering, Simulation, persona_from_table, split_sim_table
 from ibias.prompts.word_association.experiment import build as build_word_association
 from ibias.runner.config import ConfigFileError, parse_config
-from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
 from ibias.runner.simulator import answer_for, token_logprobs
+from ibias.runner.simulator.profile import SimProfile, model_profile_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "occupation"

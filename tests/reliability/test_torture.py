@@ -34,8 +34,8 @@ import duckdb
 import pytest
 
 from ibias.runner.run import TRIAL_BATCH
-from ibias.runner.sim_profile import load_profile
 from ibias.runner.simulator import answer_for, normalize_messages
+from ibias.runner.simulator.profile import load_profile
 from tests.helpers import (
     IBIAS,
     model_block,

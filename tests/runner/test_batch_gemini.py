@@ -17,8 +17,8 @@ from ibias.runner.batch import gemini as gemini_batch
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.config import load_config
 from ibias.runner.run import EXIT_OK, RunOptions, RunResult, execute
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
 from tests.runner.batching import no_sleep, query
 

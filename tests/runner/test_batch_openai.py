@@ -15,8 +15,8 @@ from ibias.runner.batch.run import BatchOptions
 from ibias.runner.config import Config, load_config
 from ibias.runner.retries import Backoff
 from ibias.runner.run import EXIT_OK, RunOptions, RunResult, execute
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
 from tests.runner.batching import no_sleep, query
 

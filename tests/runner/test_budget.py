@@ -12,8 +12,8 @@ import duckdb
 from ibias.runner.config import Config, load_config
 from ibias.runner.retries import Backoff
 from ibias.runner.run import EXIT_FAILED, EXIT_OK, RunOptions, RunResult, execute
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
 
 FAST = Backoff(base_s=0.001, cap_s=0.01, max_attempts=10)

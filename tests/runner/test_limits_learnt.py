@@ -20,8 +20,8 @@ from ibias.runner.providers.gemini import GeminiProvider
 from ibias.runner.providers.openai import OpenAIProvider, openai_limits
 from ibias.runner.retries import Backoff
 from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
-from ibias.runner.sim_profile import ModelProfile, SimProfile, model_profile_from_dict
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import ModelProfile, SimProfile, model_profile_from_dict
 from tests.helpers import model_block, write_config
 
 # ------------------------------------------------------------------------------ the headers

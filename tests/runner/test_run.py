@@ -8,8 +8,8 @@ import pytest
 from ibias.runner.config import load_config
 from ibias.runner.retries import Backoff
 from ibias.runner.run import RunOptions, execute
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
 
 FAST = Backoff(base_s=0.02, cap_s=0.2, max_attempts=12)

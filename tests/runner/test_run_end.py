@@ -15,8 +15,8 @@ from ibias.runner.config import load_config
 from ibias.runner.money import usd
 from ibias.runner.retries import Backoff
 from ibias.runner.run import EXIT_FAILED, EXIT_OK, RunOptions, execute
-from ibias.runner.sim_profile import SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import SimProfile
 from ibias.store import db
 from tests.helpers import model_block, write_config
 

@@ -14,8 +14,8 @@ import pytest
 from ibias.prompts.allocation.experiment import build
 from ibias.prompts.allocation.simulate import cis_probability, read_allocation, respond
 from ibias.prompts.base import Persona, SettingsError, rng_for
-from ibias.runner.sim_profile import SimProfile, load_profile, model_profile_from_dict
 from ibias.runner.simulator import answer_for
+from ibias.runner.simulator.profile import SimProfile, load_profile, model_profile_from_dict
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

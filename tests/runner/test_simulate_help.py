@@ -12,8 +12,8 @@ import pytest
 
 from ibias.analysis.simulated import SIMULATOR_REPORTED
 from ibias.runner.cli import main
-from ibias.runner.sim_profile import SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import SimProfile
 
 
 def simulate_help(capsys: pytest.CaptureFixture[str]) -> str:

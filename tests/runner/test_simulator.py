@@ -24,13 +24,6 @@ from multidict import CIMultiDict
 
 from ibias.prompts import registry
 from ibias.prompts.base import Persona, SettingsError, rng_for, stable_hash
-from ibias.runner.sim_profile import (
-    FAULT_KINDS,
-    ModelProfile,
-    SimProfile,
-    load_profile,
-    model_profile_from_dict,
-)
 from ibias.runner.simulator import (
     REFUSAL_TEXT,
     SimStats,
@@ -39,6 +32,13 @@ from ibias.runner.simulator import (
     format_duration,
     prompt_hash,
     serve_forever,
+)
+from ibias.runner.simulator.profile import (
+    FAULT_KINDS,
+    ModelProfile,
+    SimProfile,
+    load_profile,
+    model_profile_from_dict,
 )
 
 
@@ -728,7 +728,7 @@ def test_profiles_are_frozen() -> None:
 async def test_a_runs_own_simulator_keeps_no_count_per_prompt() -> None:
     """The loopback simulator of `ibias run` counts what it served but keeps no key per
     prompt: on a 1.4-million-trial grid those keys alone were about 350 MB of the run."""
-    from ibias.runner.providers.simulator import LoopbackSimulator
+    from ibias.runner.simulator.provider import LoopbackSimulator
 
     loop = LoopbackSimulator(SimProfile.from_args(seed=3))
     url = await loop.url()

@@ -20,7 +20,6 @@ import pytest
 from multidict import CIMultiDict
 
 from ibias.prompts.base import Persona
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import (
     ANTHROPIC_REFUSAL_EXPLANATION,
     GEMINI_DAILY_QUOTA_ID,
@@ -31,6 +30,7 @@ from ibias.runner.simulator import (
     gemini_block,
     gemini_thoughts,
 )
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 
 
 class FakeClock:

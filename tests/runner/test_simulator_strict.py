@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import ANTHROPIC, GEMINI, Simulator, estimate_tokens
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from ibias.runner.simulator.rules import (
     claude_without_sampling,
     gemini_thinks_by_default,

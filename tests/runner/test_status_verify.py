@@ -19,8 +19,8 @@ from ibias.runner.cli import main
 from ibias.runner.config import load_config
 from ibias.runner.retries import Backoff
 from ibias.runner.run import EXIT_OK, RunOptions, execute
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from ibias.store import progress_counts
 from tests.helpers import IBIAS, model_block, write_config
 from tests.runner.batching import no_sleep, query

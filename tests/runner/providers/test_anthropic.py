@@ -24,7 +24,6 @@ from ibias.runner.providers.anthropic import (
 )
 from ibias.runner.providers.base import AttemptError, Limits, Reply, Sampling
 from ibias.runner.retries import Verdict
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import (
     ANTHROPIC_REFUSAL_EXPLANATION,
     REFUSAL_TEXT,
@@ -32,6 +31,7 @@ from ibias.runner.simulator import (
     answer_for,
     estimate_tokens,
 )
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 
 KEY = "sk-ant-api03-SECRETKEYSECRETKEY"
 SAMPLING = Sampling(temperature=0.0, max_tokens=512)

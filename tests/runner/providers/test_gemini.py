@@ -27,7 +27,6 @@ from ibias.runner.providers.gemini import (
     next_quota_reset,
 )
 from ibias.runner.retries import QuotaViolation, Verdict
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import (
     GEMINI_DAILY_QUOTA_ID,
     REFUSAL_TEXT,
@@ -36,6 +35,7 @@ from ibias.runner.simulator import (
     estimate_tokens,
     gemini_block,
 )
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 
 KEY = "AIzaSyD-SECRETSECRETSECRETSECRET123"
 SAMPLING = Sampling(temperature=0.0, max_tokens=512)

@@ -26,7 +26,6 @@ from ibias.runner.providers.base import Provider, ProviderContext
 from ibias.runner.providers.gemini import GeminiOptions, GeminiProvider
 from ibias.runner.retries import Backoff
 from ibias.runner.run import RunOptions, execute
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import (
     MODEL_VERSION_SUFFIX,
     Simulator,
@@ -34,6 +33,7 @@ from ibias.runner.simulator import (
     estimate_tokens,
     gemini_thoughts,
 )
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
 
 KEYS = {

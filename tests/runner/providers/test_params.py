@@ -304,8 +304,8 @@ async def test_a_claude_model_that_refuses_temperature_is_never_sent_it():
     """Against the simulator, which answers 400 `temperature` is deprecated for such models
     as Anthropic does: the body has no temperature and the reply is an answer."""
     from ibias.runner.providers.anthropic import AnthropicProvider, anthropic_request
-    from ibias.runner.sim_profile import SimProfile
     from ibias.runner.simulator import Simulator
+    from ibias.runner.simulator.profile import SimProfile
 
     sampling = Sampling(temperature=0.0, max_tokens=64)
     chat = [{"role": "user", "content": "hi"}]

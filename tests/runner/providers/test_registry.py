@@ -17,7 +17,7 @@ from ibias.runner.providers.registry import (
     provider_class,
     registered_providers,
 )
-from ibias.runner.providers.simulator import LoopbackSimulator, SimulatorProvider
+from ibias.runner.simulator.provider import LoopbackSimulator, SimulatorProvider
 from tests.helpers import model_block, write_config
 
 

@@ -34,8 +34,8 @@ from ibias.runner.providers.anthropic import AnthropicProvider, anthropic_reques
 from ibias.runner.providers.base import ProviderContext, Sampling
 from ibias.runner.providers.gemini import GeminiOptions, GeminiProvider, gemini_request
 from ibias.runner.providers.openai import OpenAIProvider
-from ibias.runner.sim_profile import ModelProfile, SimProfile
 from ibias.runner.simulator import Simulator
+from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
 
 anthropic = pytest.importorskip("anthropic")

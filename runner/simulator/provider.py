@@ -19,7 +19,7 @@ from ibias.runner.providers.http import max_body_bytes_of
 from ibias.runner.providers.openai import OpenAIProvider
 from ibias.runner.providers.registry import provider
 from ibias.runner.providers.traits import BUILTIN_TRAITS
-from ibias.runner.sim_profile import SimProfile, model_profile_from_dict
+from ibias.runner.simulator.profile import SimProfile, model_profile_from_dict
 
 if TYPE_CHECKING:
     from ibias.runner.simulator import Simulator
