@@ -182,13 +182,15 @@ class Rehearsal:
 
     def batch_base(self, simulator_url: str) -> Callable[[ModelConfig], str]:
         """The base URL a batch model's batch API is called at in the rehearsal: the
-        simulator's, at the version its configured base names (Gemini's `v1beta`)."""
+        simulator's, under the path its provider's protocol is served at (`rehearsal_path`:
+        Gemini's names the version its configured base does)."""
+        from ibias.runner.providers.registry import provider_class
 
         def base(model: ModelConfig) -> str:
-            root = _root(simulator_url)
-            if model.provider == "gemini":
-                return root + "/" + _gemini_version(model)
-            return root + "/v1"
+            # "/v1" for a provider the simulator does not speak: its online provider, built
+            # first, is refused by `redirect`.
+            path = provider_class(model.provider).rehearsal_path(model) or "/v1"
+            return _root(simulator_url) + path
 
         return base
 
@@ -201,32 +203,20 @@ def _root(simulator_url: str) -> str:
     return simulator_url.rstrip("/").removesuffix("/v1")
 
 
-def _gemini_version(model: ModelConfig) -> str:
-    from ibias.runner.providers.names import DEFAULT_BASE_URLS
-
-    base = (model.base_url or DEFAULT_BASE_URLS["gemini"]).rstrip("/")
-    version = base.rpartition("/")[2]
-    return version if version in ("v1", "v1beta") else "v1beta"
-
-
 def redirect(provider: Provider, model: ModelConfig, simulator_url: str) -> Provider:
     """`provider` (built as a real run builds it) with its request URL moved to the simulator:
     the path below the configured base URL is kept, under the simulator's path for that
-    protocol. A provider whose protocol the simulator does not speak is refused (one line)."""
+    protocol (the provider's `rehearsal_path`). A provider whose protocol the simulator does
+    not speak is refused (one line)."""
     from ibias.runner.config import ConfigFileError
-    from ibias.runner.providers.anthropic import AnthropicProvider
-    from ibias.runner.providers.gemini import GeminiProvider
+    from ibias.runner.providers.http import HTTPProvider
     from ibias.runner.providers.names import DEFAULT_BASE_URLS
-    from ibias.runner.providers.openai import OpenAIProvider
     from ibias.runner.simulator.provider import SimulatorProvider
 
     if isinstance(provider, SimulatorProvider):
         return provider  # already the run's loopback simulator
-    if isinstance(provider, GeminiProvider):
-        prefix = "/" + _gemini_version(model)
-    elif isinstance(provider, (AnthropicProvider, OpenAIProvider)):
-        prefix = "/v1"
-    else:
+    prefix = type(provider).rehearsal_path(model)
+    if prefix is None or not isinstance(provider, HTTPProvider):  # an HTTP provider has a URL
         raise ConfigFileError(
             f"model {model.id!r}: provider {model.provider!r} cannot be rehearsed (the "
             "simulator speaks OpenAI's, Anthropic's and Gemini's protocols); leave it out "

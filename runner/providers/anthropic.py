@@ -414,6 +414,12 @@ class AnthropicProvider(HTTPProvider):
     traits = BUILTIN_TRAITS["anthropic"]
 
     @classmethod
+    def rehearsal_path(cls, model: ModelConfig) -> str | None:
+        """The simulator speaks Anthropic's Messages (and Message Batches) under /v1."""
+        del model
+        return "/v1"
+
+    @classmethod
     def check_options(cls, options: Any) -> None:
         assert isinstance(options, AnthropicConfigOptions)
         AnthropicThinking.from_mapping(msgspec.structs.asdict(options))

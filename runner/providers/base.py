@@ -281,6 +281,16 @@ class Provider(ABC):
         return 0
 
     @classmethod
+    def rehearsal_path(cls, model: ModelConfig) -> str | None:
+        """The path ibias's simulator serves this provider's protocol under ("/v1"), for a
+        model as configured: a rehearsal (`ibias run --rehearse`) moves the model's requests,
+        and its batch API's, there, keeping the path below the configured base URL. None
+        (the default): the simulator does not speak the protocol, and a rehearsal refuses the
+        model in one line. A subclass of a built-in provider inherits its answer."""
+        del model
+        return None
+
+    @classmethod
     def from_config(cls, model: ModelConfig, api_key: str | None, context: ProviderContext) -> Self:
         """Build the provider for one configured model (what the default factory calls).
 

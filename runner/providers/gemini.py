@@ -447,6 +447,14 @@ class GeminiProvider(HTTPProvider):
     traits = BUILTIN_TRAITS["gemini"]
 
     @classmethod
+    def rehearsal_path(cls, model: ModelConfig) -> str | None:
+        """The simulator serves Gemini under both API versions: the one the model's base URL
+        names (`v1` or `v1beta`), `v1beta` for any other base."""
+        base = (model.base_url or cls.traits.default_base_url or "").rstrip("/")
+        version = base.rpartition("/")[2]
+        return "/" + (version if version in ("v1", "v1beta") else "v1beta")
+
+    @classmethod
     def check_options(cls, options: Any) -> None:
         assert isinstance(options, GeminiConfigOptions)
         GeminiOptions.from_mapping(

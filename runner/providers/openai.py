@@ -234,6 +234,12 @@ class OpenAIProvider(HTTPProvider):
     traits = BUILTIN_TRAITS["openai"]
 
     @classmethod
+    def rehearsal_path(cls, model: ModelConfig) -> str | None:
+        """The simulator speaks OpenAI's chat completions (and batches) under /v1."""
+        del model
+        return "/v1"
+
+    @classmethod
     def check_options(cls, options: Any) -> None:
         check_reasoning_effort(getattr(options, "reasoning_effort", None))
 
