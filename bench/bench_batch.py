@@ -57,7 +57,7 @@ def one_model(text: str, base_url: str, store: Path) -> str:
 async def grid(pack: Path) -> dict[str, float]:
     from ibias.runner.batch.run import BatchOptions
     from ibias.runner.config import load_config
-    from ibias.runner.run import RunOptions, execute
+    from ibias.runner.execution.run import RunOptions, execute
     from ibias.runner.simulator import Simulator
     from ibias.runner.simulator.profile import ModelProfile, SimProfile
 

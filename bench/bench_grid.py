@@ -28,7 +28,7 @@ from pathlib import Path
 
 import duckdb
 
-from ibias.runner.run import DUCKDB_MEMORY_LIMIT
+from ibias.runner.execution.run import DUCKDB_MEMORY_LIMIT
 from tests.helpers import IBIAS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -43,7 +43,7 @@ print(json.dumps({"wall_s": wall, "imported": result.imported, "checked": result
 def write_lines(folder: Path, pack: Path, n: int) -> Path:
     """`n` reply lines of the paper design (the planned prompts, repeated with distinct ids)."""
     from ibias.runner.config import load_config
-    from ibias.runner.plan import build_experiments, trials_for
+    from ibias.runner.execution.plan import build_experiments, trials_for
 
     config = folder / "paper.toml"
     config.write_text(

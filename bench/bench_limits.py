@@ -5,8 +5,8 @@ The simulator enforces 600 RPM at 100 ms latency; ibias runs against it, in each
 `seconds` per case, then is stopped. Two cases per protocol:
 
 * `hidden` - the simulator announces its limit nowhere (no headers, 429s naming no limit): the
-  run can only adapt its concurrency (runner/adaptive.py). Goal: achieved rate at least 0.85 of
-  the limit, at most 2% of the answers 429.
+  run can only adapt its concurrency (runner/scheduling/adaptive.py). Goal: achieved rate at least
+  0.85 of the limit, at most 2% of the answers 429.
 * `headers` - the limit is announced only in the simulator's answers (headers; Gemini: the
   quota its first 429 names): the run learns and paces by it. Goal: at least 0.95 of the limit,
   and no 429 after the first 60 s.
@@ -37,10 +37,10 @@ from typing import Any
 import duckdb
 
 from ibias.runner.config import load_config
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.execution.run import RunOptions, execute
+from ibias.runner.scheduling.stop import Stop
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
-from ibias.runner.stop import Stop
 from tests.helpers import model_block, write_config
 
 RPM = 600

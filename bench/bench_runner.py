@@ -307,7 +307,7 @@ class _Instant:
 
     def __call__(self, model: object, key: object, context: object) -> object:
         from ibias.runner.providers.base import AttemptError, Provider, Reply
-        from ibias.runner.retries import Classification, Verdict
+        from ibias.runner.providers.retries import Classification, Verdict
 
         refuse = self.refuse
 
@@ -322,13 +322,13 @@ class _Instant:
 
 
 def _execute(config_path: Path, *, refuse: frozenset[str] = frozenset(), instant: bool = True):
-    """`ibias.runner.run.execute` in this process; returns its RunResult."""
+    """`ibias.runner.execution.run.execute` in this process; returns its RunResult."""
     import anyio
 
     from ibias.runner.config import load_config
-    from ibias.runner.event_loop import event_loop_options
-    from ibias.runner.retries import Backoff
-    from ibias.runner.run import RunOptions, execute
+    from ibias.runner.execution.event_loop import event_loop_options
+    from ibias.runner.execution.run import RunOptions, execute
+    from ibias.runner.providers.retries import Backoff
 
     config = load_config(config_path)
     options = RunOptions(
@@ -396,8 +396,8 @@ def plan(n: int = 100_000, runs: int = 3) -> dict[str, object]:
     import anyio
 
     from ibias.runner.config import load_config
-    from ibias.runner.plan import build_experiments, plan_inputs, trials_for
-    from ibias.runner.run import prepare_plan
+    from ibias.runner.execution.plan import build_experiments, plan_inputs, trials_for
+    from ibias.runner.execution.run import prepare_plan
     from ibias.store.db import open_store
 
     def measure(config_path: Path, store: Path) -> dict[str, float]:

@@ -97,7 +97,8 @@ if TYPE_CHECKING:
     from ibias.prompts.simulation import Answering, NoParams, Simulation
     from ibias.runner.batch.api import BatchAPI
     from ibias.runner.config import Config, ModelConfig
-    from ibias.runner.planning_report import PlanReport
+    from ibias.runner.execution.planning_report import PlanReport
+    from ibias.runner.execution.run import RunResult
     from ibias.runner.providers.base import (
         AttemptError,
         Limits,
@@ -108,11 +109,10 @@ if TYPE_CHECKING:
     )
     from ibias.runner.providers.fake import FakeFailure, FakeProvider
     from ibias.runner.providers.registry import ProviderFactory, provider
+    from ibias.runner.providers.retries import Classification, Verdict
     from ibias.runner.providers.sending import SendingOptions
     from ibias.runner.providers.traits import BatchSupport, ProviderTraits
-    from ibias.runner.retries import Classification, Verdict
-    from ibias.runner.run import RunResult
-    from ibias.runner.stop import Stop
+    from ibias.runner.scheduling.stop import Stop
     from ibias.store.importer import ImportResult
 
 # Names re-exported lazily (PEP 562), so `import ibias` (and so the `ibias` command, whose
@@ -153,9 +153,9 @@ _LAZY: dict[str, str] = {
     "unregister": "ibias.prompts.registry",
     "Config": "ibias.runner.config",
     "ModelConfig": "ibias.runner.config",
-    "RunResult": "ibias.runner.run",
-    "PlanReport": "ibias.runner.planning_report",
-    "Stop": "ibias.runner.stop",
+    "RunResult": "ibias.runner.execution.run",
+    "PlanReport": "ibias.runner.execution.planning_report",
+    "Stop": "ibias.runner.scheduling.stop",
     "Limits": "ibias.runner.providers.base",
     "Provider": "ibias.runner.providers.base",
     "ProviderContext": "ibias.runner.providers.base",
@@ -169,8 +169,8 @@ _LAZY: dict[str, str] = {
     "BatchSupport": "ibias.runner.providers.traits",
     "BatchAPI": "ibias.runner.batch.api",
     "SendingOptions": "ibias.runner.providers.sending",
-    "Classification": "ibias.runner.retries",
-    "Verdict": "ibias.runner.retries",
+    "Classification": "ibias.runner.providers.retries",
+    "Verdict": "ibias.runner.providers.retries",
     "ImportResult": "ibias.store.importer",
 }
 
@@ -261,7 +261,7 @@ def _config(config: Config | str | Path) -> Config:
 
 
 def _rehearsed(config: Config, rehearse: bool) -> Config:
-    """`config`, as its rehearsal when `rehearse` (runner/rehearsal.py)."""
+    """`config`, as its rehearsal when `rehearse` (runner/execution/rehearsal.py)."""
     from dataclasses import replace
 
     return replace(config, rehearsal=True) if rehearse else config
@@ -271,7 +271,7 @@ def _store(store: str | Path, rehearse: bool) -> Path:
     """`store`, or with `rehearse` the rehearsal store beside it (`NAME.rehearsal.duckdb`)."""
     if not rehearse:
         return Path(store)
-    from ibias.runner.rehearsal import rehearsal_store
+    from ibias.runner.execution.rehearsal import rehearsal_store
 
     return rehearsal_store(Path(store))
 
@@ -289,8 +289,8 @@ def plan(
     experiment, design, model and language and how many the store answered (`.by`, Polars),
     per model the tokens, cost (bound and typical), mode and least time of what is left
     (`.models`); `.to_dict()` is `plan --json`. `rehearse`: against the rehearsal store."""
-    from ibias.runner.planning_report import PlanReport, plan_json
-    from ibias.runner.selection import select
+    from ibias.runner.execution.planning_report import PlanReport, plan_json
+    from ibias.runner.execution.selection import select
 
     cfg = _rehearsed(select(_config(config), models, experiments), rehearse)
     path = cfg.store_path(None if store is None else str(store))
@@ -326,15 +326,15 @@ async def arun(
     in-process simulator, into the rehearsal store unless `store` names one. Code that runs
     its own loop should run a rehearsal on asyncio's loop, not uvloop's (`ibias.run` does)."""
     from ibias.runner.batch.run import BatchOptions
-    from ibias.runner.run import RunOptions, execute
-    from ibias.runner.selection import select
+    from ibias.runner.execution.run import RunOptions, execute
+    from ibias.runner.execution.selection import select
 
     if speed != 1.0 and not rehearse:
         raise UsageError("speed applies only with rehearse=True")
     cfg = _rehearsed(select(_config(config), models, experiments), rehearse)
     rehearsal = None
     if rehearse:
-        from ibias.runner.rehearsal import MAX_SPEED, Rehearsal
+        from ibias.runner.execution.rehearsal import MAX_SPEED, Rehearsal
 
         if not 0 < speed <= MAX_SPEED:
             raise UsageError(f"speed: expected a number above 0 and at most {MAX_SPEED:,g}")
@@ -379,7 +379,7 @@ def run(
     """`ibias run` from synchronous code; see `arun` for code already inside an event loop."""
     import anyio  # here, not at the top: the `ibias` command imports this package first
 
-    from ibias.runner.event_loop import event_loop_options
+    from ibias.runner.execution.event_loop import event_loop_options
 
     cfg = _rehearsed(_config(config), rehearse)
     return anyio.run(

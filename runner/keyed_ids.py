@@ -5,8 +5,9 @@ a count or a cost cut to `24…` reads wrongly. Its model column is as wide as i
 and when the ids are so long that the numbers no longer fit the terminal (a 45-character
 OpenRouter id at 80 columns), the longest ids are replaced, one at a time until the table
 fits, by a key (`id 1`, `id 2`, numbered in the table's order), and a legend line under the
-table gives each key's id in full. A key holds a space, which no model id can (runner/config.py
-`ModelId`), so a key is never mistaken for an id and two ids never show as the same text.
+table gives each key's id in full. A key holds a space, which no model id can
+(runner/config/__init__.py `ModelId`), so a key is never mistaken for an id and two ids never show
+as the same text.
 """
 
 from __future__ import annotations

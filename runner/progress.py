@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from ibias.runner.console import literal, natural_width, terminal, text
-from ibias.runner.loop_lag import LoopLag, starved_note
+from ibias.runner.scheduling.loop_lag import LoopLag, starved_note
 from ibias.runner.status import (
     SHOW_FAILING_AFTER,
     ModelStats,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # rich is imported only to draw on a terminal (not for --quie
     from rich.console import Console, RenderableType
     from rich.table import Table
 
-    from ibias.runner.stop import Stop
+    from ibias.runner.scheduling.stop import Stop
 
 COLUMNS = ("model", "done/total", "failed", "req/s", "retries", "errors", "tokens", "cost $", "ETA")
 #: Columns given up, in this order, when the terminal is too narrow for all of them; model,
@@ -234,8 +234,8 @@ class Progress:
         )
 
     def _starved(self) -> str | None:
-        """The line about requests retried because this machine was starved (runner/loop_lag.py),
-        or None when none were."""
+        """The line about requests retried because this machine was starved
+        (runner/scheduling/loop_lag.py), or None when none were."""
         lag = self.loop_lag
         return None if lag is None else starved_note(lag.stalls, lag.worst_s)
 
@@ -274,9 +274,9 @@ class Progress:
     def interrupted(self, line: str) -> None:
         """The run was asked to stop: leave the table as it was at that moment and print `line`
         (what the stop waits for) below it, even with --quiet, since it answers the user's
-        Ctrl-C. Called inside the stop's request (runner/stop.py), so no refresh comes between
-        the signal and the line: a table that kept refreshing while the run wound down (req/s
-        falling, ETA rising) said nothing about the signal having been heard."""
+        Ctrl-C. Called inside the stop's request (runner/scheduling/stop.py), so no refresh comes
+        between the signal and the line: a table that kept refreshing while the run wound down
+        (req/s falling, ETA rising) said nothing about the signal having been heard."""
         self._halted = True
         self._let_go()
         with contextlib.suppress(OSError, ValueError):  # a closed stderr must not end the stop

@@ -2,8 +2,8 @@
 
 Why here and at the source: every error message of a run (the `attempts.error_message` rows,
 the line that stops a model, the status file, the final summary) is a provider
-`Classification.message`, and every one of those is made by `redact` (runner/retries.py builds
-them; provider adapters call it for their own). Redacting there, before the message is
+`Classification.message`, and every one of those is made by `redact` (runner/providers/retries.py
+builds them; provider adapters call it for their own). Redacting there, before the message is
 truncated, means no copy of it anywhere can hold a key, and a key cut in half by truncation
 cannot slip through.
 

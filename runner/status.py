@@ -51,7 +51,8 @@ class ModelStats:
     completion_tokens_before: int = 0
     cost_usd_before: float = 0.0
     #: Replies of this run whose cost is unknown (a usage count missing or invalid): not in
-    #: `cost_usd`; the budget counts each at its request's upper bound (runner/scheduler.py).
+    #: `cost_usd`; the budget counts each at its request's upper bound
+    #: (runner/scheduling/scheduler.py).
     cost_unknown: int = 0
     #: Attempts that failed in a row (reset by any reply), the last one's error kind, and the
     #: endpoint's URL (set at the first error): the progress display names the kind and the
@@ -71,7 +72,7 @@ class ModelStats:
     #: interrupted run shows the time it still needs instead of a zero.
     ended_at: float | None = None
     #: The model's configured rpm, and the rate it is paced at when that was learnt from 429s
-    #: (runner/limits.py): below the configured one, the account's real limit is lower.
+    #: (runner/scheduling/limits.py): below the configured one, the account's real limit is lower.
     configured_rpm: int | None = None
     learnt_rpm: int | None = None
 

@@ -1,6 +1,6 @@
 """DuckDB's memory, shared by the run's own queries and the readers it serves: the run first.
 
-A run caps DuckDB's memory (runner/run.py) to bound its footprint, and every cursor of the
+A run caps DuckDB's memory (runner/execution/run.py) to bound its footprint, and every cursor of the
 run's database draws on that one pool: the writer's flush, the model feeders reading what is
 left, and the sandboxed queries served to `ibias sql` during the run (store/live.py). Two
 things once failed a full run for want of memory:

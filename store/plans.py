@@ -1,6 +1,6 @@
 """Plans in the store: which trials a plan has, what is left of it, in plan order.
 
-A plan is identified by its hash (runner/plan.py). Its trials are the trial rows that its
+A plan is identified by its hash (runner/execution/plan.py). Its trials are the trial rows that its
 planning runs inserted, plus the keys listed in `plan_trials` (trials an earlier run had
 already stored, so they keep that run's id). Rows are only inserted (migration 004): a
 'started' row in `plans` when a run starts planning, a 'complete' row when every trial of the
@@ -32,7 +32,7 @@ from ibias.store.memory import MemoryGuard
 from ibias.store.progress_counts import current, rebuild, runs_counts, trials_added
 from ibias.store.writer import SPEC_COLUMNS, TRIAL_ROW_COLUMNS
 
-#: Per-spec columns of a planner batch (`runner.plan.PlanBatch.columns()`, one entry per
+#: Per-spec columns of a planner batch (`runner.execution.plan.PlanBatch.columns()`, one entry per
 #: spec): the spec's texts as canonical JSON, its key, and the columns its trials share
 #: (stored in each trial row).
 SPEC_BATCH_COLUMNS = (*SPEC_COLUMNS, "experiment", "language", "replicate")
@@ -136,7 +136,7 @@ def insert_planned(
     *,
     fresh: bool,
 ) -> int:
-    """Store one planner batch (columns as `runner.plan.PlanBatch.columns()`: per spec and
+    """Store one planner batch (columns as `runner.execution.plan.PlanBatch.columns()`: per spec and
     per trial) for `plan`, planned by `run_id`; returns how many trial rows were new.
 
     `fresh` (the store had no trials when planning started, so no key can be there already:

@@ -516,7 +516,7 @@ class Writer:
         attempts, self._attempts = self._attempts, []
         responses, self._responses = self._responses, []
         landed, self._landed = self._landed, []
-        # The final flush always reaches the test-only hook (runner/phase_hook.py), even
+        # The final flush always reaches the test-only hook (runner/execution/phase_hook.py), even
         # with nothing to write, so the torture tests can stop every run in that phase.
         hooked = self._closing and self.before_commit is not None
         if self.failure is not None or (not attempts and not responses and not hooked):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ibias.runner.config import load_config
-from ibias.runner.plan import build_experiments, trials_for
+from ibias.runner.execution.plan import build_experiments, trials_for
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
@@ -114,7 +114,7 @@ async def test_ibias_models_can_check_every_frontier_model() -> None:
     that provider's protocol on 127.0.0.1, passes `ibias models`' check."""
     from dataclasses import replace
 
-    from ibias.runner.models_check import check_models
+    from ibias.runner.execution.models_check import check_models
     from ibias.runner.simulator import Simulator
     from ibias.runner.simulator.profile import SimProfile
 

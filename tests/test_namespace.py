@@ -20,7 +20,13 @@ def test_generic_top_level_modules_are_not_importable(name: str) -> None:
 def test_every_module_file_is_loaded_under_one_name_only() -> None:
     # A file imported as both `runner.x` and `ibias.runner.x` would hold two registries. The
     # entry points of each room are imported here, so the test holds when it runs alone too.
-    for entry in ("analysis.analyze", "runner.cli", "runner.run", "store.db", "prompts.registry"):
+    for entry in (
+        "analysis.analyze",
+        "runner.cli",
+        "runner.execution.run",
+        "store.db",
+        "prompts.registry",
+    ):
         importlib.import_module(f"ibias.{entry}")
     by_file: dict[str, list[str]] = {}
     for name, module in list(sys.modules.items()):

@@ -25,7 +25,7 @@ from ibias.runner.batch.limits import ANTHROPIC_BATCH_BYTES, ANTHROPIC_BATCH_REQ
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.anthropic import AnthropicProvider, parse_message
 from ibias.runner.providers.base import Provider, Sampling
-from ibias.runner.retries import MalformedResponse, loads_json
+from ibias.runner.providers.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
 
 __all__ = ["CLOCK_SKEW_S", "AnthropicBatches"]
@@ -155,7 +155,7 @@ class AnthropicBatches(BatchAPI):
 
 def _result(line: bytes) -> LineResult | None:
     try:
-        data = loads_json(line)  # numbers of any size (runner/retries.py)
+        data = loads_json(line)  # numbers of any size (runner/providers/retries.py)
     except orjson.JSONDecodeError:
         return None
     key = data.get("custom_id") if isinstance(data, dict) else None

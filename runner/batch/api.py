@@ -37,7 +37,7 @@ class BatchAPIError(errors.ProviderError):
     (a connection error, 408, 409, 429, 5xx), else the model's batches stop (400s, 401, 404)."""
 
     def __init__(self, message: str, *, status: int | None = None, retry: bool = False) -> None:
-        from ibias.runner.retries import redact
+        from ibias.runner.providers.retries import redact
 
         super().__init__(redact(message))
         self.status = status

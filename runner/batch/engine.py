@@ -30,8 +30,8 @@ from ibias.runner.batch.api import TOO_LARGE, BatchAPI, BatchAPIError, BatchInfo
 from ibias.runner.batch.limits import BatchLimits, batch_discount
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Reply, Sampling
-from ibias.runner.retries import redact
-from ibias.runner.scheduler import ModelStats, response_row
+from ibias.runner.providers.retries import redact
+from ibias.runner.scheduling.scheduler import ModelStats, response_row
 from ibias.store import batches as store
 from ibias.store.batches import ENDED, LIVE, BatchRow
 from ibias.store.derived import parse_landed, parsed_kinds, reply_text

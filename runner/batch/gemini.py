@@ -28,7 +28,7 @@ from ibias.runner.batch.limits import (
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Provider, Sampling
 from ibias.runner.providers.gemini import GeminiProvider, parse_generate_content
-from ibias.runner.retries import MalformedResponse, loads_json
+from ibias.runner.providers.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
 
 __all__ = ["GeminiBatches"]
@@ -204,7 +204,7 @@ class GeminiBatches(BatchAPI):
                     yield oversized_line(line.key("key"), line.size, max_line_bytes)
                     continue
                 try:
-                    item = loads_json(line)  # numbers of any size (runner/retries.py)
+                    item = loads_json(line)  # numbers of any size (runner/providers/retries.py)
                 except orjson.JSONDecodeError:
                     yield None
                     continue

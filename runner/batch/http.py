@@ -14,8 +14,8 @@ import orjson
 
 from ibias.runner.batch.api import BatchAPIError
 from ibias.runner.providers.http import display_url
+from ibias.runner.providers.retries import loads_json
 from ibias.runner.redact import redact_body, secret_bytes
-from ibias.runner.retries import loads_json
 
 __all__ = ["BatchClient", "Oversized"]
 
@@ -111,7 +111,7 @@ class BatchClient:
                 retry=retry,
             )
         try:
-            data = loads_json(body)  # numbers of any size (runner/retries.py)
+            data = loads_json(body)  # numbers of any size (runner/providers/retries.py)
         except orjson.JSONDecodeError:
             raise BatchAPIError(
                 f"{method} {display_url(url)}: body is not JSON", retry=True

@@ -26,7 +26,7 @@ from ibias.runner.batch.limits import (
 from ibias.runner.config import ModelConfig
 from ibias.runner.providers.base import Provider, Sampling
 from ibias.runner.providers.openai import NullContent, OpenAIProvider, parse_chat_completion
-from ibias.runner.retries import MalformedResponse, loads_json
+from ibias.runner.providers.retries import MalformedResponse, loads_json
 from ibias.store.batches import BatchRow
 
 __all__ = ["OpenAIBatchClient", "OpenAIBatches", "batch_line"]
@@ -208,7 +208,7 @@ class OpenAIBatches(BatchAPI):
 
     def _result(self, line: bytes) -> LineResult | None:
         try:
-            data = loads_json(line)  # numbers of any size (runner/retries.py)
+            data = loads_json(line)  # numbers of any size (runner/providers/retries.py)
         except orjson.JSONDecodeError:
             return None
         key = data.get("custom_id") if isinstance(data, dict) else None

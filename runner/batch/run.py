@@ -22,8 +22,8 @@ import duckdb
 from ibias import errors
 from ibias.runner.batch.limits import BatchLimits, batch_refusal, wants_batch
 from ibias.runner.config import Config, ModelConfig
-from ibias.runner.scheduler import ModelStats
-from ibias.runner.stop import Stop
+from ibias.runner.scheduling.scheduler import ModelStats
+from ibias.runner.scheduling.stop import Stop
 from ibias.store.plans import StoredPlan
 
 if TYPE_CHECKING:
@@ -95,8 +95,8 @@ async def run(
 ) -> BatchOutcome:
     """Submit the batch models' trials, run `online(committed_usd)` (the online models), then
     wait for the batches unless told not to. `base_url` gives the URL each model's batch API
-    is called at instead of its configured one (a rehearsal's simulator, runner/rehearsal.py);
-    the configured one still decides every rule."""
+    is called at instead of its configured one (a rehearsal's simulator,
+    runner/execution/rehearsal.py); the configured one still decides every rule."""
     from ibias.runner.batch.engine import ModelBatches  # loads aiohttp: only when used
 
     budget = _BatchBudget(max_cost, spent, say)

@@ -68,7 +68,7 @@ def batches_of(con: duckdb.DuckDBPyConnection, now: datetime | None = None) -> l
 
 
 def _age(seconds: int) -> str:
-    from ibias.runner.planning_report import duration
+    from ibias.runner.execution.planning_report import duration
 
     return duration(seconds)
 
@@ -103,8 +103,8 @@ async def _live_engines(
 
     from ibias.runner.batch.engine import ModelBatches
     from ibias.runner.batch.run import batch_api
-    from ibias.runner.run import check_keys
-    from ibias.runner.scheduler import ModelStats
+    from ibias.runner.execution.run import check_keys
+    from ibias.runner.scheduling.scheduler import ModelStats
     from ibias.store import batches as stored
     from ibias.store.db import open_store
     from ibias.store.lock import StoreLock

@@ -41,7 +41,7 @@ def handle(args: argparse.Namespace) -> int:
     """The grid into --out/demo.duckdb, then the report beside it."""
     from ibias.runner.commands.stop_signals import with_stop_signals
     from ibias.runner.config import load_config
-    from ibias.runner.run import RunOptions, execute
+    from ibias.runner.execution.run import RunOptions, execute
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ def handle(args: argparse.Namespace) -> int:
     import anyio
 
     from ibias.runner.config import load_config
-    from ibias.runner.models_check import check_models, render_checks
+    from ibias.runner.execution.models_check import check_models, render_checks
 
     config = load_config(args.config)
     checks = anyio.run(check_models, config, os.environ)

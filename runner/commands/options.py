@@ -108,7 +108,7 @@ def add_store(p: argparse.ArgumentParser) -> None:
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
-    """--model and --experiment: part of a config (runner/selection.py)."""
+    """--model and --experiment: part of a config (runner/execution/selection.py)."""
     p.add_argument(
         "--model",
         action="append",
@@ -123,8 +123,8 @@ def add_selection(p: argparse.ArgumentParser) -> None:
     )
 
 
-#: `--speed` at most (runner/rehearsal.py `MAX_SPEED`, kept here as a number so that `--help`
-#: does not import the runner).
+#: `--speed` at most (runner/execution/rehearsal.py `MAX_SPEED`, kept here as a number so that
+#: `--help` does not import the runner).
 MAX_SPEED = 10_000.0
 
 
@@ -139,7 +139,7 @@ def speed(text: str) -> float:
 
 
 def add_rehearse(p: argparse.ArgumentParser, *, run: bool = False) -> None:
-    """--rehearse: the config's rehearsal (runner/rehearsal.py) and its store."""
+    """--rehearse: the config's rehearsal (runner/execution/rehearsal.py) and its store."""
     p.add_argument(
         "--rehearse",
         action="store_true",

@@ -29,7 +29,7 @@ def add_arguments(plan: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ibias.runner.planning_report import plan_json, render_plan
+    from ibias.runner.execution.planning_report import plan_json, render_plan
 
     config = selected_config(args)
     report = plan_json(config, config.store_path(args.store), batch=args.batch)

@@ -21,7 +21,7 @@ from ibias.runner.console import literal
 
 if TYPE_CHECKING:
     from ibias.runner.batch.run import BatchOptions
-    from ibias.runner.stop import Stop
+    from ibias.runner.scheduling.stop import Stop
 
 
 def add_arguments(run: argparse.ArgumentParser) -> None:
@@ -71,10 +71,10 @@ def add_arguments(run: argparse.ArgumentParser) -> None:
 
 def selected_config(args: argparse.Namespace) -> Config:
     """The config of `run`/`plan`, restricted by --model and --experiment; with --rehearse,
-    its rehearsal (whose store is the rehearsal store, runner/rehearsal.py)."""
+    its rehearsal (whose store is the rehearsal store, runner/execution/rehearsal.py)."""
     from dataclasses import replace
 
-    from ibias.runner.selection import select
+    from ibias.runner.execution.selection import select
 
     config = select(load_config(args.config), args.model, args.experiment)
     return replace(config, rehearsal=True) if getattr(args, "rehearse", False) else config
@@ -89,7 +89,7 @@ def batch_options(args: argparse.Namespace) -> BatchOptions:
 
 def handle(args: argparse.Namespace) -> int:
     from ibias.runner.commands.stop_signals import with_stop_signals
-    from ibias.runner.run import RunOptions, execute
+    from ibias.runner.execution.run import RunOptions, execute
 
     if args.speed is not None and not args.rehearse:
         raise UsageError("ibias run: --speed applies only with --rehearse")
@@ -98,12 +98,12 @@ def handle(args: argparse.Namespace) -> int:
             "ibias run: --no-wait cannot rehearse (a rehearsal's batches live in its own "
             "simulator, which ends with the run); drop --no-wait"
         )
-    # Loaded before the loop, which it chooses (runner/event_loop.py); a stop signal while it
-    # loads ends the command at once, as during start-up (runner/startup.py).
+    # Loaded before the loop, which it chooses (runner/execution/event_loop.py); a stop signal while
+    # it loads ends the command at once, as during start-up (runner/startup.py).
     config = selected_config(args)
     rehearsal = None
     if args.rehearse:
-        from ibias.runner.rehearsal import Rehearsal
+        from ibias.runner.execution.rehearsal import Rehearsal
 
         rehearsal = Rehearsal(speed=args.speed or 1.0)
 

@@ -1,5 +1,5 @@
 """`ibias run` and `ibias demo` receive their stop signals on the event loop, as `Stop`
-requests, from before any of their work until it has ended (runner/stop.py)."""
+requests, from before any of their work until it has ended (runner/scheduling/stop.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ibias.runner.commands import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
     from ibias.runner.config import Config
-    from ibias.runner.stop import Stop
+    from ibias.runner.scheduling.stop import Stop
 
 #: Signals that stop a run gracefully. SIGHUP too: a closed terminal or ssh session should
 #: leave a consistent, resumable store, exactly like SIGTERM. (SIGHUP only where it exists.)
@@ -41,7 +41,7 @@ def _exit_overdue() -> None:
 
 def with_stop_signals(job: Callable[[Stop], Awaitable[_T]], config: Config) -> _T:
     """Run `job` (a run of `config`) on an event loop whose stop signals are received before
-    any of its work; `config` chooses the loop (`runner/event_loop.py`).
+    any of its work; `config` chooses the loop (`runner/execution/event_loop.py`).
 
     The receiver is open before `job` loads or plans anything, so a signal at any point becomes
     a `Stop` request (never a KeyboardInterrupt traceback or a death by SIGTERM) and the job
@@ -51,12 +51,12 @@ def with_stop_signals(job: Callable[[Stop], Awaitable[_T]], config: Config) -> _
     """
     import anyio
 
-    from ibias.runner.event_loop import event_loop_options
-    from ibias.runner.stop import Stop
+    from ibias.runner.execution.event_loop import event_loop_options
+    from ibias.runner.scheduling.stop import Stop
 
     stop = Stop()
     # The backstop: whatever is stuck (a thread the loop must wait for), the process ends
-    # STOP_MARGIN_S after the grace period, as after kill -9 (runner/stop.py).
+    # STOP_MARGIN_S after the grace period, as after kill -9 (runner/scheduling/stop.py).
     stop.arm(_exit_overdue, STOP_MARGIN_S)
     try:
         return anyio.run(_receiving, job, stop, backend_options=event_loop_options(config))
@@ -75,7 +75,7 @@ async def _receiving(job: Callable[[Stop], Awaitable[_T]], stop: Stop) -> _T:
     Each signal is a loop callback that requests the stop itself (`loop.add_signal_handler`),
     not a message to a task that would request it a few loop turns later (anyio's signal
     receiver): under a full load of requests a turn of the loop takes tens of milliseconds, and
-    the stop's listeners (runner/stop.py) must halt the progress display before its next
+    the stop's listeners (runner/scheduling/stop.py) must halt the progress display before its next
     refresh; until they run, the process's own handler has noted the signal
     (`Stop.signalled`), which the display checks before each refresh. A second signal requests
     nothing new (the first reason stays; the armed watchdog still ends the process on time).

@@ -21,10 +21,10 @@ def store_of(args: argparse.Namespace) -> Path:
 
 def _store_named(args: argparse.Namespace) -> Path:
     """`_store_of_config`, with --rehearse: the rehearsal store beside the store a config or
-    the default names (`runner/rehearsal.py`); --store is taken as given."""
+    the default names (`runner/execution/rehearsal.py`); --store is taken as given."""
     store = _store_of_config(args)
     if getattr(args, "rehearse", False) and args.store is None:
-        from ibias.runner.rehearsal import rehearsal_store
+        from ibias.runner.execution.rehearsal import rehearsal_store
 
         return rehearsal_store(store)
     return store
@@ -47,7 +47,7 @@ def _store_of_config(args: argparse.Namespace) -> Path:
     store: str | None = args.store
     if not configs:
         return Path(store or DEFAULT_STORE)
-    # Only with a config: runner/config.py costs a command that names its store alone about
+    # Only with a config: runner/config/__init__.py costs a command that names its store alone about
     # 0.1-0.2 s of imports (the experiment registry, the provider tables).
     from ibias.runner.config import config_store_path, is_installed_config, store_beside
 
@@ -59,7 +59,7 @@ def _store_of_config(args: argparse.Namespace) -> Path:
         return Path(store)
     beside, which = store_beside(config, named), "[run] store"
     if getattr(args, "rehearse", False):
-        from ibias.runner.rehearsal import rehearsal_store
+        from ibias.runner.execution.rehearsal import rehearsal_store
 
         beside, which = rehearsal_store(beside), "rehearsal store"
     if beside.resolve() != Path(store).resolve():

@@ -16,7 +16,7 @@ The dialect, as this class speaks it:
   `temperature`, except for the models that refuse it (runner/providers/params.py's
   `ANTHROPIC_RULES`, or `send_temperature = false` in the config). The neutral `seed` has no
   Anthropic counterpart: a config giving an anthropic model a `sampling_seed` is refused
-  (runner/config.py), so no trial key promises one. The model's own options
+  (runner/config/__init__.py), so no trial key promises one. The model's own options
   (`AnthropicThinking`): `thinking_budget` -> `thinking: {type: enabled, budget_tokens}`,
   `thinking = "adaptive"` / `"disabled"` -> `thinking: {type: ...}`, `effort` ->
   `output_config: {effort}`.
@@ -28,11 +28,11 @@ The dialect, as this class speaks it:
   content is None (any partial text stays in `raw`) and `refusal` holds the API's explanation.
   Tokens: `usage.input_tokens` (plus any cache creation and cache read tokens) as prompt tokens,
   `usage.output_tokens` as completion tokens. `model` is the provider model.
-* errors: runner/retries.py's policy, plus Anthropic's error types: `authentication_error`,
-  `permission_error`, `not_found_error` and billing errors (`billing_error`, or a 4xx saying the
-  credit balance is too low) stop the model; 429 `rate_limit_error` and 529 `overloaded_error`
-  are retried, waiting at least `retry-after` (or an `anthropic-ratelimit-*-reset` whose budget
-  is used up).
+* errors: runner/providers/retries.py's policy, plus Anthropic's error types:
+  `authentication_error`, `permission_error`, `not_found_error` and billing errors (`billing_error`,
+  or a 4xx saying the credit balance is too low) stop the model; 429 `rate_limit_error` and 529
+  `overloaded_error` are retried, waiting at least `retry-after` (or an
+  `anthropic-ratelimit-*-reset` whose budget is used up).
 * limits: `anthropic-ratelimit-requests-limit` is the RPM; `anthropic-ratelimit-tokens-limit`
   (input plus output tokens per minute, the most restrictive limit in effect) the TPM, else the
   sum of the `-input-tokens-limit` and `-output-tokens-limit` headers (also kept apart); each
@@ -66,10 +66,7 @@ from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.params import ParamRule, rule_for
 from ibias.runner.providers.registry import provider
-from ibias.runner.providers.sending import SendingOptions
-from ibias.runner.providers.traits import BUILTIN_TRAITS
-from ibias.runner.providers.usage import token_count, token_sum
-from ibias.runner.retries import (
+from ibias.runner.providers.retries import (
     Classification,
     MalformedResponse,
     Verdict,
@@ -80,6 +77,9 @@ from ibias.runner.retries import (
     json_object,
     parse_rfc3339,
 )
+from ibias.runner.providers.sending import SendingOptions
+from ibias.runner.providers.traits import BUILTIN_TRAITS
+from ibias.runner.providers.usage import token_count, token_sum
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -240,7 +240,7 @@ class AnthropicConfigOptions(SendingOptions, forbid_unknown_fields=True, frozen=
     )
     #: The `anthropic-version` its requests send. Its default is the one sent before the key
     #: existed, and the config loader leaves an option given at its schema's default out of
-    #: the model's options (runner/config.py), so naming it changes no trial key; any other
+    #: the model's options (runner/config/__init__.py), so naming it changes no trial key; any other
     #: version enters the trial's params (the reply may differ).
     anthropic_version: str = ANTHROPIC_VERSION
 
@@ -276,7 +276,8 @@ def anthropic_request(
 def classify_anthropic(
     status: int, headers: Mapping[str, str], body: bytes, now: float | None = None
 ) -> Classification:
-    """runner/retries.py's policy with Anthropic's error types on top (see the module doc)."""
+    """runner/providers/retries.py's policy with Anthropic's error types on top (see the module
+    doc)."""
     if 200 <= status < 300:
         return classify_http(status, headers, body, now)
     info = error_body(body)

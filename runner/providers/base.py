@@ -8,7 +8,8 @@ attempt it asks the provider what limits the response headers announce. Adding a
 then one registered class (runner/providers/registry.py), and a test can hand the run an
 in-process provider with no HTTP at all.
 
-Failures are raised as `AttemptError` carrying the retry classification (runner/retries.py).
+Failures are raised as `AttemptError` carrying the retry classification
+(runner/providers/retries.py).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import msgspec
 
 from ibias import errors
 from ibias.prompts.base import Message
-from ibias.runner import retries
 from ibias.runner.config import ModelConfig
+from ibias.runner.providers import retries
 from ibias.runner.providers.names import BUILTIN_OPTIONS
+from ibias.runner.providers.retries import Classification
 from ibias.runner.providers.traits import ProviderTraits
-from ibias.runner.retries import Classification
 
 __all__ = [
     "AttemptError",
@@ -320,7 +321,8 @@ class Provider(ABC):
 
     def classify_exception(self, exc: BaseException) -> Classification:
         """Classify an exception that escaped `complete` (timeouts, dropped connections,
-        malformed bodies, a bug). The default is the common policy of runner/retries.py."""
+        malformed bodies, a bug). The default is the common policy of
+        runner/providers/retries.py."""
         return retries.classify_exception(exc)
 
     def limits_from_headers(self, headers: Mapping[str, str]) -> Limits | None:

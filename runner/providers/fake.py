@@ -45,8 +45,8 @@ from ibias.runner.providers.base import (
     Reply,
     Sampling,
 )
+from ibias.runner.providers.retries import Classification, classify_exception, classify_http
 from ibias.runner.providers.traits import ProviderTraits
-from ibias.runner.retries import Classification, classify_exception, classify_http
 
 __all__ = ["Answer", "FakeFailure", "FakeProvider", "Outcome"]
 
@@ -55,8 +55,8 @@ __all__ = ["Answer", "FakeFailure", "FakeProvider", "Outcome"]
 class FakeFailure:
     """An HTTP error the fake answers with: `status` (429, 503, 401, ...), the provider's
     `message` in its error body, and a `retry_after_s` header when given. Classified by the
-    same rules as a real provider's response (runner/retries.py `classify_http`): a 5xx or 429
-    is retried (a 429 pauses the endpoint, a `retry_after_s` is the wait), a 4xx is fatal for
+    same rules as a real provider's response (runner/providers/retries.py `classify_http`): a 5xx or
+    429 is retried (a 429 pauses the endpoint, a `retry_after_s` is the wait), a 4xx is fatal for
     the model, `code="insufficient_quota"` on a 429 too."""
 
     status: int

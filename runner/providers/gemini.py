@@ -19,11 +19,11 @@ The dialect, as this class speaks it:
   `thoughtsTokenCount` as completion tokens (thoughts are billed as output, so they count in
   the cost and the budget; `thoughtsTokenCount` is also kept as `Reply.reasoning_tokens`).
   `modelVersion` is the provider model.
-* errors: runner/retries.py's policy (429 RESOURCE_EXHAUSTED waits for `RetryInfo.retryDelay`;
-  400 API_KEY_INVALID, 403, 404 stop the model), plus: a 429 naming a quota whose id contains
-  `PerDay` stops the model for this run with one line saying when the quota resets (midnight
-  Pacific time), so a resume after that continues; a 429 naming a quota whose value is 0 (the
-  model is not available to this project or tier) stops it too.
+* errors: runner/providers/retries.py's policy (429 RESOURCE_EXHAUSTED waits for
+  `RetryInfo.retryDelay`; 400 API_KEY_INVALID, 403, 404 stop the model), plus: a 429 naming a quota
+  whose id contains `PerDay` stops the model for this run with one line saying when the quota resets
+  (midnight Pacific time), so a resume after that continues; a 429 naming a quota whose value is 0
+  (the model is not available to this project or tier) stops it too.
 * limits: Gemini sends no rate-limit headers. A 429 names the quota it hit and its value
   (`QuotaFailure.violations[].quotaValue`): the provider remembers per-minute request and token
   quotas from those and announces them through `limits_from_headers`, so a model without
@@ -58,9 +58,7 @@ from ibias.runner.providers.http import HTTPProvider
 from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.names import SENDING_OPTIONS
 from ibias.runner.providers.registry import provider
-from ibias.runner.providers.traits import BUILTIN_TRAITS
-from ibias.runner.providers.usage import token_count, token_sum
-from ibias.runner.retries import (
+from ibias.runner.providers.retries import (
     Classification,
     MalformedResponse,
     QuotaViolation,
@@ -73,6 +71,8 @@ from ibias.runner.retries import (
     quota_violations,
     redact,
 )
+from ibias.runner.providers.traits import BUILTIN_TRAITS
+from ibias.runner.providers.usage import token_count, token_sum
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -271,8 +271,8 @@ def _daily_message(violation: QuotaViolation | None, now: float) -> str:
 
 
 #: What a Gemini model's config changes when the API refuses a parameter by name
-#: (runner/retries.py `param_refusal`): its own thinking options, and a temperature (Gemini's
-#: provider sends the configured one always: `send_temperature` is not read here).
+#: (runner/providers/retries.py `param_refusal`): its own thinking options, and a temperature
+#: (Gemini's provider sends the configured one always: `send_temperature` is not read here).
 GEMINI_PARAM_KEYS: Mapping[str, str] = MappingProxyType(
     {
         "thinking": "remove thinking_budget or thinking_level for this model",
@@ -284,7 +284,8 @@ GEMINI_PARAM_KEYS: Mapping[str, str] = MappingProxyType(
 def classify_gemini(
     status: int, headers: Mapping[str, str], body: bytes, now: float | None = None
 ) -> Classification:
-    """runner/retries.py's policy with Gemini's quota rules on top (see the module doc)."""
+    """runner/providers/retries.py's policy with Gemini's quota rules on top (see the module
+    doc)."""
     if now is None:
         now = time.time()
     base = classify_http(status, headers, body, now, param_keys=GEMINI_PARAM_KEYS)

@@ -31,8 +31,8 @@ import orjson
 
 from ibias.runner.config import DEFAULT_MAX_BODY_BYTES
 from ibias.runner.providers.base import AttemptError, Provider
+from ibias.runner.providers.retries import Classification, Verdict, redact
 from ibias.runner.redact import redact_body, secret_bytes
-from ibias.runner.retries import Classification, Verdict, redact
 
 __all__ = [
     "MAX_BODY_BYTES",

@@ -37,10 +37,7 @@ from ibias.runner.providers.http import max_body_bytes_of as _max_body_bytes
 from ibias.runner.providers.names import DEFAULT_BASE_URLS
 from ibias.runner.providers.params import ParamRule, rule_for, wire_params
 from ibias.runner.providers.registry import provider
-from ibias.runner.providers.sending import SendingOptions
-from ibias.runner.providers.traits import BUILTIN_TRAITS
-from ibias.runner.providers.usage import token_count, token_sum
-from ibias.runner.retries import (
+from ibias.runner.providers.retries import (
     Classification,
     MalformedResponse,
     Verdict,
@@ -51,6 +48,9 @@ from ibias.runner.retries import (
     parse_duration,
     redact,
 )
+from ibias.runner.providers.sending import SendingOptions
+from ibias.runner.providers.traits import BUILTIN_TRAITS
+from ibias.runner.providers.usage import token_count, token_sum
 
 __all__ = [
     "OPENAI_PARAM_KEYS",
@@ -321,7 +321,7 @@ class OpenAIProvider(HTTPProvider):
     def classify_response(
         self, status: int, headers: Mapping[str, str], body: bytes
     ) -> Classification:
-        """OpenAI's dialect of statuses and error bodies: runner/retries.py's table, a
+        """OpenAI's dialect of statuses and error bodies: runner/providers/retries.py's table, a
         refused parameter named with the keys of an OpenAI-compatible model."""
         return classify_http(status, headers, body, now=time.time(), param_keys=OPENAI_PARAM_KEYS)
 
@@ -334,8 +334,9 @@ class OpenAIProvider(HTTPProvider):
 
 
 #: What an OpenAI-compatible model's config changes when its host refuses a parameter by name
-#: (runner/retries.py `param_refusal`): a refused temperature is most often an OpenAI-style
-#: reasoning model under a name the rule table does not know (runner/providers/params.py).
+#: (runner/providers/retries.py `param_refusal`): a refused temperature is most often an
+#: OpenAI-style reasoning model under a name the rule table does not know
+#: (runner/providers/params.py).
 OPENAI_PARAM_KEYS: Mapping[str, str] = MappingProxyType(
     {
         "temperature": "set reasoning = true for this model (an OpenAI-style reasoning model) "
@@ -350,8 +351,8 @@ def embedded_error(status: int, headers: Mapping[str, str], body: bytes) -> Clas
 
     Gemini's OpenAI endpoint sends its errors as a JSON array of error objects
     (`[{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [...]}}]`); with an
-    error status runner/retries.py reads that array like any error body. Some hosts send an
-    error object, or such an array, with a 200 instead of a completion (OpenRouter for
+    error status runner/providers/retries.py reads that array like any error body. Some hosts send
+    an error object, or such an array, with a 200 instead of a completion (OpenRouter for
     upstream failures): that body is classified as the HTTP status its `code` names, so a quota
     error stays a quota error rather than a malformed completion retried eight times. Without a
     usable code it is a malformed answer, retried, with the provider's message kept.

@@ -1,7 +1,7 @@
 """Which request parameters each model family accepts, by model name, whatever the host.
 
 Why a table rather than trial and error: a parameter a model rejects is a 400 that stops the
-model (runner/retries.py), and retrying without it would make what was sent depend on what
+model (runner/providers/retries.py), and retrying without it would make what was sent depend on what
 failed. Reasoning models reject parameters their chat siblings take, so the body a trial sends
 is decided here, once, from the provider and the model name, and a config asking for a value
 the model cannot honour is refused when the config is read (`check_sampling`), not after
@@ -17,7 +17,7 @@ Azure deployment name, a local server's alias) the config says it per model, and
 wins over the table: `reasoning = true|false` (OpenAI-compatible models: the OpenAI reasoning
 rule, or none) and `send_temperature = true|false` (any provider), see `rule_for`. A model the
 table still misses is stopped at its first 400 naming the parameter, with the key to set
-(runner/retries.py `param_refusal`).
+(runner/providers/retries.py `param_refusal`).
 
 The facts (documented by each host; kept with the rule as `source`):
 

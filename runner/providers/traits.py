@@ -4,7 +4,7 @@ Why a value and not checks in the config loader: the loader must not know any pr
 name, so that a provider from another package is validated by the same code as the built-in
 ones. A provider declares its `ProviderTraits` (a built-in one here, in `BUILTIN_TRAITS`, so a
 config is checked without importing the provider's module and aiohttp; any other one as its
-class's `traits`), and runner/config.py reads only the traits.
+class's `traits`), and runner/config/__init__.py reads only the traits.
 
 This module imports nothing heavy: the hooks that need more (the GGUF digest, the request
 rules) import it when they run.

@@ -7,7 +7,7 @@ would be a negative cost that `--max-cost` subtracts, and a string or a float wo
 the sums. Every protocol (openai, anthropic, gemini, and the simulator, which speaks
 OpenAI's) reads its counts through `token_count`, so a reply carries either a count the store
 can hold or None: unknown, stored as NULL, with an unknown (NULL) cost that the budget counts at
-the request's upper bound (runner/budget.py).
+the request's upper bound (runner/scheduling/budget.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A profile is a value (frozen dataclasses). Every table it is read from is valida
 time with the key that holds it, not as a strange result hours into a run. Profiles come
 from a TOML file (`ibias simulate --profile`), from a plain dict (a run config's `[models.sim]`
 uses the same keys as a profile's model table: a `simulator` model's always, any other
-provider's model's in a rehearsal, runner/rehearsal.py) or from the CLI's few flags
+provider's model's in a rehearsal, runner/execution/rehearsal.py) or from the CLI's few flags
 (`SimProfile.from_args`).
 
 What a model table holds. The runner's own keys (`SimModelTable`: refusal_rate, latency,

@@ -29,8 +29,8 @@ __all__ = ["LoopbackSimulator", "SimulatorProvider"]
 
 class LoopbackSimulator:
     """One in-process simulator on 127.0.0.1 for a run, started by the first `url()` call. A
-    rehearsal (runner/rehearsal.py) makes one for all its models, from its own profile, and
-    sends every provider's requests to it on that provider's protocol."""
+    rehearsal (runner/execution/rehearsal.py) makes one for all its models, from its own profile,
+    and sends every provider's requests to it on that provider's protocol."""
 
     def __init__(self, profile: SimProfile) -> None:
         self.profile = profile

@@ -17,7 +17,7 @@ import pytest
 
 from ibias.analysis.analyze import AnalysisResult, analyze
 from ibias.runner.config import load_config
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.execution.run import RunOptions, execute
 
 # The hostile model id is a valid id (no spaces) whose text is HTML that would run a script if
 # the report pasted it unescaped; its provider model string ("<id>-sim-2026-01") is hostile too.

@@ -41,7 +41,7 @@ from ibias.analysis.simulated import (
     simulated_models,
 )
 from ibias.runner.config import load_config
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.execution.run import RunOptions, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import SimProfile
 

@@ -19,8 +19,8 @@ import pytest
 from aiohttp import web
 
 from ibias.runner.config import load_config
-from ibias.runner.retries import Backoff
-from ibias.runner.run import EXIT_FAILED, RunOptions, execute
+from ibias.runner.execution.run import EXIT_FAILED, RunOptions, execute
+from ibias.runner.providers.retries import Backoff
 from tests.helpers import model_block, write_config
 
 FAST = Backoff(base_s=0.001, cap_s=0.01, max_attempts=4)

@@ -10,10 +10,10 @@ import anyio
 import duckdb
 from aiohttp import web
 
-from ibias.runner import breaker
 from ibias.runner.config import load_config
-from ibias.runner.retries import Backoff
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.execution.run import RunOptions, execute
+from ibias.runner.providers.retries import Backoff
+from ibias.runner.scheduling import breaker
 from ibias.runner.status import read_status, status_path
 from tests.helpers import IBIAS, model_block, start_simulator, stop_simulator, write_config
 

@@ -25,10 +25,10 @@ import pytest
 import ibias.store.writer as writer_module
 from ibias import FakeProvider
 from ibias.runner import cli
-from ibias.runner import run_schedule as run_module
 from ibias.runner.config import ModelConfig, load_config
+from ibias.runner.execution import run_schedule as run_module
+from ibias.runner.execution.run import RunOptions, execute
 from ibias.runner.providers.base import ProviderContext
-from ibias.runner.run import RunOptions, execute
 from ibias.store.writer import StoreWriteError, Writer, os_cause
 from tests.helpers import IBIAS, model_block, write_config
 

@@ -4,9 +4,9 @@ requests, the final flush) and resumed each time, ends with every trial answered
 and no run dying of anything else.
 
 The moments come from a seeded generator and are reached through the run's test-only phase
-hook (runner/phase_hook.py), so each phase is interrupted on any machine, however fast: the run
-waits at the drawn occurrence of its phase (the k-th planning batch stored, the k-th flush just
-before its COMMIT, the final flush) until the test has signalled it. An interruption in the
+hook (runner/execution/phase_hook.py), so each phase is interrupted on any machine, however fast:
+the run waits at the drawn occurrence of its phase (the k-th planning batch stored, the k-th flush
+just before its COMMIT, the final flush) until the test has signalled it. An interruption in the
 requests phase is delivered either while the flush is held (so a `kill -9` loses that
 uncommitted flush) or a drawn delay after it is let go (requests in flight).
 

@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from ibias.runner.run import TRIAL_BATCH
+from ibias.runner.execution.run import TRIAL_BATCH
 from ibias.runner.simulator import answer_for, normalize_messages
 from ibias.runner.simulator.profile import load_profile
 from tests.helpers import (

@@ -1,5 +1,5 @@
-"""Adaptive concurrency (runner/adaptive.py) on a fake clock, and the endpoint limiter applying
-it to its slots under virtual loop time."""
+"""Adaptive concurrency (runner/scheduling/adaptive.py) on a fake clock, and the endpoint limiter
+applying it to its slots under virtual loop time."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from collections.abc import Mapping, Sequence
 import anyio
 import pytest
 
-from ibias.runner.adaptive import AdaptiveConcurrency
 from ibias.runner.config import load_config
-from ibias.runner.limits import EndpointLimiter
+from ibias.runner.execution.run import RunOptions, execute
 from ibias.runner.providers.base import AttemptError, Provider, Reply, Sampling
-from ibias.runner.retries import Backoff, Classification, Verdict
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.providers.retries import Backoff, Classification, Verdict
+from ibias.runner.scheduling.adaptive import AdaptiveConcurrency
+from ibias.runner.scheduling.limits import EndpointLimiter
 from tests.helpers import model_block, write_config
 from tests.runner.test_limits import run_virtual
 

@@ -9,7 +9,7 @@ from ibias.runner.batch.http import Oversized
 from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.config import load_config
-from ibias.runner.run import EXIT_FAILED, RunOptions, execute
+from ibias.runner.execution.run import EXIT_FAILED, RunOptions, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

@@ -11,7 +11,7 @@ from pathlib import Path
 from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.config import Config, load_config
-from ibias.runner.run import EXIT_FAILED, EXIT_OK, RunOptions, RunResult, execute
+from ibias.runner.execution.run import EXIT_FAILED, EXIT_OK, RunOptions, RunResult, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

@@ -16,7 +16,7 @@ import pytest
 from ibias.runner.batch import gemini as gemini_batch
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.config import load_config
-from ibias.runner.run import EXIT_OK, RunOptions, RunResult, execute
+from ibias.runner.execution.run import EXIT_OK, RunOptions, RunResult, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

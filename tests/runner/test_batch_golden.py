@@ -16,7 +16,7 @@ from ibias.runner import simulator
 from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.config import load_config
-from ibias.runner.run import EXIT_OK, RunOptions, execute
+from ibias.runner.execution.run import EXIT_OK, RunOptions, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

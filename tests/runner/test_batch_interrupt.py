@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.config import load_config
-from ibias.runner.run import EXIT_INTERRUPTED, EXIT_OK, RunOptions, execute
+from ibias.runner.execution.run import EXIT_INTERRUPTED, EXIT_OK, RunOptions, execute
+from ibias.runner.scheduling.stop import Stop
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
-from ibias.runner.stop import Stop
 from tests.helpers import model_block, write_config
 
 

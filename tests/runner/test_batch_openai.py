@@ -13,8 +13,8 @@ import orjson
 from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.config import Config, load_config
-from ibias.runner.retries import Backoff
-from ibias.runner.run import EXIT_OK, RunOptions, RunResult, execute
+from ibias.runner.execution.run import EXIT_OK, RunOptions, RunResult, execute
+from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

@@ -17,9 +17,9 @@ from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.cli import main
 from ibias.runner.config import load_config
+from ibias.runner.execution.run import EXIT_OK, RunOptions, execute
 from ibias.runner.providers import registry
-from ibias.runner.retries import Backoff
-from ibias.runner.run import EXIT_OK, RunOptions, execute
+from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

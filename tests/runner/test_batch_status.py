@@ -12,7 +12,7 @@ import duckdb
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.cli import main
 from ibias.runner.config import load_config
-from ibias.runner.run import EXIT_OK, RunOptions, execute
+from ibias.runner.execution.run import EXIT_OK, RunOptions, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ibias.runner.breaker import Breaker, BreakerState, wait_turn
+from ibias.runner.scheduling.breaker import Breaker, BreakerState, wait_turn
 
 CAUSE = "connection: ClientConnectorError: Cannot connect to host 127.0.0.1:9"
 

@@ -4,7 +4,7 @@ worker (issue 33). On a fake clock (plain numbers as `now`)."""
 
 from __future__ import annotations
 
-from ibias.runner.breaker import FIRST_ALONE_S, Breaker, BreakerState
+from ibias.runner.scheduling.breaker import FIRST_ALONE_S, Breaker, BreakerState
 
 CAUSE = "connection: refused"
 

@@ -10,8 +10,8 @@ from typing import Any
 import duckdb
 
 from ibias.runner.config import Config, load_config
-from ibias.runner.retries import Backoff
-from ibias.runner.run import EXIT_FAILED, EXIT_OK, RunOptions, RunResult, execute
+from ibias.runner.execution.run import EXIT_FAILED, EXIT_OK, RunOptions, RunResult, execute
+from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
@@ -120,7 +120,7 @@ async def test_a_reply_of_unknown_cost_counts_at_its_upper_bound_when_resumed(tm
     """A stored response whose cost is unknown (NULL: the provider sent no usable usage)
     counts in a resumed run's budget at its request's upper bound (the prompt estimate at the
     input price plus the whole `max_tokens` at the output price), never as free."""
-    from ibias.runner.run import spent_on_plan
+    from ibias.runner.execution.run import spent_on_plan
     from ibias.store.plans import find_plan
 
     profile = SimProfile(seed=7, default=ModelProfile())

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ibias.prompts.schema import render_path
 from ibias.runner.cli import main
 from ibias.runner.config import CREDENTIAL_PARAMS, ConfigFileError, parse_config
-from ibias.runner.run import check_keys
+from ibias.runner.execution.run import check_keys
 
 PATH = Path("cfg.toml")
 MODEL = '[[models]]\nid = "m"\nprovider = "openai"\nbase_url = "https://api.example.com/v1"\n'

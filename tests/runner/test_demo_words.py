@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from ibias.runner.config import load_config
-from ibias.runner.plan import build_experiments, trials_for
+from ibias.runner.execution.plan import build_experiments, trials_for
 from tests.helpers import IBIAS
 
 ROOT = Path(__file__).resolve().parents[2]

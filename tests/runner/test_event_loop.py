@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ibias.runner.event_loop import event_loop_options
+from ibias.runner.execution.event_loop import event_loop_options
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="uvloop is not installed on Windows")

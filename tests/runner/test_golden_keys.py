@@ -20,7 +20,7 @@ import pytest
 
 from ibias.prompts.base import TrialSpec
 from ibias.runner.config import Config, load_config
-from ibias.runner.plan import Trial, build_experiments, trial_key, trials_for
+from ibias.runner.execution.plan import Trial, build_experiments, trial_key, trials_for
 from tests.helpers import model_block, write_config
 
 EXPERIMENTS = """

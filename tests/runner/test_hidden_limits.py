@@ -1,4 +1,4 @@
-"""Hidden limits learnt at any rate (runner/adaptive.py's `AdaptiveRate` in the endpoint
+"""Hidden limits learnt at any rate (runner/scheduling/adaptive.py's `AdaptiveRate` in the endpoint
 limiter), on a virtual clock: minutes of a run take a fraction of a second, and nothing here
 asserts a timing of the machine.
 
@@ -6,8 +6,8 @@ The provider side is the simulator's own bucket (runner/simulator/faults.py `Buc
 the per-minute limit, refilled continuously, a few ms of tolerance), answering after 100 ms;
 its 429s name no limit but say how long until the next unit, as the simulator's do. The client
 side is what the scheduler does per attempt: acquire a permit, send, release it with the
-outcome, pause the endpoint for the hint and back off (runner/scheduler.py), with 32 workers
-(`max_concurrency` 32). The real-time rows are `make bench` (bench/bench_limits.py).
+outcome, pause the endpoint for the hint and back off (runner/scheduling/scheduler.py), with 32
+workers (`max_concurrency` 32). The real-time rows are `make bench` (bench/bench_limits.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ibias.runner.adaptive import MAX_RATE_PER_S, AdaptiveRate
-from ibias.runner.limits import EndpointLimiter
-from ibias.runner.retries import Backoff
+from ibias.runner.providers.retries import Backoff
+from ibias.runner.scheduling.adaptive import MAX_RATE_PER_S, AdaptiveRate
+from ibias.runner.scheduling.limits import EndpointLimiter
 from ibias.runner.simulator.faults import Bucket
 from ibias.runner.status import write_status
 from tests.runner.test_limits import run_virtual

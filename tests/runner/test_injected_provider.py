@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import duckdb
 
 from ibias.runner.config import ModelConfig, load_config
+from ibias.runner.execution.run import RunOptions, execute
 from ibias.runner.providers.base import (
     AttemptError,
     Limits,
@@ -22,8 +23,7 @@ from ibias.runner.providers.base import (
     Reply,
     Sampling,
 )
-from ibias.runner.retries import Backoff, Classification, Verdict
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.providers.retries import Backoff, Classification, Verdict
 from tests.helpers import model_block, write_config
 
 FAST = Backoff(base_s=0.001, cap_s=0.01, max_attempts=6)

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ibias.runner.limits import PACING_SLACK_S, EndpointLimiter, Permit
+from ibias.runner.scheduling.limits import PACING_SLACK_S, EndpointLimiter, Permit
 
 T = TypeVar("T")
 _TICK = 1e-9  # virtual seconds that pass per loop iteration that asks not to wait

@@ -13,13 +13,13 @@ import pytest
 
 from ibias import FakeProvider
 from ibias.runner.config import load_config
-from ibias.runner.limits import EndpointLimiter
 from ibias.runner.providers.anthropic import AnthropicProvider, anthropic_limits
 from ibias.runner.providers.base import DAY_S, MINUTE_S, Limits, Provider, Sampling, Window
 from ibias.runner.providers.gemini import GeminiProvider
 from ibias.runner.providers.openai import OpenAIProvider, openai_limits
-from ibias.runner.retries import Backoff
-from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
+from ibias.runner.providers.retries import Backoff
+from ibias.runner.scheduling.limits import EndpointLimiter
+from ibias.runner.scheduling.scheduler import ModelRuntime, ModelStats, Scheduler
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile, model_profile_from_dict
 from tests.helpers import model_block, write_config

@@ -38,10 +38,10 @@ from ibias.runner.batch.status import batch_lines
 from ibias.runner.cli import main
 from ibias.runner.commands import fail
 from ibias.runner.console import literal, terminal, text
-from ibias.runner.models_check import ModelCheck, render_checks
-from ibias.runner.planning_report import render_plan
+from ibias.runner.execution.models_check import ModelCheck, render_checks
+from ibias.runner.execution.planning_report import render_plan
 from ibias.runner.progress import SHOW_FAILING_AFTER, Progress, render_table
-from ibias.runner.scheduler import ModelStats
+from ibias.runner.scheduling.scheduler import ModelStats
 from ibias.runner.show import Attempt, Reply, TrialView, render_text
 from ibias.runner.sql import _print_table
 from ibias.runner.status import snapshot

@@ -9,8 +9,8 @@ import duckdb
 import pytest
 
 from ibias.runner.config import ConfigFileError, load_config
-from ibias.runner.retries import Backoff
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.execution.run import RunOptions, execute
+from ibias.runner.providers.retries import Backoff
 from tests.helpers import model_block, write_config
 
 FAST = Backoff(base_s=0.001, cap_s=0.01)

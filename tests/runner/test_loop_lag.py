@@ -1,4 +1,5 @@
-"""A timeout our own starved CPU caused is not the provider's (issue 33, runner/loop_lag.py).
+"""A timeout our own starved CPU caused is not the provider's (issue 33,
+runner/scheduling/loop_lag.py).
 
 The lag is measured on a fake clock (`LagMeter`) and on a virtual-time loop whose every turn
 costs what a CPU hog makes it cost; the classification is driven through the scheduler on the
@@ -19,10 +20,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ibias.runner.breaker import Breaker
 from ibias.runner.config import load_config
-from ibias.runner.limits import EndpointLimiter
-from ibias.runner.loop_lag import (
+from ibias.runner.progress import Progress, render_table
+from ibias.runner.providers.base import AttemptError, Provider, Reply
+from ibias.runner.providers.retries import Backoff, Classification, Verdict
+from ibias.runner.scheduling.breaker import Breaker
+from ibias.runner.scheduling.limits import EndpointLimiter
+from ibias.runner.scheduling.loop_lag import (
     LOCAL_STALL,
     MIN_STALL_S,
     STALL_SHARE,
@@ -32,10 +36,7 @@ from ibias.runner.loop_lag import (
     is_local_stall,
     starved_note,
 )
-from ibias.runner.progress import Progress, render_table
-from ibias.runner.providers.base import AttemptError, Provider, Reply
-from ibias.runner.retries import Backoff, Classification, Verdict
-from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler, _Worker
+from ibias.runner.scheduling.scheduler import ModelRuntime, ModelStats, Scheduler, _Worker
 from tests.helpers import model_block, write_config
 from tests.runner.test_limits import VirtualTimeLoop, run_virtual
 

@@ -13,7 +13,7 @@ import pytest
 
 from ibias.runner.cli import main
 from ibias.runner.config import load_config
-from ibias.runner.models_check import MAX_TOKENS, check_models
+from ibias.runner.execution.models_check import MAX_TOKENS, check_models
 from ibias.runner.simulator import MODEL_VERSION_SUFFIX, Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from ibias.runner.config import load_config
-from ibias.runner.planning_report import plan_json, render_plan
+from ibias.runner.execution.planning_report import plan_json, render_plan
 from ibias.runner.sql import _print_table
 from ibias.runner.status import ModelStats, snapshot
 from ibias.runner.status_report import render_status

@@ -8,7 +8,7 @@ import orjson
 
 from ibias.prompts.base import TrialSpec, stable_hash
 from ibias.runner.config import load_config
-from ibias.runner.plan import build_experiments, merge_specs, trials_for
+from ibias.runner.execution.plan import build_experiments, merge_specs, trials_for
 from tests.helpers import model_block, write_config
 
 

@@ -17,16 +17,22 @@ import duckdb
 import orjson
 import pytest
 
-import ibias.runner.planning as run_module
+import ibias.runner.execution.planning as run_module
 from ibias import FakeFailure, FakeProvider
 from ibias.prompts.base import TrialSpec, stable_hash
 from ibias.runner.config import Config, ModelConfig, load_config
-from ibias.runner.plan import build_experiments, plan_batches, plan_hash, plan_inputs, trials_for
+from ibias.runner.execution.plan import (
+    build_experiments,
+    plan_batches,
+    plan_hash,
+    plan_inputs,
+    trials_for,
+)
+from ibias.runner.execution.run import TRIAL_BATCH, RunOptions, RunResult, execute, prepare_plan
 from ibias.runner.providers.base import Provider, ProviderContext
-from ibias.runner.retries import Backoff
-from ibias.runner.run import TRIAL_BATCH, RunOptions, RunResult, execute, prepare_plan
-from ibias.runner.scheduler import estimate_tokens
-from ibias.runner.stop import Stop
+from ibias.runner.providers.retries import Backoff
+from ibias.runner.scheduling.scheduler import estimate_tokens
+from ibias.runner.scheduling.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.plans import find_plan, plan_progress, remaining
 from ibias.store.writer import ResponseRow, insert_responses
@@ -390,7 +396,7 @@ async def test_what_is_left_is_read_back_exactly_in_plan_order(tmp_path):
 
 
 async def test_plan_report_reads_a_stored_plan_and_agrees_with_generating_it(tmp_path, monkeypatch):
-    from ibias.runner import planning_report
+    from ibias.runner.execution import planning_report
 
     run = Run(monkeypatch)
     store = tmp_path / "store.duckdb"

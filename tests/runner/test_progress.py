@@ -17,7 +17,7 @@ from ibias.runner.progress import (
     real_time_note,
     render_table,
 )
-from ibias.runner.scheduler import ModelStats
+from ibias.runner.scheduling.scheduler import ModelStats
 from ibias.runner.status import rate_and_eta
 from tests.helpers import model_block, write_config
 

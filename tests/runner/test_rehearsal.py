@@ -21,10 +21,10 @@ import pytest
 from ibias.runner.cli import main
 from ibias.runner.commands.status import rehearsal_line
 from ibias.runner.config import load_config
-from ibias.runner.event_loop import event_loop_options, serves_simulator
-from ibias.runner.plan import build_experiments, trials_for
-from ibias.runner.rehearsal import DUMMY_KEY, Rehearsal, rehearsal_store, sim_table_note
-from ibias.runner.selection import select
+from ibias.runner.execution.event_loop import event_loop_options, serves_simulator
+from ibias.runner.execution.plan import build_experiments, trials_for
+from ibias.runner.execution.rehearsal import DUMMY_KEY, Rehearsal, rehearsal_store, sim_table_note
+from ibias.runner.execution.selection import select
 from ibias.runner.simulator.answer import REFUSAL_TEXT
 from ibias.store.marks import is_rehearsal
 

@@ -13,11 +13,11 @@ import pytest
 
 import ibias
 from ibias.runner.config import ConfigFileError, ModelConfig
+from ibias.runner.execution.rehearsal import Rehearsal, redirect
 from ibias.runner.providers.anthropic import AnthropicProvider
 from ibias.runner.providers.base import ProviderContext
 from ibias.runner.providers.gemini import GeminiProvider
 from ibias.runner.providers.openai import OpenAIProvider
-from ibias.runner.rehearsal import Rehearsal, redirect
 
 SIM = "http://127.0.0.1:4321/v1"
 

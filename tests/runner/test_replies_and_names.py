@@ -24,8 +24,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ibias.runner.config import load_config
-from ibias.runner.retries import Backoff, classify_http, loads_json
-from ibias.runner.run import RunOptions, RunResult, execute
+from ibias.runner.execution.run import RunOptions, RunResult, execute
+from ibias.runner.providers.retries import Backoff, classify_http, loads_json
 from tests.helpers import model_block, write_config
 
 FAST = Backoff(base_s=0.001, cap_s=0.01, max_attempts=3)

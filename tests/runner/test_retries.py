@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 from scipy import stats
 
-from ibias.runner.retries import (
+from ibias.runner.providers.retries import (
     MAX_HINT_S,
     Backoff,
     Classification,

@@ -6,8 +6,8 @@ import duckdb
 import pytest
 
 from ibias.runner.config import load_config
-from ibias.runner.retries import Backoff
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.execution.run import RunOptions, execute
+from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config

@@ -12,9 +12,9 @@ import pytest
 
 from ibias.runner.cli import main
 from ibias.runner.config import load_config
+from ibias.runner.execution.run import EXIT_FAILED, EXIT_OK, RunOptions, execute
 from ibias.runner.money import usd
-from ibias.runner.retries import Backoff
-from ibias.runner.run import EXIT_FAILED, EXIT_OK, RunOptions, execute
+from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import SimProfile
 from ibias.store import db

@@ -12,11 +12,11 @@ import pytest
 
 from ibias import FakeProvider
 from ibias.runner.config import load_config
-from ibias.runner.limit_adoption import wait_beyond_limit
-from ibias.runner.limits import EndpointLimiter
 from ibias.runner.providers.base import Limits, Provider, Window
-from ibias.runner.retries import Backoff
-from ibias.runner.scheduler import (
+from ibias.runner.providers.retries import Backoff
+from ibias.runner.scheduling.limit_adoption import wait_beyond_limit
+from ibias.runner.scheduling.limits import EndpointLimiter
+from ibias.runner.scheduling.scheduler import (
     ModelRuntime,
     ModelStats,
     Scheduler,

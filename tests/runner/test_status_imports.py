@@ -30,8 +30,8 @@ HEAVY = (
     "ibias.prompts",
     "ibias.runner.config",
     "ibias.runner.providers",
-    "ibias.runner.plan",
-    "ibias.runner.run",
+    "ibias.runner.execution.plan",
+    "ibias.runner.execution.run",
     "ibias.store.experiments",
     "ibias.store.writer",
 )

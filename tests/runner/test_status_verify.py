@@ -17,8 +17,8 @@ from ibias.runner.batch.limits import BatchLimits
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.cli import main
 from ibias.runner.config import load_config
-from ibias.runner.retries import Backoff
-from ibias.runner.run import EXIT_OK, RunOptions, execute
+from ibias.runner.execution.run import EXIT_OK, RunOptions, execute
+from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from ibias.store import progress_counts
@@ -61,8 +61,8 @@ def test_verify_says_they_agree_or_names_each_difference(tmp_path, capsys):
 
 
 def _hooked_run(config: Path, hooks: Path, phase: str) -> subprocess.Popen[str]:
-    """`ibias run` that waits inside the transaction of its `phase` flush (runner/phase_hook.py)
-    until `release` appears."""
+    """`ibias run` that waits inside the transaction of its `phase` flush
+    (runner/execution/phase_hook.py) until `release` appears."""
     (hooks / "hold").write_text(phase)
     env = {**os.environ, "IBIAS_PHASE_HOOK": str(hooks)}
     return subprocess.Popen(

@@ -15,11 +15,11 @@ import duckdb
 
 from ibias import FakeProvider
 from ibias.runner.config import ModelConfig, load_config
+from ibias.runner.execution.run import TRIAL_BATCH, RunOptions, execute
 from ibias.runner.providers.base import Provider, ProviderContext
-from ibias.runner.retries import Backoff
-from ibias.runner.run import TRIAL_BATCH, RunOptions, execute
+from ibias.runner.providers.retries import Backoff
+from ibias.runner.scheduling.stop import Stop
 from ibias.runner.status import read_status, status_path
-from ibias.runner.stop import Stop
 from ibias.store.db import open_store
 from ibias.store.writer import Landed, ResponseRow, Writer
 from tests.helpers import model_block, write_config

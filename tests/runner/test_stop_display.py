@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from ibias.runner.config import ModelConfig, load_config
+from ibias.runner.execution.run import RunOptions, execute
 from ibias.runner.progress import LAST_ERROR, SHOW_FAILING_AFTER, Progress, render_table
 from ibias.runner.providers.base import Provider, ProviderContext, Reply, Sampling
-from ibias.runner.retries import Backoff
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.providers.retries import Backoff
+from ibias.runner.scheduling.stop import Stop, stopping_line
 from ibias.runner.status import ModelStats
-from ibias.runner.stop import Stop, stopping_line
 from tests.helpers import model_block, write_config
 
 #: configs/demo.toml's ids; the longest, sim-gemini-2.0-flash-lite, is 25 characters.
@@ -86,8 +86,8 @@ def row(lines: list[str], model_id: str) -> list[str]:
 # ---------------------------------------------------------------- the last error kind at 80
 
 
-#: Error kinds as the scheduler records them (runner/retries.py), up to 11 characters: what
-#: fits beside the demo's 25-character ids at 80 columns.
+#: Error kinds as the scheduler records them (runner/providers/retries.py), up to 11 characters:
+#: what fits beside the demo's 25-character ids at 80 columns.
 KINDS = st.sampled_from(("timeout", "connection", "malformed", "http_503", "http_429"))
 
 

@@ -227,8 +227,8 @@ def test_demo_uses_its_own_store_even_from_an_installed_package(tmp_path, capsys
     """`ibias demo` runs the packaged demo config into --out DIR/demo.duckdb: the config's
     relative store is never asked for, so the installed package's refusal does not apply.
     (The run and the analysis are replaced here: the whole grid takes minutes.)"""
-    from ibias.runner import run as run_module
-    from ibias.runner.run import RunResult
+    from ibias.runner.execution import run as run_module
+    from ibias.runner.execution.run import RunResult
 
     monkeypatch.setattr(config, "installed_configs", lambda: CONFIGS.resolve())
     assert config.is_installed_config(demo.DEMO_CONFIG)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from rich.console import Console
 
-from ibias.runner.models_check import ModelCheck, render_checks
+from ibias.runner.execution.models_check import ModelCheck, render_checks
 from ibias.runner.status import ModelStats, snapshot
 from ibias.runner.status_report import render_status
 from tests.runner.test_progress_fit import DEMO_IDS, TEN_X

@@ -10,7 +10,7 @@ from typing import Any
 
 from ibias.prompts.stimuli import load_pack
 from ibias.runner.config import load_config
-from ibias.runner.plan import Trial, build_experiments, trials_for
+from ibias.runner.execution.plan import Trial, build_experiments, trials_for
 from ibias.store import db
 from ibias.store.importer import import_file, parse_line
 from tests.helpers import IBIAS, model_block, write_config

@@ -17,10 +17,10 @@ import pytest
 
 from ibias import FakeFailure, FakeProvider
 from ibias.runner.config import Config, ModelConfig, load_config
-from ibias.runner.plan import build_experiments, plan_hash, plan_inputs
+from ibias.runner.execution.plan import build_experiments, plan_hash, plan_inputs
+from ibias.runner.execution.run import RunOptions, RunResult, execute
 from ibias.runner.providers.base import Provider, ProviderContext, Reply
-from ibias.runner.retries import Backoff
-from ibias.runner.run import RunOptions, RunResult, execute
+from ibias.runner.providers.retries import Backoff
 from ibias.store import db, drift, progress_counts
 from ibias.store.importer import import_file
 from ibias.store.plans import find_plan, plan_progress

@@ -24,8 +24,14 @@ from ibias import import_replies
 from ibias.prompts.base import canonical_json, stable_hash
 from ibias.prompts.registry import TrialKind
 from ibias.runner.config import Config, load_config
-from ibias.runner.plan import build_experiments, merge_specs, plan_hash, plan_inputs, trials_for
-from ibias.runner.run import RunOptions, execute, prepare_plan
+from ibias.runner.execution.plan import (
+    build_experiments,
+    merge_specs,
+    plan_hash,
+    plan_inputs,
+    trials_for,
+)
+from ibias.runner.execution.run import RunOptions, execute, prepare_plan
 from ibias.store import db, experiments
 from ibias.store.experiments import apply_experiment_schemas, sql_identifier, sql_literal
 from ibias.store.plans import find_plan, remaining

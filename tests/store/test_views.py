@@ -13,7 +13,7 @@ from scipy.stats import binom
 from ibias.analysis.bootstrap import grouped_bootstrap_mean_ci
 from ibias.prompts import registry
 from ibias.runner.config import load_config
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.execution.run import RunOptions, execute
 from ibias.store import derived
 from ibias.store.db import open_store
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ibias.runner.config import load_config
-from ibias.runner.plan import Trial, build_experiments, trials_for
+from ibias.runner.execution.plan import Trial, build_experiments, trials_for
 from tests.helpers import model_block, write_config
 
 

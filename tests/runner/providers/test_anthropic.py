@@ -23,7 +23,7 @@ from ibias.runner.providers.anthropic import (
     classify_anthropic,
 )
 from ibias.runner.providers.base import AttemptError, Limits, Reply, Sampling
-from ibias.runner.retries import Verdict
+from ibias.runner.providers.retries import Verdict
 from ibias.runner.simulator import (
     ANTHROPIC_REFUSAL_EXPLANATION,
     REFUSAL_TEXT,

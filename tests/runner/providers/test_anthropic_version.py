@@ -20,7 +20,8 @@ from aiohttp import web
 from ibias.prompts.base import TrialSpec
 from ibias.runner.batch.anthropic import AnthropicBatches
 from ibias.runner.config import ConfigFileError, load_config
-from ibias.runner.plan import trial_key
+from ibias.runner.execution.plan import trial_key
+from ibias.runner.execution.run import EXIT_OK, RunOptions, execute
 from ibias.runner.providers.anthropic import (
     ANTHROPIC_VERSION,
     BEARER_SINCE,
@@ -28,7 +29,6 @@ from ibias.runner.providers.anthropic import (
     auth_headers,
 )
 from ibias.runner.providers.base import ProviderContext, Sampling
-from ibias.runner.run import EXIT_OK, RunOptions, execute
 from tests.helpers import model_block, write_config
 
 KEY = "sk-ant-api03-VERSIONTESTKEY"

@@ -14,10 +14,10 @@ import pytest
 
 import ibias
 from ibias.runner.config import ModelConfig, load_config
+from ibias.runner.execution.run import RunOptions, execute
 from ibias.runner.providers import registry
 from ibias.runner.providers.base import Limits, ProviderContext
-from ibias.runner.retries import Backoff, Verdict
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.providers.retries import Backoff, Verdict
 from tests.helpers import model_block, write_config
 
 FAST = Backoff(base_s=0.001, cap_s=0.01, max_attempts=3)

@@ -26,7 +26,7 @@ from ibias.runner.providers.gemini import (
     limits_from_quotas,
     next_quota_reset,
 )
-from ibias.runner.retries import QuotaViolation, Verdict
+from ibias.runner.providers.retries import QuotaViolation, Verdict
 from ibias.runner.simulator import (
     GEMINI_DAILY_QUOTA_ID,
     REFUSAL_TEXT,

@@ -15,7 +15,7 @@ from ibias.runner.providers import http
 from ibias.runner.providers.base import AttemptError, Sampling
 from ibias.runner.providers.http import display_url
 from ibias.runner.providers.openai import OpenAIProvider
-from ibias.runner.retries import Verdict
+from ibias.runner.providers.retries import Verdict
 
 CAP = 1000
 SAMPLING = Sampling(temperature=0.0, max_tokens=16)

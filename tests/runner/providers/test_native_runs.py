@@ -21,11 +21,11 @@ import pytest
 
 from ibias.prompts.base import Persona
 from ibias.runner.config import Config, ModelConfig, load_config
+from ibias.runner.execution.run import RunOptions, execute
 from ibias.runner.providers.anthropic import AnthropicProvider
 from ibias.runner.providers.base import Provider, ProviderContext
 from ibias.runner.providers.gemini import GeminiOptions, GeminiProvider
-from ibias.runner.retries import Backoff
-from ibias.runner.run import RunOptions, execute
+from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import (
     MODEL_VERSION_SUFFIX,
     Simulator,

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from ibias.runner.providers.base import AttemptError, Sampling
 from ibias.runner.providers.openai import OpenAIProvider
-from ibias.runner.retries import Verdict
+from ibias.runner.providers.retries import Verdict
 
 SEEN: list[dict] = []
 

@@ -410,7 +410,7 @@ async def test_a_run_stores_reasoning_apart_and_bills_its_tokens(host, tmp_path)
     `reasoning_content`, the reply in `content`, and the cost bills reasoning as output."""
     import duckdb
 
-    from ibias.runner.run import RunOptions, execute
+    from ibias.runner.execution.run import RunOptions, execute
 
     base, _seen = host
     block = model_block(

@@ -29,7 +29,7 @@ from aiohttp import web
 
 from ibias.prompts.base import Persona
 from ibias.runner.config import ModelConfig, load_config
-from ibias.runner.plan import build_experiments, trials_for
+from ibias.runner.execution.plan import build_experiments, trials_for
 from ibias.runner.providers.anthropic import AnthropicProvider, anthropic_request
 from ibias.runner.providers.base import ProviderContext, Sampling
 from ibias.runner.providers.gemini import GeminiOptions, GeminiProvider, gemini_request

@@ -220,7 +220,9 @@ def _string_literals(tree: ast.AST) -> Iterator[str]:
             yield node.value
 
 
-@pytest.mark.parametrize("module", ["config.py", "model_table.py", "model_config.py"])
+@pytest.mark.parametrize(
+    "module", ["config/__init__.py", "config/model_table.py", "config/model_config.py"]
+)
 def test_the_config_loader_names_no_provider(module: str) -> None:
     tree = ast.parse((ROOT / "runner" / module).read_text())
     for text in _string_literals(tree):

@@ -7,8 +7,8 @@ Needs no keys and sends nothing. Per model, over the trials still to request:
   pre-request estimate counts them) plus the full `max_tokens` of every completion, so it and
   `estimated_cost_usd` are upper bounds of what the model can be asked for;
 - `min_seconds`: a lower bound of the wall-clock time the model's configured limits allow.
-  At `rpm` R the limiter starts one request every 60/R s (runner/limits.py: a bucket of one
-  request), so n requests take at least (n - 1) * 60 / R s. At `tpm` T, the tokens that must
+  At `rpm` R the limiter starts one request every 60/R s (runner/scheduling/limits.py: a bucket of
+  one request), so n requests take at least (n - 1) * 60 / R s. At `tpm` T, the tokens that must
   pass take at least tokens * 60 / T s, less the one-second token bucket; the tokens counted
   are the prompt estimate plus one completion token per trial (the least a reply can use), so
   this part is as good as the four-characters estimate. Concurrency alone gives no bound
@@ -24,9 +24,9 @@ the mean prompt and completion tokens the store's replies of that model and kind
 model with trials left of a kind it has no reply of yet has `typical_cost_usd` None, and the
 text says only the bound is known; the total is None unless every model's is known.
 
-When the store holds the completed plan of this config (same plan hash, see runner/plan.py),
-the report is read from it with a few queries; otherwise the trials are generated (keys only
-when the store has responses to compare them with).
+When the store holds the completed plan of this config (same plan hash, see
+runner/execution/plan.py), the report is read from it with a few queries; otherwise the trials are
+generated (keys only when the store has responses to compare them with).
 """
 
 from __future__ import annotations
@@ -41,7 +41,13 @@ from typing import TYPE_CHECKING, Any, cast
 from ibias.prompts.registry import DEFAULT_DESIGN, kinds
 from ibias.runner.config import Config, ModelConfig
 from ibias.runner.console import literal, natural_width, terminal, text
-from ibias.runner.plan import build_experiments, plan_hash, plan_inputs, store_files, trials_for
+from ibias.runner.execution.plan import (
+    build_experiments,
+    plan_hash,
+    plan_inputs,
+    store_files,
+    trials_for,
+)
 from ibias.store.reader import open_reader
 
 if TYPE_CHECKING:
@@ -252,7 +258,7 @@ def _generated(
     means: dict[tuple[str, str], MeanTokens] | None = None,
 ) -> dict[str, Any]:
     """The report from generating the plan (and its keys, to tell what `done` holds)."""
-    from ibias.runner.scheduler import estimate_tokens
+    from ibias.runner.scheduling.scheduler import estimate_tokens
 
     models = {m.id: m for m in config.models}
     designed = {k.name for k in kinds() if k.designs}

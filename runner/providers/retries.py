@@ -18,12 +18,12 @@ Policy (DESIGN.md, "Retries"):
   size cap (``too_large``, runner/providers/http.py), which asking again would only repeat;
 * a timeout or connection error while the run's own event loop was starved is not the
   provider's: the scheduler records it as ``local_stall`` and retries it without counting it
-  (runner/loop_lag.py, runner/scheduler.py);
+  (runner/scheduling/loop_lag.py, runner/scheduling/scheduler.py);
 * provider wait hints are honoured: ``Retry-After`` (seconds or HTTP-date), ``retry-after-ms``,
   ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (Go-style durations),
   ``anthropic-ratelimit-*-reset`` (RFC 3339), Gemini ``RetryInfo.retryDelay`` and the
   "Please try again in 1.5s" sentence OpenAI and Groq put in their messages; a hint longer
-  than the model's ``outage_limit_s`` stops the model instead (runner/scheduler.py).
+  than the model's ``outage_limit_s`` stops the model instead (runner/scheduling/scheduler.py).
 
 Messages are one line, truncated, and scrubbed of the run's keys and of anything that looks like
 an API key, because some providers echo a key, a partly masked one or a ``?key=`` URL back in
@@ -31,8 +31,9 @@ their errors (``redact``, runner/redact.py).
 
 This module holds the decision (`classify_http`, `classify_exception`, `param_refusal`); the
 parts it reads are modules of their own, each re-exported here so the adapters import one place:
-the JSON body (runner/json_body.py), the error body's fields (runner/error_body.py), the wait
-hints (runner/wait_hints.py) and the backoff schedule (runner/backoff.py).
+the JSON body (runner/providers/json_body.py), the error body's fields
+(runner/providers/error_body.py), the wait hints (runner/providers/wait_hints.py) and the backoff
+schedule (runner/providers/backoff.py).
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ from enum import StrEnum
 
 import aiohttp
 
-from ibias.runner.backoff import Backoff
-from ibias.runner.error_body import (
+from ibias.runner.providers.backoff import Backoff
+from ibias.runner.providers.error_body import (
     ErrorBody,
     QuotaViolation,
     describe_error,
@@ -54,11 +55,11 @@ from ibias.runner.error_body import (
     is_invalid_key,
     quota_violations,
 )
-from ibias.runner.json_body import MalformedResponse, json_object, loads_json
+from ibias.runner.providers.json_body import MalformedResponse, json_object, loads_json
+from ibias.runner.providers.wait_hints import MAX_HINT_S as MAX_HINT_S
+from ibias.runner.providers.wait_hints import parse_duration, parse_rfc3339, retry_delay_hint
 from ibias.runner.redact import MAX_MESSAGE_CHARS as MAX_MESSAGE_CHARS
 from ibias.runner.redact import redact
-from ibias.runner.wait_hints import MAX_HINT_S as MAX_HINT_S
-from ibias.runner.wait_hints import parse_duration, parse_rfc3339, retry_delay_hint
 
 __all__ = [
     "Backoff",

@@ -2,7 +2,7 @@
 honoured.
 
 Its own module because the schedule is a different job from classifying an answer
-(runner/retries.py): the scheduler and the run settings use `Backoff` alone.
+(runner/providers/retries.py): the scheduler and the run settings use `Backoff` alone.
 """
 
 from __future__ import annotations

@@ -26,21 +26,21 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.to_thread
 
-from ibias.runner.breaker import UNREACHABLE_KINDS, wait_turn
-from ibias.runner.budget import Budget
-from ibias.runner.limit_adoption import limits_due, read_limits
-from ibias.runner.limits import Outcome, Permit
-from ibias.runner.loop_lag import NO_MARK, LagMark, LoopLag, is_local_stall
 from ibias.runner.providers.base import AttemptError, Reply, Sampling
-from ibias.runner.recording import Recorder, count_done, storable
-from ibias.runner.recording import response_row as response_row
-from ibias.runner.retries import Backoff, Classification, Verdict
-from ibias.runner.runtime import ModelRuntime as ModelRuntime
-from ibias.runner.runtime import Trial as Trial
+from ibias.runner.providers.retries import Backoff, Classification, Verdict
+from ibias.runner.scheduling.breaker import UNREACHABLE_KINDS, wait_turn
+from ibias.runner.scheduling.budget import Budget
+from ibias.runner.scheduling.limit_adoption import limits_due, read_limits
+from ibias.runner.scheduling.limits import Outcome, Permit
+from ibias.runner.scheduling.loop_lag import NO_MARK, LagMark, LoopLag, is_local_stall
+from ibias.runner.scheduling.recording import Recorder, count_done, storable
+from ibias.runner.scheduling.recording import response_row as response_row
+from ibias.runner.scheduling.runtime import ModelRuntime as ModelRuntime
+from ibias.runner.scheduling.runtime import Trial as Trial
+from ibias.runner.scheduling.stop import Stop, stopping_line
+from ibias.runner.scheduling.trial_queue import TrialQueue
+from ibias.runner.scheduling.verdicts import endpoint_dead, local_stall, outage_timeout, stops_model
 from ibias.runner.status import ModelStats as ModelStats
-from ibias.runner.stop import Stop, stopping_line
-from ibias.runner.trial_queue import TrialQueue
-from ibias.runner.verdicts import endpoint_dead, local_stall, outage_timeout, stops_model
 from ibias.store.plans import prompt_chars
 from ibias.store.writer import Writer
 
@@ -69,7 +69,7 @@ class _Tries:
     a rate limit only slows the run (the endpoint's pause and pacing), it never makes a trial
     fail for good; a `Retry-After` beyond the outage limit stops the model instead. Timeouts
     and dropped connections while the run's own event loop was starved (`stalled`, recorded
-    as `local_stall`: runner/loop_lag.py) count in none of these, up to `max_attempts` of
+    as `local_stall`: runner/scheduling/loop_lag.py) count in none of these, up to `max_attempts` of
     them."""
 
     trial: Trial
@@ -146,7 +146,7 @@ class Scheduler:
         self.on_fatal = on_fatal
         self.rng = rng or random.Random()
         #: How late the event loop is (ticking while `run` runs): a timeout or dropped
-        #: connection while it was starved is not the provider's (runner/loop_lag.py).
+        #: connection while it was starved is not the provider's (runner/scheduling/loop_lag.py).
         self.loop_lag = LoopLag() if loop_lag is None else loop_lag
         self.stop_reason: str | None = None
         #: True when the first stop came from outside (a `Stop`): the run was interrupted.
@@ -394,7 +394,7 @@ class Scheduler:
         classified, so a provider bug never kills the run). While it is in flight its estimate
         is reserved against the budget and a stop lets it finish (within the grace period);
         it is cancelled when the endpoint's outage limit comes before its timeout
-        (runner/breaker.py). A cancellation releases the permit and is raised."""
+        (runner/scheduling/breaker.py). A cancellation releases the permit and is raised."""
         cfg = rt.config
         breaker = rt.breaker
         request.started = time.time()  # epoch seconds; the writer's thread makes it a timestamp
@@ -512,8 +512,8 @@ class Scheduler:
     ) -> tuple[Classification, float] | None:
         """The `local_stall` to record instead of `cls`, and the seconds the loop was overdue,
         when it is a timeout or a dropped connection that came while the run's own event loop
-        was starved (runner/loop_lag.py), else None. Past `max_attempts` such failures in one
-        trial, a failure is what it is (a provider that truly hangs on a machine always starved
+        was starved (runner/scheduling/loop_lag.py), else None. Past `max_attempts` such failures in
+        one trial, a failure is what it is (a provider that truly hangs on a machine always starved
         still ends its trials)."""
         if cls.kind not in UNREACHABLE_KINDS or tries.stalled >= self.backoff.max_attempts:
             return None
@@ -625,8 +625,8 @@ class Scheduler:
             s.endpoint = rt.provider.endpoint
 
     def _read_limits(self, rt: ModelRuntime, headers: Mapping[str, str], est: int) -> None:
-        """Adopt the limits a reply announces (runner/limit_adoption.py); a used-up window
-        that resets beyond the model's outage limit stops the model."""
+        """Adopt the limits a reply announces (runner/scheduling/limit_adoption.py); a used-up
+        window that resets beyond the model's outage limit stops the model."""
         line = read_limits(rt, headers, est)
         if line is not None:
             self._fatal(rt, line)

@@ -12,11 +12,11 @@ import duckdb
 
 from ibias.prompts import registry
 from ibias.prompts.base import Experiment
-from ibias.runner import phase_hook
 from ibias.runner.config import Config, ModelConfig
-from ibias.runner.plan import plan_batches, plan_hash
+from ibias.runner.execution import phase_hook
+from ibias.runner.execution.plan import plan_batches, plan_hash
+from ibias.runner.scheduling.stop import Stop
 from ibias.runner.status import ModelStats
-from ibias.runner.stop import Stop
 from ibias.store.arrow_scan import registered
 from ibias.store.plans import StoredPlan, find_plan, has_trials, insert_planned, record_plan
 

@@ -3,7 +3,7 @@
 
 Its own module because reading a wait hint (Go-style durations, HTTP-dates, RFC 3339 resets,
 which reset matters when) is a job of its own, apart from deciding whether to retry at all
-(runner/retries.py) and from how long our own backoff waits (runner/backoff.py).
+(runner/providers/retries.py) and from how long our own backoff waits (runner/providers/backoff.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from fractions import Fraction
 
-from ibias.runner.error_body import ErrorBody, detail_type, error_body
+from ibias.runner.providers.error_body import ErrorBody, detail_type, error_body
 
 __all__ = ["MAX_HINT_S", "parse_duration", "parse_rfc3339", "retry_delay_hint"]
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ibias.runner.breaker import Breaker
 from ibias.runner.config import ModelConfig
-from ibias.runner.limits import EndpointLimiter
 from ibias.runner.providers.base import Provider, Sampling
+from ibias.runner.scheduling.breaker import Breaker
+from ibias.runner.scheduling.limits import EndpointLimiter
 from ibias.runner.status import ModelStats
 
 
@@ -48,18 +48,19 @@ class ModelRuntime:
     #: every reply then, so a used-up window holds requests before it earns a 429.
     reads_limits: bool = False
     #: When a successful reply's headers are next read for limits (loop time, see
-    #: runner/limit_adoption.py `limits_due`).
+    #: runner/scheduling/limit_adoption.py `limits_due`).
     next_limits_check: float = 0.0
     #: The last trial params seen and their Sampling (a model's trials share one params).
     _sampling: tuple[Mapping[str, Any], Sampling] | None = None
-    #: The endpoint's circuit breaker (runner/breaker.py), from the model's `outage_limit_s`.
+    #: The endpoint's circuit breaker (runner/scheduling/breaker.py), from the model's
+    #: `outage_limit_s`.
     breaker: Breaker = field(init=False)
     #: Why the last trial that failed for good failed (named in the run's final summary).
     last_failure: str | None = None
 
     def __post_init__(self) -> None:
-        # The model's first request goes alone (runner/breaker.py `first_alone`): a request
-        # every trial shares that the model refuses (a 400 naming a parameter, a bad key)
+        # The model's first request goes alone (runner/scheduling/breaker.py `first_alone`): a
+        # request every trial shares that the model refuses (a 400 naming a parameter, a bad key)
         # stops it after one attempt, not one per worker.
         self.breaker = Breaker(outage_limit_s=self.config.outage_limit_s, first_alone=True)
         self.stats.configured_rpm = self.config.rpm

@@ -27,7 +27,7 @@ from ibias.runner.config import Config, ModelConfig
 from ibias.runner.console import literal, terminal, text
 from ibias.runner.providers.base import AttemptError, Limits, ProviderContext, Sampling
 from ibias.runner.providers.registry import ProviderFactory, create_provider
-from ibias.runner.retries import Verdict, redact
+from ibias.runner.providers.retries import Verdict, redact
 from ibias.runner.simulator.provider import LoopbackSimulator
 
 if TYPE_CHECKING:

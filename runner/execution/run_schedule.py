@@ -14,31 +14,31 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from ibias.runner import phase_hook
 from ibias.runner.batch.run import BatchOptions, BatchOutcome, batch_models, online_config
 from ibias.runner.batch.run import run as batch_run
 from ibias.runner.config import Config, ModelConfig
-from ibias.runner.limits import PACING_SLACK_S, EndpointLimiter
-from ibias.runner.loop_lag import LoopLag
-from ibias.runner.progress import Progress
-from ibias.runner.providers.base import ProviderContext
-from ibias.runner.providers.registry import ProviderFactory
-from ibias.runner.run_context import RunContext
-from ibias.runner.run_result import (
+from ibias.runner.execution import phase_hook
+from ibias.runner.execution.run_context import RunContext
+from ibias.runner.execution.run_result import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     RunResult,
     summary,
 )
-from ibias.runner.scheduler import ModelRuntime, ModelStats, Scheduler
+from ibias.runner.progress import Progress
+from ibias.runner.providers.base import ProviderContext
+from ibias.runner.providers.registry import ProviderFactory
+from ibias.runner.scheduling.limits import PACING_SLACK_S, EndpointLimiter
+from ibias.runner.scheduling.loop_lag import LoopLag
+from ibias.runner.scheduling.scheduler import ModelRuntime, ModelStats, Scheduler
 from ibias.runner.status import snapshot, try_write_status
 from ibias.store.derived import parse_landed
 from ibias.store.plans import Pending, StoredPlan, remaining
 from ibias.store.writer import Writer
 
 if TYPE_CHECKING:
-    from ibias.runner.rehearsal import Rehearsal
+    from ibias.runner.execution.rehearsal import Rehearsal
     from ibias.runner.simulator.provider import LoopbackSimulator
 
 

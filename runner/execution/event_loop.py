@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 
 def serves_simulator(config: Config) -> bool:
     """Whether the run serves the built-in simulator itself, on its own event loop: a
-    rehearsal (`--rehearse`: every model answered by it, runner/rehearsal.py) or a config
+    rehearsal (`--rehearse`: every model answered by it, runner/execution/rehearsal.py) or a config
     with a `simulator` model."""
     return config.rehearsal or any(m.provider == "simulator" for m in config.models)
 

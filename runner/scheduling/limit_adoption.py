@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from ibias.runner.providers.base import Limits
-from ibias.runner.runtime import ModelRuntime
+from ibias.runner.scheduling.runtime import ModelRuntime
 
 #: Seconds between reads of a successful reply's headers, until one reports its windows.
 LIMITS_CHECK_INTERVAL_S = 1.0

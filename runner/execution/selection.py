@@ -4,7 +4,7 @@ A selection is a smaller `Config` (the same runs' settings, fewer models, fewer 
 tables), so everything downstream (keys check, plan hash, plan, scheduler, progress) sees only
 what was selected without knowing about filters. Trial keys do not change: a key depends on
 the spec and the model, never on which other models or experiments are planned beside it. The
-plan hash does change (it covers the planned models and experiments, runner/plan.py), so a
+plan hash does change (it covers the planned models and experiments, runner/execution/plan.py), so a
 partial run records a plan of its own and a later full run plans again, keeping every answer.
 """
 

@@ -21,13 +21,13 @@ API. What aiolimiter cannot express is wrapped around it:
   starts with what the last admission would still occupy, so a change is not a free burst;
 * **one shared pause** - a 429 pauses the whole endpoint; pauses only ever extend;
 * **adaptive concurrency** - with no rate known (none configured, none announced yet), the
-  number of requests in flight follows an AIMD controller (runner/adaptive.py) fed by each
-  request's outcome (`release(..., outcome=...)`); the first announced rate ends it and the cap
+  number of requests in flight follows an AIMD controller (runner/scheduling/adaptive.py) fed by
+  each request's outcome (`release(..., outcome=...)`); the first announced rate ends it and the cap
   goes back to ``max_concurrency``. A lowered cap is reached as requests finish: a slot freed
   while the cap is exceeded is retired instead of handed on;
 * **a learnt rate** - beside it, `AdaptiveRate` learns the hidden request rate from the 429s
-  (runner/adaptive.py); once learnt, requests are paced by it (the request bucket, as if it
-  had been announced) and the cap goes back to ``max_concurrency``: below about one request
+  (runner/scheduling/adaptive.py); once learnt, requests are paced by it (the request bucket, as if
+  it had been announced) and the cap goes back to ``max_concurrency``: below about one request
   in flight per latency, only a rate can keep a hidden limit. An announced rate ends both;
 * **a configured rate is a ceiling** - with ``rpm`` configured (and ``adaptive`` asked), 429s
   that pacing at it does not prevent say the account's real limit is lower (a lower tier of a
@@ -60,15 +60,15 @@ from typing import Literal, NamedTuple
 
 from aiolimiter import AsyncLimiter
 
-from ibias.runner.adaptive import AdaptiveConcurrency, AdaptiveRate
-from ibias.runner.gate import Gate
-from ibias.runner.slots import Slots
+from ibias.runner.scheduling.adaptive import AdaptiveConcurrency, AdaptiveRate
+from ibias.runner.scheduling.gate import Gate
+from ibias.runner.scheduling.slots import Slots
 
 __all__ = ["PACING_SLACK_S", "EndpointLimiter", "Outcome", "Permit"]
 
 #: Seconds of request budget the run's limiters may catch up after a late wake-up (the
-#: run's `burst_s`, runner/run_schedule.py): a loaded event loop wakes a paced task late by up
-#: to a turn of the loop (0.2-0.5 s under a CPU hog), and a one-request bucket loses that time
+#: run's `burst_s`, runner/execution/run_schedule.py): a loaded event loop wakes a paced task late
+#: by up to a turn of the loop (0.2-0.5 s under a CPU hog), and a one-request bucket loses that time
 #: for good.
 #: Well within the one second of budget a provider's bucket holds (runner/simulator/faults.py).
 PACING_SLACK_S = 0.5
@@ -77,7 +77,7 @@ _Which = Literal["rpm", "tpm"]
 #: How a request went, as far as adapting concurrency cares: answered, refused with a 429, or
 #: anything else (an error that says nothing about the provider's limits). Timeouts and dropped
 #: connections are "other": only a 429 is read as overload, so a run whose own event loop is
-#: starved (runner/loop_lag.py) never cuts a model's concurrency or learnt rate for it.
+#: starved (runner/scheduling/loop_lag.py) never cuts a model's concurrency or learnt rate for it.
 Outcome = Literal["ok", "rate_limited", "other"]
 
 
@@ -108,14 +108,14 @@ class Permit(NamedTuple):
     """Proof that a request may start; hand it back to :meth:`EndpointLimiter.release`.
 
     ``serial`` makes every permit distinct, so a double release is detected; ``epoch`` is the
-    adaptive controller's epoch at admission (see runner/adaptive.py).
+    adaptive controller's epoch at admission (see runner/scheduling/adaptive.py).
     """
 
     est_tokens: int
     serial: int = -1
     epoch: int = 0
     admitted_at: float = 0.0
-    """Loop time of admission (what a learnt rate counts by, runner/adaptive.py)."""
+    """Loop time of admission (what a learnt rate counts by, runner/scheduling/adaptive.py)."""
 
 
 class EndpointLimiter:
@@ -154,9 +154,9 @@ class EndpointLimiter:
         )
         self._burst_s = burst_s
         self._token_burst_s = token_burst_s
-        #: The concurrency cap (runner/slots.py): below `max_concurrency` while adapting.
+        #: The concurrency cap (runner/scheduling/slots.py): below `max_concurrency` while adapting.
         self._slots = Slots(max_concurrency if self._adaptive is None else self._adaptive.limit)
-        #: The gate (see the module docstring and runner/gate.py).
+        #: The gate (see the module docstring and runner/scheduling/gate.py).
         self._gate = Gate()
         self._in_flight = 0
         self._outstanding: set[int] = set()

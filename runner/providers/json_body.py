@@ -2,7 +2,7 @@
 
 Its own module because every reader of a provider's answer needs it (the online adapters, the
 batch result files, the error bodies the retry policy reads) and none of them needs the retry
-policy to read JSON: the policy (runner/retries.py) imports this, not the other way round.
+policy to read JSON: the policy (runner/providers/retries.py) imports this, not the other way round.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ excused by ordinary scheduling jitter.
 The scheduler records such a failure as `local_stall` (its own `attempts.error_kind`, with the
 original failure in the message), retries it after a backoff of its own, and counts it in
 nothing of the provider's: not in the breaker's streak or outage clock, not as an overload
-signal, not as one of the trial's attempts (runner/scheduler.py). A trial gets at most
+signal, not as one of the trial's attempts (runner/scheduling/scheduler.py). A trial gets at most
 `max_attempts` such excused failures; past them a timeout counts as the timeout it is, so a
 provider that really hangs, on a machine that is always starved, still ends its trials and
 trips its breaker, later.

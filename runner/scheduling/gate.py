@@ -1,5 +1,5 @@
 """The gate of an endpoint's rate stage: requests pass the pause and the buckets one task at a
-time, in FIFO order (runner/limits.py says why). One task holds the gate; the others wait
+time, in FIFO order (runner/scheduling/limits.py says why). One task holds the gate; the others wait
 behind it, each with its token estimate, until the holder admits them or hands the gate on.
 """
 

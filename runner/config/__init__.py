@@ -3,14 +3,14 @@
 Every key is checked here (or by the experiment that owns a table) so that a typo in an
 overnight sweep's config fails in the first second with the file, the key path and what was
 expected, instead of silently running the wrong grid. The file and `[run]` are msgspec schemas
-(`ConfigFile`, `RunTable`); each `[[models]]` entry is checked by runner/model_table.py (its
+(`ConfigFile`, `RunTable`); each `[[models]]` entry is checked by runner/config/model_table.py (its
 `[models.sim]` table by the simulator's `SimModelTable`); each `[experiments.NAME]` table is
 validated by its experiment's own schema when it is built. Every error, from a schema or from
 a check that needs data, is one `ConfigFileError`:
 `FILE: key.path[i].sub: what is wrong (expected ..., got ...)`.
 
 Bounds: every integer within 2^53; `[run].seed` 0 to 2^53; `[run].grace_s` 0 to 3,600
-(default 10); a model's keys: runner/model_table.py.
+(default 10); a model's keys: runner/config/model_table.py.
 
 The file is read by `ibias.configfile` (a regular file of at most MAX_CONFIG_BYTES, 1 MiB,
 nested at most MAX_CONFIG_DEPTH, 32, levels deep). Every relative path a config names,
@@ -41,32 +41,32 @@ from ibias.errors import renamed
 from ibias.prompts.base import Experiment, SettingsError
 from ibias.prompts.registry import EXPERIMENT_BUILDERS
 from ibias.prompts.schema import did_you_mean, join_key, one_line, render_path, validate
-from ibias.runner.model_config import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
-from ibias.runner.model_config import DEFAULT_OUTAGE_LIMIT_S as DEFAULT_OUTAGE_LIMIT_S
-from ibias.runner.model_config import ModelConfig as ModelConfig
-from ibias.runner.model_table import CREDENTIAL_PARAMS as CREDENTIAL_PARAMS
-from ibias.runner.model_table import DEFAULT_TOP_LOGPROBS as DEFAULT_TOP_LOGPROBS
-from ibias.runner.model_table import LOGPROBS_PROVIDERS as LOGPROBS_PROVIDERS
-from ibias.runner.model_table import MAX_BODY_BYTES as MAX_BODY_BYTES
-from ibias.runner.model_table import MAX_CONCURRENCY as MAX_CONCURRENCY
-from ibias.runner.model_table import MAX_OUTAGE_LIMIT_S as MAX_OUTAGE_LIMIT_S
-from ibias.runner.model_table import MAX_PRICE as MAX_PRICE
-from ibias.runner.model_table import MAX_RATE as MAX_RATE
-from ibias.runner.model_table import MAX_TIMEOUT_S as MAX_TIMEOUT_S
-from ibias.runner.model_table import MAX_TOKENS as MAX_TOKENS
-from ibias.runner.model_table import MAX_TOP_LOGPROBS as MAX_TOP_LOGPROBS
-from ibias.runner.model_table import URL_EXPECTED as URL_EXPECTED
-from ibias.runner.model_table import URL_PATTERN as URL_PATTERN
-from ibias.runner.model_table import EnvName as EnvName
-from ibias.runner.model_table import ModelId as ModelId
-from ibias.runner.model_table import ModelTable as ModelTable
-from ibias.runner.model_table import Price as Price
-from ibias.runner.model_table import ProviderName as ProviderName
-from ibias.runner.model_table import Seed as Seed
-from ibias.runner.model_table import Text as Text
-from ibias.runner.model_table import Url as Url
-from ibias.runner.model_table import model_config, split_models
-from ibias.runner.model_table import url_credentials as url_credentials
+from ibias.runner.config.model_config import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
+from ibias.runner.config.model_config import DEFAULT_OUTAGE_LIMIT_S as DEFAULT_OUTAGE_LIMIT_S
+from ibias.runner.config.model_config import ModelConfig as ModelConfig
+from ibias.runner.config.model_table import CREDENTIAL_PARAMS as CREDENTIAL_PARAMS
+from ibias.runner.config.model_table import DEFAULT_TOP_LOGPROBS as DEFAULT_TOP_LOGPROBS
+from ibias.runner.config.model_table import LOGPROBS_PROVIDERS as LOGPROBS_PROVIDERS
+from ibias.runner.config.model_table import MAX_BODY_BYTES as MAX_BODY_BYTES
+from ibias.runner.config.model_table import MAX_CONCURRENCY as MAX_CONCURRENCY
+from ibias.runner.config.model_table import MAX_OUTAGE_LIMIT_S as MAX_OUTAGE_LIMIT_S
+from ibias.runner.config.model_table import MAX_PRICE as MAX_PRICE
+from ibias.runner.config.model_table import MAX_RATE as MAX_RATE
+from ibias.runner.config.model_table import MAX_TIMEOUT_S as MAX_TIMEOUT_S
+from ibias.runner.config.model_table import MAX_TOKENS as MAX_TOKENS
+from ibias.runner.config.model_table import MAX_TOP_LOGPROBS as MAX_TOP_LOGPROBS
+from ibias.runner.config.model_table import URL_EXPECTED as URL_EXPECTED
+from ibias.runner.config.model_table import URL_PATTERN as URL_PATTERN
+from ibias.runner.config.model_table import EnvName as EnvName
+from ibias.runner.config.model_table import ModelId as ModelId
+from ibias.runner.config.model_table import ModelTable as ModelTable
+from ibias.runner.config.model_table import Price as Price
+from ibias.runner.config.model_table import ProviderName as ProviderName
+from ibias.runner.config.model_table import Seed as Seed
+from ibias.runner.config.model_table import Text as Text
+from ibias.runner.config.model_table import Url as Url
+from ibias.runner.config.model_table import model_config, split_models
+from ibias.runner.config.model_table import url_credentials as url_credentials
 from ibias.runner.paths import DEFAULT_STORE as DEFAULT_STORE
 from ibias.runner.paths import absolute_path as absolute_path
 from ibias.runner.providers.names import BUILTIN
@@ -126,9 +126,9 @@ class Config:
     models: tuple[ModelConfig, ...]
     experiments: Mapping[str, Mapping[str, Any]]
     built: tuple[Experiment, ...] = ()
-    #: A rehearsal of this config (`--rehearse`, runner/rehearsal.py): every model answered
-    #: by the in-process simulator, into the rehearsal store (`store_path`); the run then
-    #: serves the simulator (runner/event_loop.py). Never part of the plan or a trial key.
+    #: A rehearsal of this config (`--rehearse`, runner/execution/rehearsal.py): every model
+    #: answered by the in-process simulator, into the rehearsal store (`store_path`); the run then
+    #: serves the simulator (runner/execution/event_loop.py). Never part of the plan or a trial key.
     rehearsal: bool = False
 
     @property
@@ -142,7 +142,7 @@ class Config:
         rehearsal's is the `.rehearsal.duckdb` beside the latter two (--store is taken as
         given). Checked before anything opens it (`check_store_path`: a regular file or
         absent, no NUL)."""
-        from ibias.runner.rehearsal import rehearsal_store
+        from ibias.runner.execution.rehearsal import rehearsal_store
         from ibias.store.lock import check_store_path
 
         if override:

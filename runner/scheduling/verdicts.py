@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 
-from ibias.runner.breaker import Breaker
-from ibias.runner.limit_adoption import wait_beyond_limit
-from ibias.runner.loop_lag import LOCAL_STALL
-from ibias.runner.retries import Classification, Verdict
+from ibias.runner.providers.retries import Classification, Verdict
+from ibias.runner.scheduling.breaker import Breaker
+from ibias.runner.scheduling.limit_adoption import wait_beyond_limit
+from ibias.runner.scheduling.loop_lag import LOCAL_STALL
 
 
 def outage_timeout(outage_limit_s: float) -> Classification:

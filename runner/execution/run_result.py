@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ibias.runner.loop_lag import starved_note
 from ibias.runner.money import usd
+from ibias.runner.scheduling.loop_lag import starved_note
 from ibias.runner.status import ModelStats, span
 
 if TYPE_CHECKING:
-    from ibias.runner.rehearsal import Rehearsal
-    from ibias.runner.scheduler import Scheduler
+    from ibias.runner.execution.rehearsal import Rehearsal
+    from ibias.runner.scheduling.scheduler import Scheduler
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 

@@ -7,7 +7,7 @@ from collections import deque
 
 import anyio
 
-from ibias.runner.runtime import Trial
+from ibias.runner.scheduling.runtime import Trial
 
 
 class TrialQueue:

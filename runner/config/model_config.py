@@ -1,7 +1,7 @@
 """One model of a config, validated: `ModelConfig`, the value every layer after the config
 reads (the planner its trial key's parameters, the scheduler its limits, the store its cost).
 
-Apart from the table it is parsed from (`runner/model_table.py`) so that the many modules
+Apart from the table it is parsed from (`runner/config/model_table.py`) so that the many modules
 that take a model import a small value, not the config's schema and checks.
 """
 

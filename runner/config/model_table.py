@@ -5,7 +5,7 @@ need more than one key or the provider's traits: a base URL without credentials,
 table, what a request may carry (seed, logprobs, reasoning, temperature, thinking) and the
 provider's own options, which are the keys beyond the core ones (`split_models`), validated by
 its `options_schema`. Every check names its key as `models[i].key` in a `SettingsError`, which
-the config loader (runner/config.py) turns into the file's one line.
+the config loader (runner/config/__init__.py) turns into the file's one line.
 
 Bounds: `max_concurrency` 1 to 10,000; `rpm` and `tpm` 1 to 10^9; `timeout_s` above 0 and at
 most 3,600; `temperature` 0 to 2; `max_tokens` 1 to 10^6; `sampling_seed` 0 to 2^53; prices 0
@@ -27,7 +27,11 @@ from msgspec import Meta
 
 from ibias.prompts.base import SettingsError
 from ibias.prompts.schema import MAX_INT, did_you_mean, join_key, render_path, show, validate
-from ibias.runner.model_config import DEFAULT_MAX_BODY_BYTES, DEFAULT_OUTAGE_LIMIT_S, ModelConfig
+from ibias.runner.config.model_config import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_OUTAGE_LIMIT_S,
+    ModelConfig,
+)
 from ibias.runner.providers.names import BUILTIN
 from ibias.runner.providers.traits import (
     BUILTIN_TRAITS,
@@ -118,7 +122,8 @@ class ModelTable(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_onl
     tpm: Annotated[int, Meta(ge=1, le=MAX_RATE, description="tokens per minute")] | None = None
     max_concurrency: Annotated[int, Meta(ge=1, le=MAX_CONCURRENCY)] = 16
     timeout_s: Annotated[float, Meta(gt=0, le=MAX_TIMEOUT_S, description="seconds")] = 60.0
-    #: How long the endpoint may stay unreachable before the model stops (runner/breaker.py).
+    #: How long the endpoint may stay unreachable before the model stops
+    #: (runner/scheduling/breaker.py).
     outage_limit_s: Annotated[float, Meta(gt=0, le=MAX_OUTAGE_LIMIT_S, description="seconds")] = (
         DEFAULT_OUTAGE_LIMIT_S
     )
@@ -354,7 +359,7 @@ def _check_sim(where: str, t: ModelTable, traits: ProviderTraits) -> None:
         return
     # Every provider's model takes one: a rehearsal (`--rehearse`) simulates that model with
     # it; a real run of a model the simulator does not answer says so and ignores it
-    # (runner/rehearsal.py `sim_table_note`). Never an input of the plan or a trial key
+    # (runner/execution/rehearsal.py `sim_table_note`). Never an input of the plan or a trial key
     # (`plan.OPERATIONAL_MODEL_KEYS`).
     from ibias.runner.simulator.profile import model_profile_from_dict  # only simulated models
 

@@ -13,9 +13,9 @@ from dataclasses import replace
 from typing import Any
 
 from ibias.runner.providers.base import Reply
+from ibias.runner.providers.retries import Classification
 from ibias.runner.providers.usage import MAX_TOKEN_COUNT, token_count
-from ibias.runner.retries import Classification
-from ibias.runner.runtime import Trial
+from ibias.runner.scheduling.runtime import Trial
 from ibias.runner.status import ModelStats
 from ibias.store.derived import parsed_kinds, reply_text
 from ibias.store.writer import AttemptRow, Landed, ResponseRow, Writer

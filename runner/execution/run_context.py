@@ -14,13 +14,13 @@ import duckdb
 
 from ibias.runner.batch.run import BatchOptions
 from ibias.runner.providers.registry import ProviderFactory
-from ibias.runner.retries import Backoff
+from ibias.runner.providers.retries import Backoff
+from ibias.runner.scheduling.stop import Stop
 from ibias.runner.status import ModelStats, snapshot, write_status
-from ibias.runner.stop import Stop
 from ibias.store.memory import MemoryGuard
 
 if TYPE_CHECKING:
-    from ibias.runner.rehearsal import Rehearsal
+    from ibias.runner.execution.rehearsal import Rehearsal
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class RunOptions:
     #: `mode` only (a model with `mode = "batch"` still runs in batch mode).
     batch: BatchOptions | None = None
     #: `--rehearse` (and `--speed`): every model answered by the in-process simulator on its
-    #: own protocol, into a store marked a rehearsal's (runner/rehearsal.py); None: a real run.
+    #: own protocol, into a store marked a rehearsal's (runner/execution/rehearsal.py); None: a real
+    #: run.
     rehearsal: Rehearsal | None = None
 
 

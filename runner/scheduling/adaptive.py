@@ -26,7 +26,7 @@ what we control, so their number is what adapts:
   `epoch` it was admitted under (the number of halvings so far) to tell bursts apart.
 
 Pure logic with the time passed in (`now`, any monotonic seconds), so tests drive it with a
-fake clock. The endpoint limiter (runner/limits.py) owns one and applies its limit to its
+fake clock. The endpoint limiter (runner/scheduling/limits.py) owns one and applies its limit to its
 concurrency slots.
 """
 

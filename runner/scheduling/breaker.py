@@ -20,8 +20,8 @@ hours of a night's sweep for nothing, and every trial of the outage marked faile
 The outage begins when the first request of the failing streak was sent (not before the last
 success): an endpoint that has not answered anything since then has been down that long.
 
-A failure while the run's own event loop was starved (`local_stall`, runner/loop_lag.py) is not
-the endpoint's: it is no part of a streak, and an outage's clock does not count the time the
+A failure while the run's own event loop was starved (`local_stall`, runner/scheduling/loop_lag.py)
+is not the endpoint's: it is no part of a streak, and an outage's clock does not count the time the
 loop was late (`excuse`). Beside six CPU hogs, four models' breakers opened on such failures.
 
 Two limits make sure a dead endpoint is said at once, not after a night:
@@ -66,7 +66,8 @@ __all__ = [
     "wait_turn",
 ]
 
-#: `Classification.kind`s that mean the endpoint did not answer at all (runner/retries.py).
+#: `Classification.kind`s that mean the endpoint did not answer at all
+#: (runner/providers/retries.py).
 UNREACHABLE_KINDS = frozenset({"connection", "timeout"})
 #: Seconds an endpoint that has not answered once since the run started may keep refusing
 #: connections before its model stops (read when a breaker is made, so a test may lower it).
@@ -323,11 +324,11 @@ class Breaker:
         return True
 
     def excuse(self, now: float, overdue_s: float) -> None:
-        """A request failed while the run's own event loop was starved (runner/loop_lag.py):
-        it says nothing of the endpoint, so it is no part of the streak (the caller tells
-        nothing else, and `abandon`s a probe), and the outage clock of a streak already under
-        way does not count the `overdue_s` seconds the loop was late: an endpoint is not
-        declared dead for time in which we could not have heard it."""
+        """A request failed while the run's own event loop was starved
+        (runner/scheduling/loop_lag.py): it says nothing of the endpoint, so it is no part of the
+        streak (the caller tells nothing else, and `abandon`s a probe), and the outage clock of a
+        streak already under way does not count the `overdue_s` seconds the loop was late: an
+        endpoint is not declared dead for time in which we could not have heard it."""
         if self._streak_began is not None and overdue_s > 0:
             self._streak_began = min(now, self._streak_began + overdue_s)
 

@@ -1,5 +1,5 @@
 """The concurrency cap of one endpoint: slots for requests in flight, whose number can move
-while requests hold them (adaptive concurrency lowers and raises it, runner/adaptive.py).
+while requests hold them (adaptive concurrency lowers and raises it, runner/scheduling/adaptive.py).
 
 A counter and a FIFO of waiters to which a freed slot is handed directly (no barging), so the
 uncontended take is one comparison and no coroutine. A lowered cap is reached as requests

@@ -4,8 +4,8 @@ Order matters for crash safety: the run row and every planned trial are committe
 first request, so the store always knows the whole plan; responses then land through the single
 writer. Resume is the default: trials with a stored response are skipped.
 
-A plan is made once. Its hash covers every input of the plan (runner/plan.py); a run whose hash
-matches a completed plan in the store skips planning, and every run, planned or not, reads what
+A plan is made once. Its hash covers every input of the plan (runner/execution/plan.py); a run whose
+hash matches a completed plan in the store skips planning, and every run, planned or not, reads what
 is left of the plan from the store with one anti-join per model, in plan order, so no trial is
 generated or keyed twice.
 
@@ -33,29 +33,29 @@ import anyio.to_thread
 import duckdb
 
 from ibias.prompts.base import Experiment, stable_hash
-from ibias.runner.budget import spent_on_plan as spent_on_plan
 from ibias.runner.config import Config, ConfigFileError
 from ibias.runner.console import literal
-from ibias.runner.plan import build_experiments, plan_hash, plan_inputs, store_files
-from ibias.runner.planning import TRIAL_BATCH as TRIAL_BATCH
-from ibias.runner.planning import PlanningInterrupted as PlanningInterrupted
-from ibias.runner.planning import plan_into_store as plan_into_store
-from ibias.runner.planning import prepare_plan as prepare_plan
+from ibias.runner.execution.plan import build_experiments, plan_hash, plan_inputs, store_files
+from ibias.runner.execution.planning import TRIAL_BATCH as TRIAL_BATCH
+from ibias.runner.execution.planning import PlanningInterrupted as PlanningInterrupted
+from ibias.runner.execution.planning import plan_into_store as plan_into_store
+from ibias.runner.execution.planning import prepare_plan as prepare_plan
+from ibias.runner.execution.rehearsal import check_store, sim_table_note
+from ibias.runner.execution.run_context import Clock, RunContext
+from ibias.runner.execution.run_context import RunOptions as RunOptions
+from ibias.runner.execution.run_result import EXIT_BAD_INPUT as EXIT_BAD_INPUT
+from ibias.runner.execution.run_result import EXIT_FAILED as EXIT_FAILED
+from ibias.runner.execution.run_result import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from ibias.runner.execution.run_result import EXIT_OK as EXIT_OK
+from ibias.runner.execution.run_result import RunResult as RunResult
+from ibias.runner.execution.run_result import budget_used_up, rehearsal_result, summary
+from ibias.runner.execution.run_schedule import schedule_all
 from ibias.runner.providers.registry import ProviderFactory, create_provider
 from ibias.runner.redact import secrets_scope
-from ibias.runner.rehearsal import check_store, sim_table_note
-from ibias.runner.run_context import Clock, RunContext
-from ibias.runner.run_context import RunOptions as RunOptions
-from ibias.runner.run_result import EXIT_BAD_INPUT as EXIT_BAD_INPUT
-from ibias.runner.run_result import EXIT_FAILED as EXIT_FAILED
-from ibias.runner.run_result import EXIT_INTERRUPTED as EXIT_INTERRUPTED
-from ibias.runner.run_result import EXIT_OK as EXIT_OK
-from ibias.runner.run_result import RunResult as RunResult
-from ibias.runner.run_result import budget_used_up, rehearsal_result, summary
-from ibias.runner.run_schedule import schedule_all
-from ibias.runner.scheduler import ModelStats
+from ibias.runner.scheduling.budget import spent_on_plan as spent_on_plan
+from ibias.runner.scheduling.scheduler import ModelStats
+from ibias.runner.scheduling.stop import Stop
 from ibias.runner.status import snapshot, status_path, try_write_status
-from ibias.runner.stop import Stop
 from ibias.store.db import close_store, defer_final_checkpoint, open_store
 from ibias.store.live import LiveServer
 from ibias.store.lock import StoreLock, shown_path
@@ -382,7 +382,7 @@ def _refused_write(ctx: RunContext, exc: Exception) -> StoreWriteError | None:
     """The one-line error for a write the store refused before scheduling (recording the
     run, planning), with a final status file naming the system's reason; None for any other
     error. (Scheduling's writer failures are StoreWriteErrors already, their status written
-    by runner/run_schedule.py.)"""
+    by runner/execution/run_schedule.py.)"""
     if isinstance(exc, StoreWriteError) or not is_write_failure(exc):
         return None
     failure = write_failure(exc)

@@ -2,9 +2,9 @@
 Anthropic and Gemini shapes.
 
 Its own module because reading an error body (which shape, which fields, which quota it names)
-is a different job from deciding what to do about it: the policy (runner/retries.py), the wait
-hints (runner/wait_hints.py) and the provider classes that add their own rules on top of the
-policy (Anthropic's error types, Gemini's quota violations) all read the same `ErrorBody`.
+is a different job from deciding what to do about it: the policy (runner/providers/retries.py), the
+wait hints (runner/providers/wait_hints.py) and the provider classes that add their own rules on top
+of the policy (Anthropic's error types, Gemini's quota violations) all read the same `ErrorBody`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ibias.runner.json_body import loads_json
+from ibias.runner.providers.json_body import loads_json
 from ibias.runner.redact import redact
 
 __all__ = [
