@@ -27,7 +27,7 @@ FILES = (
     "tests/prompts/test_registry.py",
     "tests/prompts/test_plugins.py",
     "tests/runner/providers/test_registry.py",
-    "tests/runner/test_config.py",
+    "tests/runner/config/test_config.py",
     "tests/analysis/test_report_layout.py",
     "tests/analysis/test_only_unit.py",
 )

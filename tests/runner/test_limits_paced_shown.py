@@ -1,7 +1,8 @@
 """A model paced below its configured rpm says so, at what rate and why: in the live progress
 (table and plain lines) and in `ibias status` during a run (issue 33: "a configured limit is a
 ceiling, not a promise"). The rates come from the limiter itself, driven on a virtual clock
-against a hidden 120 RPM with rpm = 300 configured (tests/runner/test_hidden_limits.py)."""
+against a hidden 120 RPM with rpm = 300 configured
+(tests/runner/scheduling/test_hidden_limits.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from ibias.runner.console import terminal
 from ibias.runner.progress import plain_lines, render_table
 from ibias.runner.status import ModelStats, pacing_note, snapshot
 from ibias.runner.status_report import render_status
-from tests.runner.test_hidden_limits import simulate
+from tests.runner.scheduling.test_hidden_limits import simulate
 
 LINE = "paced at {rpm} rpm, below its configured rpm = 300: 429s the configured limit does not"
 

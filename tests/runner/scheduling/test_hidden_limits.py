@@ -25,7 +25,7 @@ from ibias.runner.scheduling.adaptive import MAX_RATE_PER_S, AdaptiveRate
 from ibias.runner.scheduling.limits import EndpointLimiter
 from ibias.runner.simulator.faults import Bucket
 from ibias.runner.status import write_status
-from tests.runner.test_limits import run_virtual
+from tests.runner.scheduling.test_limits import run_virtual
 
 LATENCY_S = 0.1
 CONCURRENCY = 32

@@ -403,7 +403,7 @@ def test_gemini_models_that_think_by_default(name: str, thinks: bool) -> None:
 
 def test_the_simulators_table_is_its_own() -> None:
     """A gap in the runner's table must show as a refusal here: the simulator never reads it."""
-    folder = Path(__file__).resolve().parents[2] / "runner" / "simulator"
+    folder = Path(__file__).resolve().parents[3] / "runner" / "simulator"
     for module in folder.glob("*.py"):
         text = module.read_text("utf-8")
         assert "providers.params" not in text and "rule_for" not in text, module.name

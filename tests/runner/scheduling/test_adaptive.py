@@ -16,7 +16,7 @@ from ibias.runner.providers.retries import Backoff, Classification, Verdict
 from ibias.runner.scheduling.adaptive import AdaptiveConcurrency
 from ibias.runner.scheduling.limits import EndpointLimiter
 from tests.helpers import model_block, write_config
-from tests.runner.test_limits import run_virtual
+from tests.runner.scheduling.test_limits import run_virtual
 
 
 def test_slow_start_doubles_per_clean_round_up_to_the_maximum():

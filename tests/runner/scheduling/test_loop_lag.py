@@ -38,7 +38,7 @@ from ibias.runner.scheduling.loop_lag import (
 )
 from ibias.runner.scheduling.scheduler import ModelRuntime, ModelStats, Scheduler, _Worker
 from tests.helpers import model_block, write_config
-from tests.runner.test_limits import VirtualTimeLoop, run_virtual
+from tests.runner.scheduling.test_limits import VirtualTimeLoop, run_virtual
 
 # ------------------------------------------------------------------ measuring (fake clock)
 

@@ -164,7 +164,7 @@ def test_brackets_in_strings_and_comments_do_not_count_as_nesting(tmp_path):
 
 
 def test_every_shipped_config_is_well_within_the_limits():
-    for path in (Path(__file__).parents[2] / "configs").glob("*.toml"):
+    for path in (Path(__file__).parents[3] / "configs").glob("*.toml"):
         assert path.stat().st_size < MAX_CONFIG_BYTES // 10
         assert not _too_deep(path.read_text(), 8)
 

@@ -28,7 +28,7 @@ from ibias.runner.execution.selection import select
 from ibias.runner.simulator.answer import REFUSAL_TEXT
 from ibias.store.marks import is_rehearsal
 
-CONFIGS = Path(__file__).parents[2] / "configs"
+CONFIGS = Path(__file__).parents[3] / "configs"
 RAW_BY_MODEL = "SELECT model_id, any_value(raw) FROM responses GROUP BY 1"
 
 

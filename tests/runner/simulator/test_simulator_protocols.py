@@ -3,7 +3,8 @@ client on loopback.
 
 The three protocols share the simulator's behaviour (the answer of a prompt, limits, faults,
 counts); what each mode owns is the reading of requests and the wording of answers, errors and
-rate-limit headers, which these tests pin down. The OpenAI mode is tests/runner/test_simulator.py.
+rate-limit headers, which these tests pin down. The OpenAI mode is
+tests/runner/simulator/test_simulator.py.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ibias.prompts.base import Persona, SettingsError, rng_for
 from ibias.runner.simulator import answer_for
 from ibias.runner.simulator.profile import SimProfile, load_profile, model_profile_from_dict
 
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
 PROFILE = """
 seed = 9
