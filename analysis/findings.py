@@ -113,7 +113,7 @@ def _design_note(suffix: str) -> str:
 
 
 def _word_association(tables: Mapping[str, pl.DataFrame], model: str, language: str) -> list[str]:
-    from ibias.analysis.word_association_unit import cells_anchor
+    from ibias.analysis.units.word_association.unit import cells_anchor
 
     out = []
     for suffix in _suffixes(tables, "word_association_cells"):
@@ -162,7 +162,7 @@ def _word_association(tables: Mapping[str, pl.DataFrame], model: str, language: 
 
 
 def _allocation(tables: Mapping[str, pl.DataFrame], model: str, language: str) -> list[str]:
-    from ibias.analysis.allocation_population_report import CELLS, population_anchor
+    from ibias.analysis.units.allocation.population_report import CELLS, population_anchor
 
     out = []
     for suffix in _suffixes(tables, CELLS):

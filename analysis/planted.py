@@ -43,7 +43,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ibias.analysis.allocation import EFFECT_CELL, EFFECT_INPUT, effect_cells, effect_rows
+from ibias.analysis.units.allocation.effects import (
+    EFFECT_CELL,
+    EFFECT_INPUT,
+    effect_cells,
+    effect_rows,
+)
 from ibias.prompts.base import Persona, SettingsError
 from ibias.prompts.codes import CIS, HIGH, LOW
 from ibias.prompts.simulation import Answering, answering_for, persona_from_table, planted_function

@@ -1,14 +1,14 @@
 """The recovery check for both targets: planted population values against population intervals.
 
-`analysis.planted` states, for each simulated model, the value an estimate should recover given
-the people this run showed (conditional: the target of the pair bootstrap's intervals, "these
-people") and over the simulator's person- and name-effect distributions (population:
-`expected_cis_share` integrates them out by quadrature; the target of the pigeonhole
-intervals of `analysis.allocation_population`, "people like these"). This module puts the
-population intervals beside the population values, says whether each contains its value, adds
-those shares to `planted_coverage` (with a `target` column), and labels every planted table's
-intervals (level, method, resampling unit, B, target). It only adds columns and rows, so the
-conditional check of `analysis.planted` reads as before.
+`analysis.planted` states, for each simulated model, the value an estimate should recover given the
+people this run showed (conditional: the target of the pair bootstrap's intervals, "these people")
+and over the simulator's person- and name-effect distributions (population: `expected_cis_share`
+integrates them out by quadrature; the target of the pigeonhole intervals of
+`analysis.units.allocation.population_tables`, "people like these"). This module puts the population
+intervals beside the population values, says whether each contains its value, adds those shares to
+`planted_coverage` (with a `target` column), and labels every planted table's intervals (level,
+method, resampling unit, B, target). It only adds columns and rows, so the conditional check of
+`analysis.planted` reads as before.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from ibias.analysis import allocation, allocation_population, population
+from ibias.analysis import population
+from ibias.analysis.units.allocation import effects, population_tables, shares
 
-CELL_KEYS = allocation.CELL_KEYS
-EFFECT_KEYS = allocation.EFFECT_KEYS
+CELL_KEYS = shares.CELL_KEYS
+EFFECT_KEYS = effects.EFFECT_KEYS
 WORD_TARGET = "these stimuli"  # word association resamples trials: the model's answers
 
 
@@ -51,11 +52,11 @@ def extend(
             _labels(tables.get("word_association_overall"), WORD_TARGET)
         )
     cells = tables.get("allocation_cells")
-    pop_cells = tables.get(allocation_population.CELLS)
+    pop_cells = tables.get(population_tables.CELLS)
     al = out.get("planted_allocation")
     have_population = pop_cells is not None and not pop_cells.is_empty()
     if al is not None:
-        al = al.with_columns(_labels(cells, allocation.TARGET))
+        al = al.with_columns(_labels(cells, shares.TARGET))
         if have_population:
             assert pop_cells is not None
             pop = pop_cells.select(
@@ -74,9 +75,9 @@ def extend(
             )  # fmt: skip
         out["planted_allocation"] = al
     ef = out.get("planted_effects")
-    pop_effects = tables.get(allocation_population.EFFECTS)
+    pop_effects = tables.get(population_tables.EFFECTS)
     if ef is not None:
-        ef = ef.with_columns(_labels(tables.get("allocation_effects"), allocation.TARGET))
+        ef = ef.with_columns(_labels(tables.get("allocation_effects"), shares.TARGET))
         if pop_effects is not None and not pop_effects.is_empty():
             pop = pop_effects.select(
                 *EFFECT_KEYS,
@@ -101,7 +102,7 @@ def _coverage(coverage: pl.DataFrame, tables: Mapping[str, pl.DataFrame]) -> pl.
     """The conditional rows of `planted.coverage_summary` with their target, then the
     population rows."""
     targets = [
-        WORD_TARGET if v.startswith("word-association") else allocation.TARGET
+        WORD_TARGET if v.startswith("word-association") else shares.TARGET
         for v in coverage["value"].to_list()
     ]
     rows: list[dict[str, object]] = []

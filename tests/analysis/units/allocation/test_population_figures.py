@@ -23,8 +23,10 @@ import pytest
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure as MplFigure
 
-from ibias.analysis import allocation_population, allocation_population_report, figures
+from ibias.analysis import figures
 from ibias.analysis.analyze import AnalysisResult, analyze
+from ibias.analysis.units.allocation import population_report as allocation_population_report
+from ibias.analysis.units.allocation import population_tables as allocation_population
 from tests.analysis.conftest import build_store
 
 BODY = """
