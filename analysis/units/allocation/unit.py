@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import figures, labels, parallel
+from ibias.analysis import labels, parallel
 from ibias.analysis.cells import condition_groups
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
@@ -37,6 +37,7 @@ from ibias.analysis.report import (
 from ibias.analysis.units.allocation import (
     authors,
     effects,
+    figures,
     identity_swap,
     load,
     population_report,

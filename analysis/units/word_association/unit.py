@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import figures, labels
+from ibias.analysis import labels
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -33,7 +33,7 @@ from ibias.analysis.report import (
     table,
 )
 from ibias.analysis.stats import sign_flip_floor
-from ibias.analysis.units.word_association import bias, templates
+from ibias.analysis.units.word_association import bias, figures, templates
 from ibias.prompts import codes
 from ibias.prompts.registry import kind
 
