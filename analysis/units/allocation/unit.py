@@ -40,6 +40,7 @@ from ibias.analysis.units.allocation import (
     figures,
     identity_swap,
     load,
+    planted,
     population_report,
     population_tables,
     roster,
@@ -629,4 +630,5 @@ ANALYSIS = ExperimentAnalysis(
     paper=_paper,
     load=load.load,
     overall=_overall,
+    planted=planted.PLANTED,
 )
