@@ -369,7 +369,7 @@ def _report_input(
             *extra_sections(tables, analyses(data.views)),
             *cross_sections(crossing, ctx, "after"),
         ],
-        findings=findings.section(tables, model_order(data), data.simulated),
+        findings=findings.section(tables, model_order(data), data.simulated, analyses(data.views)),
         headline=findings.headline(data.simulated, model_order(data)),
     )
 

@@ -186,6 +186,11 @@ class Overall:
     sections: tuple[Section, ...] = ()
 
 
+FindingsFn = Callable[[Mapping[str, pl.DataFrame], str, str], list[str]]
+"""(every table by file stem, model id, language) -> the experiment's sentences of the report's
+findings for that model and language, as `<li>` items citing its tables (analysis/findings.py
+has the helpers); [] for none."""
+
 OverallFn = Callable[[Mapping[str, pl.DataFrame], Mapping[str, pl.DataFrame]], Overall]
 """(views of every design by kind name, extras) -> the experiment's store-level part."""
 
@@ -258,7 +263,8 @@ class ExperimentAnalysis:
     `overall` adds tables and sections once per store (e.g. the allocation roster); `paper`
     says how the store's trials differ from the paper (called once with the views of every
     design, not per design); `planted` checks the simulated models' planted values against
-    the estimates (analysis/planted.py).
+    the estimates (analysis/planted.py); `findings` gives its sentences of the report's
+    findings (analysis/findings.py).
     """
 
     anchor: str
@@ -273,6 +279,7 @@ class ExperimentAnalysis:
     load: LoadFn | None = None
     overall: OverallFn | None = None
     planted: PlantedCheck | None = None
+    findings: FindingsFn | None = None
 
 
 def analysis_of(unit: ExperimentUnit) -> ExperimentAnalysis | None:

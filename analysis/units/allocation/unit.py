@@ -38,6 +38,7 @@ from ibias.analysis.units.allocation import (
     authors,
     effects,
     figures,
+    findings,
     identity_swap,
     load,
     planted,
@@ -631,4 +632,5 @@ ANALYSIS = ExperimentAnalysis(
     load=load.load,
     overall=_overall,
     planted=planted.PLANTED,
+    findings=findings.sentences,
 )

@@ -33,7 +33,7 @@ from ibias.analysis.report import (
     table,
 )
 from ibias.analysis.stats import sign_flip_floor
-from ibias.analysis.units.word_association import bias, figures, planted, templates
+from ibias.analysis.units.word_association import bias, figures, findings, planted, templates
 from ibias.prompts import codes
 from ibias.prompts.registry import kind
 
@@ -419,4 +419,5 @@ ANALYSIS = ExperimentAnalysis(
     streams={"word_association_cells": 1, "word_association_overall": 2},
     paper=_paper,
     planted=planted.PLANTED,
+    findings=findings.sentences,
 )
