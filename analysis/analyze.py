@@ -22,7 +22,6 @@ from ibias.analysis import cross, findings, overview, paper, report
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
-    PLANTED_PEOPLE,
     AnalysisDataError,
     ExperimentAnalysis,
     Section,
@@ -196,14 +195,10 @@ def _planted(data: StoreData, tables: Mapping[str, pl.DataFrame]) -> dict[str, p
     when no experiment of the store has planted values to compare."""
     if not _simulator_ran(data.runs):
         return {}
-    from ibias.analysis import planted, planted_population
+    from ibias.analysis import planted
 
     simulated = planted.simulated_models(data.runs["config"].to_list())
-    people = data.extras.get(PLANTED_PEOPLE, pl.DataFrame())
-    found = planted.planted_tables(simulated, data.views, people, tables)
-    if set(found) <= {"planted_coverage"}:  # no experiment with planted values: no check
-        return {}
-    return planted_population.extend(found, tables)
+    return planted.planted_tables(simulated, analyses(data.views), data.views, data.extras, tables)
 
 
 def block_tables(
@@ -284,12 +279,16 @@ def cross_sections(
     return out
 
 
-def extra_sections(tables: Mapping[str, pl.DataFrame]) -> list[report.Section]:
-    """Report sections that belong to no one experiment and no registered cross analysis."""
+def extra_sections(
+    tables: Mapping[str, pl.DataFrame], present: Sequence[ExperimentAnalysis]
+) -> list[report.Section]:
+    """Report sections that belong to no one experiment and no registered cross analysis
+    (the planted values, whose parts are the present experiments')."""
     if "planted_coverage" in tables:
         from ibias.analysis import planted
 
-        return [report.Section(planted.ANCHOR, planted.TITLE, planted.section(tables))]
+        html = planted.section(tables, present)
+        return [report.Section(planted.ANCHOR, planted.TITLE, html)]
     return []
 
 
@@ -366,8 +365,11 @@ def _report_input(
         seed=seed,
         front=store_parts(data)[1],
         before=cross_sections(crossing, ctx, "before"),
-        after=[*extra_sections(tables), *cross_sections(crossing, ctx, "after")],
-        findings=findings.section(tables, model_order(data), data.simulated),
+        after=[
+            *extra_sections(tables, analyses(data.views)),
+            *cross_sections(crossing, ctx, "after"),
+        ],
+        findings=findings.section(tables, model_order(data), data.simulated, analyses(data.views)),
         headline=findings.headline(data.simulated, model_order(data)),
     )
 

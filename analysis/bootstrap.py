@@ -378,7 +378,8 @@ def grouped_paired_difference_units_ci(
     (the order `grouped_paired_difference_ci` numbers them in, so the same units give the same
     intervals). `dropped` counts per cell the trials left out before (undefined outcomes). A
     table with millions of trials passes a row per pair this way, summed where the trials are
-    (analysis/allocation.py), instead of a row per trial. Results are keyed by cell number.
+    (analysis/units/allocation/shares.py), instead of a row per trial. Results are keyed by
+    cell number.
     """
     _check_options(B, level, method)
     cols, cell, lost = _unit_input(sums, 4, cells, n_cells, dropped)

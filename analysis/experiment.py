@@ -13,6 +13,7 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -23,6 +24,9 @@ from ibias.analysis.figures import Figure
 from ibias.analysis.population import DEFAULT_METHOD as DEFAULT_POPULATION_METHOD
 from ibias.prompts.registry import ExperimentUnit
 from ibias.store.reader import StoreReader
+
+if TYPE_CHECKING:
+    from ibias.analysis.planted import SimulatedModel
 
 
 class AnalysisDataError(errors.StoreError, ValueError):
@@ -182,8 +186,57 @@ class Overall:
     sections: tuple[Section, ...] = ()
 
 
+FindingsFn = Callable[[Mapping[str, pl.DataFrame], str, str], list[str]]
+"""(every table by file stem, model id, language) -> the experiment's sentences of the report's
+findings for that model and language, as `<li>` items citing its tables (analysis/findings.py
+has the helpers); [] for none."""
+
 OverallFn = Callable[[Mapping[str, pl.DataFrame], Mapping[str, pl.DataFrame]], Overall]
 """(views of every design by kind name, extras) -> the experiment's store-level part."""
+
+
+@dataclass(frozen=True)
+class PlantedContext:
+    """What a unit's planted-value check gets: the run's simulated models (their profiles read
+    through `prompts.simulation`, never the runner), the views of every design by kind name,
+    the extras (`PLANTED_PEOPLE` among them when the unit's loader reads it) and the tables
+    the analysis wrote, whose estimates the planted values are set beside."""
+
+    models: Sequence[SimulatedModel]
+    views: Mapping[str, pl.DataFrame]
+    extras: Mapping[str, pl.DataFrame]
+    tables: Mapping[str, pl.DataFrame]
+
+
+@dataclass(frozen=True)
+class PlantedCoverage:
+    """One row of `planted_coverage`: a kind of planted value, what its intervals are about
+    (`target`, e.g. "these people") and, per interval, whether it contains the value (nulls
+    are not counted). Rows for people like these (`population`) are listed after the others."""
+
+    value: str
+    flags: pl.Series
+    target: str
+    population: bool = False
+
+
+@dataclass(frozen=True)
+class PlantedResult:
+    """A unit's planted-value tables by file stem (`planted_...`) and its coverage rows."""
+
+    tables: Mapping[str, pl.DataFrame]
+    coverage: tuple[PlantedCoverage, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlantedCheck:
+    """How a unit's analysis checks what the simulator planted (analysis/planted.py runs it
+    when the store's runs used the simulator): `tables` sets the planted values beside the
+    estimates; `section` renders the unit's part of the report's planted-values section from
+    the tables as written (HTML, "" for none). A unit without one has no planted rows."""
+
+    tables: Callable[[PlantedContext], PlantedResult]
+    section: Callable[[Mapping[str, pl.DataFrame]], str]
 
 
 def _no_figures(
@@ -209,7 +262,9 @@ class ExperimentAnalysis:
     reads further frames from the open store (its own SQL, e.g. the allocation pairs' people);
     `overall` adds tables and sections once per store (e.g. the allocation roster); `paper`
     says how the store's trials differ from the paper (called once with the views of every
-    design, not per design).
+    design, not per design); `planted` checks the simulated models' planted values against
+    the estimates (analysis/planted.py); `findings` gives its sentences of the report's
+    findings (analysis/findings.py).
     """
 
     anchor: str
@@ -223,6 +278,8 @@ class ExperimentAnalysis:
     paper: PaperFn | None = None
     load: LoadFn | None = None
     overall: OverallFn | None = None
+    planted: PlantedCheck | None = None
+    findings: FindingsFn | None = None
 
 
 def analysis_of(unit: ExperimentUnit) -> ExperimentAnalysis | None:

@@ -11,12 +11,11 @@ and column of their table, so a test (and a curious reader's devtools) can check
 the table; counts the findings derive themselves (the departures from the paper) are marked
 `<span class="n">` and say which table they count.
 
-What the findings cover, per model and language: word-association bias by category with its
-interval, split by what the Holm-corrected t-test finds; in allocation, the services where the
-population test (Holm) finds an identity preference in the main condition, its direction and
-size with the population interval, and those where it finds none; the explicit checks; and per
-model, refusals and empty replies. Before them: which models were simulated
-(`analysis/simulated.py`) and how many departures from the paper the run has.
+What the findings cover, per model and language: each experiment's own sentences, from its
+analysis (`ExperimentAnalysis.findings`: word-association bias by category, the allocation's
+identity preference per service in the main condition, see analysis/units/<name>/findings.py);
+the explicit checks; and per model, refusals and empty replies. Before them: which models
+were simulated (`analysis/simulated.py`) and how many departures from the paper the run has.
 """
 
 from __future__ import annotations
@@ -29,15 +28,13 @@ from dataclasses import dataclass
 import polars as pl
 
 from ibias.analysis import labels
-from ibias.analysis.cells import condition_groups
+from ibias.analysis.experiment import ExperimentAnalysis
 from ibias.analysis.report import (
     DIFFERENCES,
     MODELS_TABLE,
     count,
     esc,
     explicit_anchor,
-    interval,
-    num,
     pct,
     pvalue,
     subject,
@@ -50,10 +47,6 @@ SIGNIFICANT = 0.05
 
 # Column headers of the cited tables, exactly as the tables show them (the test finds the
 # cited cell by them).
-WA_BIAS = "mean bias [95% CI, trials resampled]"
-WA_P = "t-test p, two-sided, H0 mean 0 (Holm)"
-GAP = "cis − trans among decided [CI, people like these]"
-GAP_P = "p, H0 gap 0 (Holm)"
 
 _TAG = re.compile(r"<[^>]*>")
 
@@ -74,138 +67,39 @@ class Cite:
         )
 
 
-def _plain_p(p: object) -> str:
+def plain_p(p: object) -> str:
     """An adjusted p-value as the tables show it inside their brackets (no bold)."""
     return _TAG.sub("", pvalue(p))
 
 
-def _below(p: object) -> bool:
+def below(p: object) -> bool:
     return isinstance(p, int | float) and p == p and p < SIGNIFICANT
 
 
-def _link(anchor: str, text: str) -> str:
+def anchor_link(anchor: str, text: str) -> str:
     return f"<a href='#{esc(anchor)}'>{esc(text)}</a>"
 
 
-def _joined(items: Sequence[str]) -> str:
+def joined(items: Sequence[str]) -> str:
     """`a`, `a and b`, `a, b and c` (items are safe HTML)."""
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _suffixes(tables: Mapping[str, pl.DataFrame], stem: str) -> list[str]:
+def suffixes(tables: Mapping[str, pl.DataFrame], stem: str) -> list[str]:
     """The design suffixes ("" for the controlled design, "_paper", ...) of `stem`'s tables."""
     found = [name[len(stem) :] for name in tables if name.startswith(stem)]
     return [s for s in found if s == "" or re.fullmatch(r"_[a-z]+", s)]
 
 
-def _section_anchor(base: str, suffix: str) -> str:
+def section_anchor(base: str, suffix: str) -> str:
     """The experiment section's anchor for a design (as `analyze.Block.anchor` builds it)."""
     return base + suffix.replace("_", "-")
 
 
-def _design_note(suffix: str) -> str:
+def design_note(suffix: str) -> str:
     return f" ({suffix.lstrip('_')} design)" if suffix else ""
-
-
-# --- word association ------------------------------------------------------------------------
-
-
-def _word_association(tables: Mapping[str, pl.DataFrame], model: str, language: str) -> list[str]:
-    from ibias.analysis.word_association_unit import cells_anchor
-
-    out = []
-    for suffix in _suffixes(tables, "word_association_cells"):
-        cells = tables[f"word_association_cells{suffix}"]
-        if cells.is_empty():
-            continue
-        rows = cells.filter((pl.col("model_id") == model) & (pl.col("language") == language))
-        if rows.is_empty():
-            continue
-        anchor = cells_anchor(_section_anchor("word-association", suffix), language)
-        groups: dict[str, list[str]] = {"trans": [], "cis": [], "none": []}
-        for r in rows.iter_rows(named=True):
-            name = labels.category(r["category"])
-            key = (model, name)
-            bias = Cite(key, WA_BIAS, f"{num(r['mean_bias'])} "
-                        f"{interval(r['ci_low'], r['ci_high'], 3)}")  # fmt: skip
-            if _below(r["t_p_holm"]):
-                p = Cite(key, WA_P, _plain_p(r["t_p_holm"]))
-                group = "trans" if (r["mean_bias"] or 0) > 0 else "cis"
-                groups[group].append(f"{esc(name)} {bias.render()} (p {p.render()})")
-            elif r["mean_bias"] is None:  # no scored trial: nothing to cite
-                groups["none"].append(f"{esc(name)} (no scored trial)")
-            else:
-                groups["none"].append(f"{esc(name)} {bias.render()}")
-        parts = []
-        if groups["trans"]:
-            parts.append(
-                "negative words went to “transgender” more than chance in "
-                + _joined(groups["trans"])
-            )
-        if groups["cis"]:
-            parts.append(
-                "negative words went to “cisgender” more than chance in " + _joined(groups["cis"])
-            )
-        if groups["none"]:
-            parts.append("the test (Holm) finds no bias in " + _joined(groups["none"]))
-        out.append(
-            f"<li>{_link(anchor, 'Word association' + _design_note(suffix))}: "
-            + "; ".join(parts)
-            + ".</li>"
-        )
-    return out
-
-
-# --- allocation --------------------------------------------------------------------------------
-
-
-def _allocation(tables: Mapping[str, pl.DataFrame], model: str, language: str) -> list[str]:
-    from ibias.analysis.allocation_population_report import CELLS, population_anchor
-
-    out = []
-    for suffix in _suffixes(tables, CELLS):
-        cells = tables[f"{CELLS}{suffix}"]
-        if cells.is_empty() or "gap_p_holm" not in cells.columns:
-            continue
-        ours = cells.filter(pl.col("language") == language)
-        if ours.is_empty():
-            continue
-        # The language's first condition in the report's order: the paper's main one (no
-        # symptoms, no explanation) when present; the other conditions are in the tables.
-        (lang, level, expl), sub = next(iter(condition_groups(ours)))
-        rows = sub.filter(pl.col("model_id") == model)
-        if rows.is_empty():
-            continue
-        anchor = population_anchor(_section_anchor("allocation", suffix), lang, level, expl)
-        cis: list[str] = []
-        trans: list[str] = []
-        none: list[str] = []
-        for r in rows.iter_rows(named=True):
-            name = labels.service(r["service"])
-            key = (model, name)
-            if _below(r["gap_p_holm"]):
-                gap = Cite(key, GAP, f"{num(r['gap'], 2)} "
-                           f"{interval(r['gap_ci_low'], r['gap_ci_high'], 2)}")  # fmt: skip
-                p = Cite(key, GAP_P, _plain_p(r["gap_p_holm"]))
-                text = f"{esc(name)} {gap.render()} (p {p.render()})"
-                (cis if (r["gap"] or 0) > 0 else trans).append(text)
-            else:
-                none.append(esc(name))
-        condition = f"{labels.symptoms(level)}, {labels.explanation(expl)}"
-        parts = []
-        if cis:
-            parts.append("preferred the cisgender candidate for " + _joined(cis))
-        if trans:
-            parts.append("preferred the transgender candidate for " + _joined(trans))
-        if none:
-            parts.append("the test (Holm) finds no identity preference for " + _joined(none))
-        out.append(
-            f"<li>{_link(anchor, 'Appointment allocation' + _design_note(suffix))} "
-            f"({esc(condition)}): " + "; ".join(parts) + ".</li>"
-        )
-    return out
 
 
 # --- explicit checks -------------------------------------------------------------------------
@@ -238,9 +132,9 @@ def _explicit(tables: Mapping[str, pl.DataFrame], model: str, language: str) -> 
             chose.append(f"{esc(subject(r['subject']))} ({counts} of "
                          f"{Cite(key, 'n', count(r['n'])).render()})")  # fmt: skip
         title = _explicit_title(experiment)
-        link = _link(explicit_anchor(experiment), f"Asked directly ({title})")
+        link = anchor_link(explicit_anchor(experiment), f"Asked directly ({title})")
         if chose:
-            out.append(f"<li>{link}: named one group for " + _joined(chose) + ".</li>")
+            out.append(f"<li>{link}: named one group for " + joined(chose) + ".</li>")
         else:
             out.append(f"<li>{link}: never named one group over the other.</li>")
     return out
@@ -266,7 +160,7 @@ def _refusals(models: pl.DataFrame, model: str) -> str:
         return Cite(key, column, text).render()
 
     return (
-        f"<li>{_link(MODELS_TABLE, 'Refusals and empty replies')}: refused "
+        f"<li>{anchor_link(MODELS_TABLE, 'Refusals and empty replies')}: refused "
         f"{v('refusals', count(r['refusals']))} of {v('parsed', count(r['parsed']))} parsed "
         f"trials ({v('refusal rate', pct(r['refusal_rate']))}); "
         f"{v('empty', count(r['empty']))} empty replies "
@@ -307,7 +201,8 @@ def _departures(tables: Mapping[str, pl.DataFrame]) -> str:
         return f'<span class="n">{value:,}</span>'
 
     return (
-        f"<p>{_link(DIFFERENCES[0], 'Departures from the paper')}: {n(ours + others)} in all: "
+        f"<p>{anchor_link(DIFFERENCES[0], 'Departures from the paper')}: "
+        f"{n(ours + others)} in all: "
         f"{n(ours)} of the {n(sources.height)} design × language × condition rows use texts "
         f"of ours, and {n(others)} of the {n(models.height)} models are not the paper's model "
         "as it named it.</p>"
@@ -340,17 +235,23 @@ def section(
     tables: Mapping[str, pl.DataFrame],
     models: Sequence[str],
     simulated: Mapping[str, str] | None = None,
+    present: Sequence[ExperimentAnalysis] | None = None,
 ) -> str:
-    """The findings section's HTML; "" when the store has no model with a finding."""
+    """The findings section's HTML; "" when the store has no model with a finding. The
+    sentences of each experiment are its analysis's (`ExperimentAnalysis.findings`), of the
+    `present` analyses (every registered one by default), in registry order."""
     simulated = simulated or {}
+    if present is None:
+        from ibias.analysis.analyze import analyses
+
+        present = analyses()
     models_table = tables.get("models", pl.DataFrame())
     blocks = []
     for model in models:
         items = []
         for language in _languages(tables, model):
             sentences = [
-                *_word_association(tables, model, language),
-                *_allocation(tables, model, language),
+                *(s for a in present if a.findings for s in a.findings(tables, model, language)),
                 *_explicit(tables, model, language),
             ]
             if sentences:

@@ -85,11 +85,11 @@ from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from ibias.analysis import labels
-from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.cells import combined_codes
 from ibias.analysis.cross import CrossAnalysis, CrossContext
-from ibias.analysis.identity_swap import without_swapped
 from ibias.analysis.report import absent, col, count, esc, interval, num, pvalue, table
+from ibias.analysis.units.allocation.identity_swap import without_swapped
+from ibias.analysis.units.allocation.load import PAIR_PEOPLE
 from ibias.prompts.codes import CIS, TRANS
 
 KEYS: tuple[str, ...] = ("design", "language")

@@ -12,9 +12,9 @@ from string import Template
 
 import polars as pl
 
-from ibias.analysis.allocation_population_report import CELLS, method
 from ibias.analysis.cross import CrossAnalysis, CrossContext
 from ibias.analysis.report import esc, template
+from ibias.analysis.units.allocation.population_report import CELLS, method
 
 ANCHOR, TITLE = "methods", "Methods note"
 

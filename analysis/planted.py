@@ -3,52 +3,28 @@
 A simulated model's behaviour is a function of its profile (the `[models.sim]` table of the run
 config, stored verbatim in `runs.config`), the run's seed and the prompt. From the latest run's
 config this module rebuilds each simulated model's `Persona` (with the units' own parameter
-structs, `prompts.simulation.persona_from_table`; nothing of the runner is imported) and
-states, for the controlled design, what the units declare they plant
-(`Simulation.planted`, looked up by name through the registry, so neither built-in
-experiment's module is imported here):
-
-- word association, per model x language: the planted `word_bias` and the expected score of a
-  scored trial, `expected_word_score` (templates drawn uniformly; not 2p - 1), and per template;
-- allocation, per model x language x service x condition: the expected share choosing the
-  cisgender candidate over the population of people (`expected_cis_share`: person and name
-  effects integrated out) and the expected share *given the people this run showed*
-  (conditional: the mean over the cell's trials of the probability the simulator drew with,
-  as `conditional_cis_share` computes from the prompt texts). The pair bootstrap's intervals
-  describe this roster's people (README, Analysis), so the conditional value is the one they
-  should cover; the gap among decided trials is planted as 2 E[P(cis) | answered] - 1;
-- condition effects, per model x language x service x effect x stratum: the planted change in
-  the share choosing the transgender candidate (treated - control), population and
-  conditional; 0 where nothing was planted (a null effect).
-
-Each row says whether the estimate's 95% interval contains the planted value (conditional
-where there is one). The conditional values are computed from the trials' stored items (the
-people of each pair as shown in each arm, read once per pair and arm from one model's trials:
-every model sees the same pairs) with the simulator's own functions for each person's effect,
-condition term and base preference; a test checks them against `conditional_cis_share` over
-the prompt texts. With the identity-swap control on, each arm's truth comes from its own trials
-and its own people: the swapped arm shows the other person as cisgender, so its P(cis) is about
-that person; the allocation cells and effects are estimated from the original arm only, and so
-are their planted values.
+structs, `prompts.simulation.persona_from_table`; nothing of the runner is imported), and each
+experiment's analysis that can check what its unit plants (`ExperimentAnalysis.planted`, e.g.
+analysis/units/allocation/planted.py) sets those values beside its estimates, looking the
+planted-value functions up by name through the registry (`Simulation.planted`). This module is
+the driver: it runs the units' checks in registry order, gathers their coverage rows into
+`planted_coverage` (the roster-conditional rows first, then those for people like these) and
+lays out the report section around the units' parts. An experiment without the capability has
+no planted rows.
 """
 
 from __future__ import annotations
 
-import math
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import polars as pl
 
-from ibias.analysis.allocation import EFFECT_CELL, EFFECT_INPUT, effect_cells, effect_rows
+from ibias.analysis.experiment import ExperimentAnalysis, PlantedContext, PlantedCoverage
 from ibias.prompts.base import Persona, SettingsError
-from ibias.prompts.codes import CIS, HIGH, LOW
 from ibias.prompts.simulation import Answering, answering_for, persona_from_table, planted_function
-
-TEMPLATES: tuple[int, ...] = (1, 2, 3)
 
 
 @dataclass(frozen=True)
@@ -77,7 +53,7 @@ class SimulatedModel:
         return function, answering_for(self.answering, unit)
 
 
-def _truth(model: SimulatedModel, name: str) -> tuple[Callable[..., Any], Answering[Any]]:
+def required_truth(model: SimulatedModel, name: str) -> tuple[Callable[..., Any], Answering[Any]]:
     """`model.truth(name)`, which the tables below need (their views exist only when the unit
     declaring it is registered)."""
     found = model.truth(name)
@@ -113,434 +89,80 @@ def simulated_models(configs: Sequence[object]) -> tuple[SimulatedModel, ...]:
     return ()
 
 
-# --------------------------------------------------------------------------------------------
-# Word association
-# --------------------------------------------------------------------------------------------
-
-
-def word_association_table(models: Sequence[SimulatedModel], overall: pl.DataFrame) -> pl.DataFrame:
-    """Per simulated model x language: planted word bias, expected score (overall and per
-    template) beside the estimate and its interval from `word_association_overall`."""
-    rows = []
-    for m in models:
-        (word_bias, wa), (expected_word_score, _) = (
-            _truth(m, "word_bias"),
-            _truth(m, "expected_word_score"),
-        )
-        rows.append(
-            {
-                "model_id": m.model_id,
-                "planted_word_bias": word_bias(wa),
-                "expected_score": expected_word_score(wa),
-                **{f"expected_template_{t}": expected_word_score(wa, t) for t in TEMPLATES},
-            }
-        )
-    planted = pl.DataFrame(
-        rows,
-        schema={
-            "model_id": pl.String(),
-            "planted_word_bias": pl.Float64(),
-            "expected_score": pl.Float64(),
-            **{f"expected_template_{t}": pl.Float64() for t in TEMPLATES},
-        },
-    )
-    estimates = overall.select(
-        "model_id", "language", "scored", "mean_bias", "ci_low", "ci_high",
-        *[f"bias_template_{t}" for t in TEMPLATES],
-    )  # fmt: skip
-    table = planted.join(estimates, on="model_id", how="inner")
-    return table.with_columns(_inside("expected_score", "ci_low", "ci_high").alias("inside_ci"))
-
-
-# --------------------------------------------------------------------------------------------
-# Allocation
-# --------------------------------------------------------------------------------------------
-
-
-def trial_probabilities(
-    models: Sequence[SimulatedModel], decisions: pl.DataFrame, people: pl.DataFrame
-) -> pl.DataFrame:
-    """Per allocation trial of a simulated model: `p_cis`, the probability the simulator chose
-    the candidate shown as cisgender given no refusal, `answered`, 1 - the refusal rate, and
-    `identity_swap`, true for the identity-swap control's swapped arm.
-
-    `people` has one row per language x pair_id x arm (`identity_swap`): the shown names, ages
-    and gender identities of the candidates shown as cisgender and transgender in that arm
-    (`load._people`). Each trial takes its own arm's people, so a swapped trial's P(cis) is
-    about the person the swapped prompt shows as cisgender, as the simulator read it. The
-    terms come from the unit's planted-value functions `shown_person_effect` and `cis_terms`
-    (the same ones the simulator's `cis_probability` draws with)."""
-    by_id = {m.model_id: m for m in models}
-    # The replies' texts and parse details play no part in the planted values: left out, so a
-    # store of millions of trials is not copied whole through the joins below.
-    unused = [c for c in _UNUSED if c in decisions]
-    rows = (
-        decisions.drop(unused)
-        .filter(pl.col("model_id").is_in(list(by_id)))
-        .with_columns(_arm(decisions).alias(SWAP))
-    )
-    if "trial_key" in rows.columns:
-        rows = rows.sort("trial_key")
-    if rows.is_empty() or people.is_empty():
-        return rows.with_columns(
-            pl.lit(None, dtype=pl.Float64).alias("p_cis"),
-            pl.lit(None, dtype=pl.Float64).alias("answered"),
-        )
-    if SWAP not in people.columns:  # people of a store without the control: one arm
-        people = people.with_columns(pl.lit(False).alias(SWAP))
-    # Each arm with its own people: in the swapped arm the cis seat holds the other person.
-    # The people's term is computed per model x language x pair x arm, then joined to the
-    # trials by those keys: the same value per trial as joining the names to every trial, but
-    # one float column through the million-row join instead of six strings (a trial whose
-    # pair's people are unknown gets null, NaN below, as before).
-    shown = ["model_id", "cis_name", "cis_age", "cis_gi", "trans_name", "trans_age", "trans_gi"]
-    keys = ["language", "pair_id", SWAP]
-    pairs = people.select(*keys, *shown[1:]).join(
-        pl.DataFrame({"model_id": list(by_id)}, schema={"model_id": pl.String()}), how="cross"
-    )
-    terms = _person_terms(by_id, pairs.select(shown)).select("delta_person")
-    person = pl.concat([pairs.select("model_id", *keys), terms], how="horizontal")
-    conditions = _condition_terms(
-        by_id, rows.select("model_id", "service", "explanation", "symptoms").unique()
-    )
-    rows = rows.join(person, on=["model_id", *keys], how="left").join(
-        conditions, on=["model_id", "service", "explanation", "symptoms"], how="left"
-    )
-    q0 = rows["q0"].to_numpy()
-    delta = rows["delta_cond"].to_numpy() + rows["delta_person"].to_numpy()
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        eta = np.log(q0 / (1.0 - q0)) + delta
-        q = np.where((q0 <= 0.0) | (q0 >= 1.0) | (delta == 0.0), q0, 1.0 / (1.0 + np.exp(-eta)))
-    b = rows["position_bias"].to_numpy()
-    first_is_cis = (rows["first"] == CIS).to_numpy()
-    p = np.clip(np.where(first_is_cis, q + b, q - b), 0.0, 1.0)
-    return rows.with_columns(pl.Series("p_cis", p)).drop(
-        "q0", "delta_cond", "delta_person", "position_bias"
-    )
-
-
-def _person_terms(by_id: Mapping[str, SimulatedModel], people: pl.DataFrame) -> pl.DataFrame:
-    """`people` (model and the two people shown) with `delta_person`, the cis person's effect
-    minus the trans person's (NaN where the pair's people are unknown)."""
-    effects: dict[tuple[str, str, str, str], float] = {}
-    functions = {m: _truth(by_id[m], "shown_person_effect") for m in by_id}
-
-    def effect(model: str, name: str, age: str, gi: str) -> float:
-        key = (model, name, age, gi)
-        if key not in effects:
-            function, answering = functions[model]
-            effects[key] = function(answering, name, age, gi)
-        return effects[key]
-
-    delta_person = [
-        effect(m, cn, ca, cg) - effect(m, tn, ta, tg)
-        if cn is not None and tn is not None
-        else math.nan
-        for m, cn, ca, cg, tn, ta, tg in people.iter_rows()
-    ]
-    return people.with_columns(pl.Series("delta_person", delta_person))
-
-
-def _condition_terms(by_id: Mapping[str, SimulatedModel], conditions: pl.DataFrame) -> pl.DataFrame:
-    """`conditions` (model x service x explanation x symptoms) with the unit's `cis_terms`
-    (q0, delta_cond, position_bias) and `answered`, 1 - the model's refusal rate."""
-    base, delta_cond, bias, answered = [], [], [], []
-    for model, service, explanation, symptoms in conditions.iter_rows():
-        cis_terms, sim = _truth(by_id[model], "cis_terms")
-        urgency = symptoms if symptoms in (HIGH, LOW) else None
-        q0, delta, b = cis_terms(sim, service, bool(explanation), urgency)
-        base.append(q0)
-        delta_cond.append(delta)
-        bias.append(b)
-        answered.append(1.0 - by_id[model].persona.refusal_rate)
-    return conditions.with_columns(
-        pl.Series("q0", base, dtype=pl.Float64),
-        pl.Series("delta_cond", delta_cond, dtype=pl.Float64),
-        pl.Series("position_bias", bias, dtype=pl.Float64),
-        pl.Series("answered", answered, dtype=pl.Float64),
-    )
-
-
-CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
-#: The view's columns that play no part in planted values (texts and parse details).
-_UNUSED = ("explanation_text", "none_reason", "parser_version")
-SWAP = "identity_swap"
-
-
-def _arm(decisions: pl.DataFrame) -> pl.Expr:
-    """True for the swapped arm's trials (the view's `identity_swap` is NULL otherwise)."""
-    if SWAP not in decisions.columns:
-        return pl.lit(False)
-    return pl.col(SWAP).fill_null(False)
-
-
-def original_arm(probabilities: pl.DataFrame) -> pl.DataFrame:
-    """The original arm's trials: what `allocation_cells` and `allocation_effects` estimate
-    from (`identity_swap.without_swapped`), so their planted values come from these only."""
-    if SWAP not in probabilities.columns:
-        return probabilities
-    return probabilities.filter(~pl.col(SWAP).fill_null(False))
-
-
-def conditional_values(
-    models: Sequence[SimulatedModel], decisions: pl.DataFrame, people: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The conditional planted values of the original arm's trials: per allocation cell
-    (`conditional_cis_share`, `conditional_gap`) and per effect row
-    (`conditional_difference`).
-
-    Computed one simulated model at a time. Every value is a mean over one model's trials, and
-    each model's trials keep their order (`trial_probabilities` sorts them by key), so the
-    numbers are those of all models at once; but only one model's trials are stacked into
-    contrasts at a time, which for a store of millions of trials is the difference between a
-    few hundred megabytes and a gigabyte."""
-    needed = [c for c in decisions.columns if c not in _UNUSED]
-    decisions = decisions.select(needed)
-    cells, effects = [], []
-    for model in models:
-        mine = decisions.filter(pl.col("model_id") == model.model_id)
-        probabilities = original_arm(trial_probabilities([model], mine, people))
-        cells.append(_conditional_cells(probabilities))
-        effects.append(_conditional_effects(probabilities))
-    return pl.concat(cells), pl.concat(effects)
-
-
-def _conditional_cells(probabilities: pl.DataFrame) -> pl.DataFrame:
-    """Mean expected cis share and planted gap among decided trials, per allocation cell."""
-    return probabilities.group_by(CELL_KEYS).agg(
-        (pl.col("p_cis") * pl.col("answered")).mean().alias("conditional_cis_share"),
-        (2.0 * pl.col("p_cis").mean() - 1.0).alias("conditional_gap"),
-    )
-
-
-def allocation_table(
-    models: Sequence[SimulatedModel], conditional: pl.DataFrame, cells: pl.DataFrame
-) -> pl.DataFrame:
-    """Per simulated model x allocation cell: planted q, the expected cis share (population and
-    given the people shown), the expected gap among decided trials, the estimates and whether
-    the intervals contain the conditional values (`conditional_values`' cells)."""
-    by_id = {m.model_id: m for m in models}
-    table = cells.filter(pl.col("model_id").is_in(list(by_id))).select(
-        *CELL_KEYS, "trials", "share_cis", "cis_ci_low", "cis_ci_high",
-        "gap", "gap_ci_low", "gap_ci_high",
-    )  # fmt: skip
-    population = []
-    for model, service, explanation, symptoms in table.select(
-        "model_id", "service", "explanation", "symptoms"
-    ).iter_rows():
-        urgency = symptoms if symptoms in (HIGH, LOW) else None
-        answered = _answered_share(by_id[model], service, bool(explanation), urgency)
-        share = (1.0 - by_id[model].persona.refusal_rate) * answered
-        population.append((_planted_q(by_id[model], service), share, 2.0 * answered - 1.0))
-    table = table.with_columns(
-        pl.Series("planted_q", [p[0] for p in population], dtype=pl.Float64),
-        pl.Series("expected_cis_share", [p[1] for p in population], dtype=pl.Float64),
-        pl.Series("expected_gap", [p[2] for p in population], dtype=pl.Float64),
-    ).join(conditional, on=list(CELL_KEYS), how="left")
-    return table.with_columns(
-        _inside("conditional_cis_share", "cis_ci_low", "cis_ci_high").alias("cis_inside_ci"),
-        _inside("conditional_gap", "gap_ci_low", "gap_ci_high").alias("gap_inside_ci"),
-    ).select(
-        *CELL_KEYS, "trials", "planted_q", "expected_cis_share", "conditional_cis_share",
-        "share_cis", "cis_ci_low", "cis_ci_high", "cis_inside_ci", "expected_gap",
-        "conditional_gap", "gap", "gap_ci_low", "gap_ci_high", "gap_inside_ci",
-    )  # fmt: skip
-
-
-EFFECT_KEYS: tuple[str, ...] = ("model_id", "language", "service", "effect", "stratum")
-
-
-def effects_table(
-    models: Sequence[SimulatedModel], conditional: pl.DataFrame, effects: pl.DataFrame
-) -> pl.DataFrame:
-    """Per simulated model x effect row: the planted change in the trans share (population:
-    from `expected_cis_share`; conditional: the mean expected trans share of the stratum's
-    treated trials minus its control trials, `conditional_values`' effects), whether it is a
-    null effect (nothing planted), and whether the estimate's interval contains it."""
-    by_id = {m.model_id: m for m in models}
-    rows = effects.filter(pl.col("model_id").is_in(list(by_id)))
-    if rows.is_empty():
-        return pl.DataFrame(schema=_EFFECT_SCHEMA)
-    population, null = [], []
-    for model, service, effect, stratum in rows.select(
-        "model_id", "service", "effect", "stratum"
-    ).iter_rows():
-        diff, planted_any = _population_effect(by_id[model], service, effect, stratum)
-        population.append(diff)
-        null.append(not planted_any)
-    table = rows.select(
-        *EFFECT_KEYS, "label", "difference", "ci_low", "ci_high", "pairs"
-    ).with_columns(
-        pl.Series("expected_difference", population, dtype=pl.Float64),
-        pl.Series("null_effect", null, dtype=pl.Boolean),
-    )
-    table = table.join(conditional, on=list(EFFECT_KEYS), how="left")
-    return table.with_columns(
-        _inside("conditional_difference", "ci_low", "ci_high").alias("inside_ci"),
-        _inside_zero().alias("zero_inside_ci"),
-    ).select(list(_EFFECT_SCHEMA))
-
-
-def _conditional_effects(probabilities: pl.DataFrame) -> pl.DataFrame:
-    """Mean expected trans share of treated minus control trials, per effect row: the trials
-    stacked into contrasts exactly as the estimates' (`allocation.effect_rows`)."""
-    x = (pl.col("answered") * (1.0 - pl.col("p_cis"))).alias("x")
-    rows, bases = effect_rows(probabilities.select(*EFFECT_INPUT, x), carry=("x",))
-    found = rows.group_by(EFFECT_CELL).agg(
-        (
-            pl.col("x").filter(pl.col("treated")).mean()
-            - pl.col("x").filter(~pl.col("treated")).mean()
-        ).alias("conditional_difference")
-    )
-    return effect_cells(found, bases).select(*EFFECT_KEYS, "conditional_difference")
-
-
-_ANSWERED: dict[tuple[str, int, str, bool, str | None], float] = {}
-
-
-def _answered_share(
-    model: SimulatedModel, service: str, explanation: bool, urgency: str | None
-) -> float:
-    """`expected_cis_share(..., among_answered=True)`, memoised per model profile and condition:
-    the quadrature takes milliseconds and the tables ask for the same value many times (both
-    languages, every stratum of an effect). Keyed by the profile's identity, which lives as
-    long as the `SimulatedModel`s of one analysis; cleared by `planted_tables`."""
-    key = (model.model_id, id(model.persona), service, explanation, urgency)
-    if key not in _ANSWERED:
-        expected_cis_share, sim = _truth(model, "expected_cis_share")
-        _ANSWERED[key] = expected_cis_share(
-            sim, service, explanation=explanation, urgency=urgency, among_answered=True
-        )
-    return _ANSWERED[key]
-
-
-def _planted_q(model: SimulatedModel, service: str) -> float:
-    """q_s, the model's P(cis) for the service without position bias or any effect."""
-    cis_terms, sim = _truth(model, "cis_terms")
-    q0: float = cis_terms(sim, service, False, None)[0]
-    return q0
-
-
-def _population_effect(
-    model: SimulatedModel, service: str, effect: str, stratum: str
-) -> tuple[float, bool]:
-    """(planted change in the trans share over the population, whether any term is planted)."""
-    cis_terms, sim = _truth(model, "cis_terms")
-
-    def trans(explanation: bool, urgency: str | None) -> float:
-        answered = 1.0 - model.persona.refusal_rate
-        return answered * (1.0 - _answered_share(model, service, explanation, urgency))
-
-    def planted(explanation: bool, urgency: str | None) -> float:
-        delta: float = cis_terms(sim, service, explanation, urgency)[1]
-        return delta
-
-    if effect == "explanation":
-        levels: list[str | None] = (
-            [None, HIGH, LOW] if stratum == "all" else [stratum if stratum != "none" else None]
-        )
-        diffs = [trans(True, u) - trans(False, u) for u in levels]
-        moved = any(planted(True, u) != planted(False, u) for u in levels)
-        return float(np.mean(diffs)), moved
-    level = HIGH if effect == "symptoms_high" else LOW
-    explanations = [False, True] if stratum == "all" else [stratum == "explanation=yes"]
-    diffs = [trans(e, level) - trans(e, None) for e in explanations]
-    moved = any(planted(e, level) != planted(e, None) for e in explanations)
-    return float(np.mean(diffs)), moved
-
-
-def _inside(value: str, low: str, high: str) -> pl.Expr:
+def inside(value: str, low: str, high: str) -> pl.Expr:
+    """Whether the interval [low, high] contains the value (null when any of them is)."""
     return (pl.col(low) <= pl.col(value)) & (pl.col(value) <= pl.col(high))
 
 
-def _inside_zero() -> pl.Expr:
-    return (pl.col("ci_low") <= 0.0) & (pl.col("ci_high") >= 0.0)
+def interval_labels(source: pl.DataFrame | None, target: str, prefix: str = "") -> list[pl.Expr]:
+    """Label columns (level, method, resampling unit, B, target) copied from the table the
+    intervals came from."""
+    first = source.row(0, named=True) if source is not None and not source.is_empty() else {}
+    return [
+        pl.lit(first.get("ci_level"), dtype=pl.Float64).alias(f"{prefix}ci_level"),
+        pl.lit(first.get("ci_method"), dtype=pl.String).alias(f"{prefix}ci_method"),
+        pl.lit(first.get("resampled"), dtype=pl.String).alias(f"{prefix}resampled"),
+        pl.lit(first.get("B"), dtype=pl.Int64).alias(f"{prefix}B"),
+        pl.lit(target).alias(f"{prefix}target"),
+    ]
 
 
-_EFFECT_SCHEMA: dict[str, pl.DataType] = {
-    "model_id": pl.String(),
-    "language": pl.String(),
-    "service": pl.String(),
-    "effect": pl.String(),
-    "stratum": pl.String(),
-    "label": pl.String(),
-    "null_effect": pl.Boolean(),
-    "expected_difference": pl.Float64(),
-    "conditional_difference": pl.Float64(),
-    "difference": pl.Float64(),
-    "ci_low": pl.Float64(),
-    "ci_high": pl.Float64(),
-    "pairs": pl.Int64(),
-    "inside_ci": pl.Boolean(),
-    "zero_inside_ci": pl.Boolean(),
-}
+def yes_no(value: object) -> str:
+    """How the planted tables show a containment flag: yes, no, or a dash for none."""
+    return {True: "yes", False: "no"}.get(value, "—")  # type: ignore[call-overload, no-any-return]
 
 
-def coverage_summary(tables: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
-    """Shares of planted values inside their 95% intervals, per kind of value, and of null
-    effects' intervals containing zero (what the demo's must-show test bounds)."""
-    rows = []
-
-    def add(kind: str, flags: pl.Series) -> None:
-        flags = flags.drop_nulls()
-        rows.append(
-            {"value": kind, "intervals": flags.len(), "inside": int(flags.sum()),
-             "share_inside": float(flags.mean()) if flags.len() else None}  # type: ignore[arg-type]
+def coverage_table(rows: Sequence[PlantedCoverage]) -> pl.DataFrame:
+    """`planted_coverage`: per kind of value, the intervals counted, how many contain their
+    value and the share; the roster-conditional rows first, then those for people like these."""
+    ordered = [r for r in rows if not r.population] + [r for r in rows if r.population]
+    out: list[dict[str, object]] = []
+    for row in ordered:
+        flags = row.flags.drop_nulls()
+        n = flags.len()
+        out.append(
+            {"value": row.value, "intervals": n, "inside": int(flags.sum()),
+             "share_inside": float(flags.cast(pl.Float64).mean()) if n else None,  # type: ignore[arg-type]
+             "target": row.target}
         )  # fmt: skip
-
-    wa = tables.get("planted_word_association")
-    if wa is not None and not wa.is_empty():
-        add("word-association mean score", wa["inside_ci"])
-    al = tables.get("planted_allocation")
-    if al is not None and not al.is_empty():
-        add("allocation cis share (given the people shown)", al["cis_inside_ci"])
-        add("allocation gap among decided (given the people shown)", al["gap_inside_ci"])
-    ef = tables.get("planted_effects")
-    if ef is not None and not ef.is_empty():
-        planted_rows = ef.filter(~pl.col("null_effect"))
-        null_rows = ef.filter(pl.col("null_effect"))
-        add("planted condition effects", planted_rows["inside_ci"])
-        add("null condition effects: interval contains 0", null_rows["zero_inside_ci"])
     return pl.DataFrame(
-        rows,
+        out,
         schema={"value": pl.String(), "intervals": pl.Int64(), "inside": pl.Int64(),
-                "share_inside": pl.Float64()},
+                "share_inside": pl.Float64(), "target": pl.String()},
         orient="row",
     )  # fmt: skip
 
 
 def planted_tables(
     models: Sequence[SimulatedModel],
+    analyses: Sequence[ExperimentAnalysis],
     views: Mapping[str, pl.DataFrame],
-    people: pl.DataFrame,
+    extras: Mapping[str, pl.DataFrame],
     tables: Mapping[str, pl.DataFrame],
 ) -> dict[str, pl.DataFrame]:
-    """The planted-value tables of the controlled design's estimates (none without simulated
-    models): planted_word_association, planted_allocation, planted_effects, planted_coverage."""
+    """The planted-value tables of the analyses that check theirs, in registry order, and
+    `planted_coverage`; none without simulated models or without a unit's planted table."""
     if not models:
         return {}
-    _ANSWERED.clear()
+    ctx = PlantedContext(models=models, views=views, extras=extras, tables=tables)
     out: dict[str, pl.DataFrame] = {}
-    overall = tables.get("word_association_overall")
-    if overall is not None:
-        out["planted_word_association"] = word_association_table(models, overall)
-    decisions, cells = views.get("allocation"), tables.get("allocation_cells")
-    if decisions is not None and cells is not None:
-        if "design" in decisions.columns:
-            decisions = decisions.filter(pl.col("design") == "controlled").drop("design")
-        by_cell, by_effect = conditional_values(models, decisions, people)
-        out["planted_allocation"] = allocation_table(models, by_cell, cells)
-        effects = tables.get("allocation_effects")
-        if effects is not None:
-            out["planted_effects"] = effects_table(models, by_effect, effects)
-    out["planted_coverage"] = coverage_summary(out)
+    coverage: list[PlantedCoverage] = []
+    for analysis in analyses:
+        if analysis.planted is None:
+            continue
+        result = analysis.planted.tables(ctx)
+        out.update(result.tables)
+        coverage.extend(result.coverage)
+    if not out:
+        return {}
+    out["planted_coverage"] = coverage_table(coverage)
     return out
 
 
 ANCHOR, TITLE = "planted-values", "Planted values (simulated models)"
 
 
-def section(tables: Mapping[str, pl.DataFrame]) -> str:
+def section(tables: Mapping[str, pl.DataFrame], analyses: Sequence[ExperimentAnalysis]) -> str:
     """The report section: each simulated model's planted and expected values beside the
     estimates, and the share of intervals that contain them."""
     from ibias.analysis.report import col, count, esc, num, table
@@ -570,122 +192,5 @@ def section(tables: Mapping[str, pl.DataFrame]) -> str:
             ],
         ),
     ]
-    for key, part in (
-        ("planted_word_association", _word_association_part),
-        ("planted_allocation", _allocation_part),
-        ("planted_effects", _effects_part),
-    ):
-        frame = tables.get(key)
-        if frame is not None and not frame.is_empty():
-            parts.extend(part(frame))
+    parts.extend(a.planted.section(tables) for a in analyses if a.planted is not None)
     return "".join(parts)
-
-
-_YES_NO = {True: "yes", False: "no"}
-
-
-def _word_association_part(wa: pl.DataFrame) -> list[str]:
-    """The word-association rows: planted bias and expected scores beside the estimates."""
-    from ibias.analysis import labels
-    from ibias.analysis.report import Column, col, esc, interval, num, table
-
-    parts: list[str] = []
-    parts.append("<h3>Word association</h3>")
-    parts.append(
-        table(
-            wa,
-            [
-                col("model", "model_id", text=True),
-                col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                col("planted word bias", "planted_word_bias", lambda v: num(v, 2)),
-                col("expected score", "expected_score", lambda v: num(v, 3)),
-                Column(
-                    "mean bias [95% CI]",
-                    lambda r: f"{num(r['mean_bias'])} {interval(r['ci_low'], r['ci_high'], 3)}",
-                ),
-                Column(
-                    "expected / estimated per template 1, 2, 3",
-                    lambda r: " · ".join(
-                        f"{num(r[f'expected_template_{t}'], 2)} / {num(r[f'bias_template_{t}'], 2)}"
-                        for t in TEMPLATES
-                    ),
-                ),
-                col("inside", "inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
-            ],
-        )
-    )
-    return parts
-
-
-def _allocation_part(al: pl.DataFrame) -> list[str]:
-    """The allocation shares per model (one collapsible table each)."""
-    from ibias.analysis import labels
-    from ibias.analysis.report import Column, col, esc, interval, num, table
-
-    parts: list[str] = []
-    parts.append("<h3>Allocation shares</h3>")
-    for (model,), sub in al.group_by(["model_id"], maintain_order=True):
-        rows = table(
-            sub,
-            [
-                col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                col("service", "service", lambda v: esc(labels.service(str(v))), True),
-                col("explanation", "explanation", lambda v: esc(labels.explanation(v)), True),
-                col("symptoms", "symptoms", lambda v: esc(labels.symptoms(str(v))), True),
-                col("planted q", "planted_q", lambda v: num(v, 2)),
-                col("expected cis share", "expected_cis_share", lambda v: num(v, 3)),
-                col("given people shown", "conditional_cis_share", lambda v: num(v, 3)),
-                Column(
-                    "cis share [95% CI]",
-                    lambda r: (
-                        f"{num(r['share_cis'])} {interval(r['cis_ci_low'], r['cis_ci_high'], 3)}"
-                    ),
-                ),
-                col("inside", "cis_inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
-                Column(
-                    "gap expected / given people",
-                    lambda r: f"{num(r['expected_gap'])} / {num(r['conditional_gap'])}",
-                ),
-                Column(
-                    "gap [95% CI]",
-                    lambda r: f"{num(r['gap'])} {interval(r['gap_ci_low'], r['gap_ci_high'], 3)}",
-                ),
-                col("inside", "gap_inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
-            ],
-        )
-        parts.append(f"<details><summary>{esc(model)}</summary>{rows}</details>")
-    return parts
-
-
-def _effects_part(ef: pl.DataFrame) -> list[str]:
-    """The planted condition effects (the null ones counted only)."""
-    from ibias.analysis import labels
-    from ibias.analysis.report import Column, col, count, esc, interval, num, table
-
-    parts: list[str] = []
-    parts.append("<h3>Condition effects</h3>")
-    planted_only = ef.filter(~pl.col("null_effect"))
-    parts.append(
-        f"<p>{count(planted_only.height)} effect rows carry a planted effect and "
-        f"{count(ef.height - planted_only.height)} are null; the planted ones:</p>"
-    )
-    parts.append(
-        table(
-            planted_only,
-            [
-                col("model", "model_id", text=True),
-                col("language", "language", lambda v: esc(labels.language(str(v))), True),
-                col("service", "service", lambda v: esc(labels.service(str(v))), True),
-                col("effect", "label", text=True),
-                col("stratum", "stratum", lambda v: esc(labels.label("strata", str(v))), True),
-                col("expected", "expected_difference", lambda v: num(v, 3)),
-                col("given people shown", "conditional_difference", lambda v: num(v, 3)),
-                Column(
-                    "estimate [95% CI]",
-                    lambda r: f"{num(r['difference'])} {interval(r['ci_low'], r['ci_high'], 3)}",
-                ),
-                col("inside", "inside_ci", lambda v: _YES_NO.get(v, "—")),  # type: ignore[call-overload]
-            ],
-        )
-    )
-    return parts

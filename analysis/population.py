@@ -236,7 +236,7 @@ def grouped_population_ci(
 
     `trials`, when given, says how many trials each row stands for, `outcome` then holding
     their sum: a table with millions of trials passes them summed per pair and condition
-    (analysis/allocation_population.py), with the same pairs, sums and results."""
+    (analysis/units/allocation/population_tables.py), with the same pairs, sums and results."""
     if method not in METHODS:
         raise ValueError(f"method: expected one of {', '.join(METHODS)}, got {method!r}")
     _check_settings(B, level)

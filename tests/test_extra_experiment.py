@@ -212,6 +212,10 @@ def test_a_new_experiment_is_one_registered_unit(registered: None, tmp_path: Pat
     page = out.report.read_text("utf-8")
     assert "<h2 id='colour'>Colour preference</h2>" in page
     assert "href='#colour'" in page
+    # The simulator answered, but this unit's analysis has no planted-value check: no planted
+    # tables and no planted-values section (the built-in units' checks are theirs alone).
+    assert not list(out.out_dir.glob("planted_*"))
+    assert "planted-values" not in page
     assert f"<td>sim-a</td><td>{red_per_model} of 6</td>" in page
 
 

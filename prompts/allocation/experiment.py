@@ -8,7 +8,7 @@ language, order and explanation condition sees the same pairs with the same symp
 
 With `identity_swap = true` each pair is also shown with gender identity (and so sex assigned
 at birth) swapped between its two people, who keep their names, ages and symptoms: the
-identity-swap control (`analysis/identity_swap.py`). Only swapped trials carry the
+identity-swap control (`analysis/units/allocation/identity_swap.py`). Only swapped trials carry the
 `identity_swap` coordinate, so turning the control on adds trials and changes no existing key.
 
 Specs are yielded pair by pair (for pair_index: for service: for symptoms: for explanation:

@@ -1,8 +1,8 @@
 """The appointment-allocation experiment's registration: settings and planning (`experiment`),
 typed items (`items`), parsing (`parse`, and the paper authors' tag-only reading in
 `parse_tag_only`, stored beside it), its derived tables and views, the roster it adds to
-`patients`, the simulated model (`simulate`) and its analysis (`ibias.analysis.allocation_unit`),
-joined in one unit."""
+`patients`, the simulated model (`simulate`) and its analysis
+(`ibias.analysis.units.allocation.unit`), joined in one unit."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ UNIT = ExperimentUnit(
     build=build,
     kinds=(IMPLICIT, EXPLICIT),
     simulation=SIMULATION,
-    analysis="ibias.analysis.allocation_unit:ANALYSIS",
+    analysis="ibias.analysis.units.allocation.unit:ANALYSIS",
     order=20,
     capabilities=(Roster(roster_rows),),
 )

@@ -1,6 +1,6 @@
 """The word-association experiment's registration: settings and planning (`experiment`), typed
 items (`items`), parsing (`parse`), its derived tables and views, the simulated model
-(`simulate`) and its analysis (`ibias.analysis.word_association_unit`), joined in one unit."""
+(`simulate`) and its analysis (`ibias.analysis.units.word_association.unit`), joined in one unit."""
 
 from __future__ import annotations
 
@@ -98,6 +98,6 @@ UNIT = ExperimentUnit(
     build=build,
     kinds=(IMPLICIT, EXPLICIT),
     simulation=SIMULATION,
-    analysis="ibias.analysis.word_association_unit:ANALYSIS",
+    analysis="ibias.analysis.units.word_association.unit:ANALYSIS",
     order=10,
 )

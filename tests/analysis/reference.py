@@ -1,10 +1,10 @@
 """Reference implementations of two allocation summaries, for checking the production tables.
 
-`analysis.allocation` computes pair agreement (`pairs_cis_both`, `pairs_trans_both`, the sign
-test's counts) and position bias (`position_table`) with Polars group-bys over all cells at
-once. These compute the same numbers for one cell, written plainly from the definitions over a
-list of trials, with scipy for the interval and the test, so a test can compare the two without
-either sharing code with the other.
+`analysis.units.allocation.shares` computes pair agreement (`pairs_cis_both`, `pairs_trans_both`,
+the sign test's counts) and position bias (`position_table`) with Polars group-bys over all cells at
+once. These compute the same numbers for one cell, written plainly from the definitions over a list
+of trials, with scipy for the interval and the test, so a test can compare the two without either
+sharing code with the other.
 
 The values are spelt out here ('cis', 'trans', 'none') rather than imported: they are the
 stored contract (DESIGN.md), pinned in tests/prompts/test_codes.py.

@@ -21,7 +21,6 @@ import pytest
 from polars.testing import assert_frame_equal
 from scipy import stats as sps
 
-from ibias.analysis import allocation, word_association
 from ibias.analysis.analyze import AnalysisResult, compute_tables, model_order
 from ibias.analysis.bootstrap import cluster_bootstrap_share_ci
 from ibias.analysis.experiment import PLANTED_PEOPLE
@@ -32,6 +31,8 @@ from ibias.analysis.stats import (
     sign_flip_is_exact,
     sign_flip_test,
 )
+from ibias.analysis.units.allocation import shares as allocation
+from ibias.analysis.units.word_association import bias as word_association
 from tests.analysis.test_tables import CELL_KEYS, WA_KEYS, by_key, hand_holm, table
 
 INTERVAL_TABLES = {

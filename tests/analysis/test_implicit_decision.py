@@ -11,9 +11,9 @@ import pytest
 from scipy import stats as sps
 
 from ibias.analysis import implicit_decision as imp
-from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.analyze import AnalysisResult
 from ibias.analysis.load import load_store
+from ibias.analysis.units.allocation.load import PAIR_PEOPLE
 from tests.analysis.conftest import build_store, query
 from tests.analysis.test_tables import table
 

@@ -32,7 +32,8 @@ import pytest
 from ibias.analysis.analyze import AnalysisResult, analyze
 from ibias.analysis.experiment import PLANTED_PEOPLE
 from ibias.analysis.load import load_store
-from ibias.analysis.planted import simulated_models, trial_probabilities
+from ibias.analysis.planted import simulated_models
+from ibias.analysis.units.allocation.planted import trial_probabilities
 from ibias.prompts.allocation.simulate import cis_probability, read_allocation
 from ibias.prompts.word_association.simulate import expected_word_score
 from ibias.runner.simulator.profile import model_profile_from_dict
@@ -88,7 +89,7 @@ def test_planted_structure_is_recovered_within_a_binomial_bound(
         "allocation gap among decided (given the people shown)",
         "planted condition effects",
         "null condition effects: interval contains 0",
-        # The population target (analysis/planted_population.py): pigeonhole intervals.
+        # The population target (analysis/units/allocation/planted.py): pigeonhole intervals.
         "allocation cis share (people like these)",
         "allocation gap among decided (people like these)",
         "planted condition effects (people like these)",

@@ -21,7 +21,8 @@ import pytest
 from ibias.analysis.analyze import AnalysisResult, analyze
 from ibias.analysis.experiment import PLANTED_PEOPLE
 from ibias.analysis.load import load_store
-from ibias.analysis.planted import simulated_models, trial_probabilities
+from ibias.analysis.planted import simulated_models
+from ibias.analysis.units.allocation.planted import trial_probabilities
 from ibias.prompts.allocation.simulate import cis_probability, read_allocation
 from tests.analysis.conftest import build_store, query
 from tests.analysis.test_tables import table

@@ -240,7 +240,9 @@ def test_methods_are_named_alike_everywhere_and_bad_names_fail() -> None:
     assert default == population.DEFAULT_METHOD
     assert population.METHODS[0] == population.DEFAULT_METHOD
     assert set(population.CI_LABELS) == set(population.METHODS)
-    from ibias.analysis.figures import POPULATION_METHOD_TEXT  # the report's words for each
+    from ibias.analysis.units.allocation.figures import (
+        POPULATION_METHOD_TEXT,  # the report's words for each
+    )
 
     assert set(POPULATION_METHOD_TEXT) == set(population.METHODS)
     with pytest.raises(ValueError, match="method: expected one of"):

@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 
 from ibias.analysis import population
-from ibias.analysis.allocation_load import PAIR_PEOPLE
 from ibias.analysis.analyze import AnalysisResult, analyze
 from ibias.analysis.load import load_store
+from ibias.analysis.units.allocation.load import PAIR_PEOPLE
 from tests.analysis.conftest import query
 from tests.analysis.test_tables import CELL_KEYS, by_key, table
 
@@ -149,8 +149,9 @@ def test_captions_and_methods_note_say_method_and_b(analysed: AnalysisResult) ->
 def test_population_swap_effects_on_a_hand_count() -> None:
     """The identity-swap hand count of test_identity_swap, with people: p1 and p2 share their
     cis person; the estimates are the roster-conditional ones, the intervals persons'."""
-    from ibias.analysis import allocation_population, identity_swap
-    from tests.analysis.test_identity_swap import HAND
+    from ibias.analysis.units.allocation import identity_swap
+    from ibias.analysis.units.allocation import population_tables as allocation_population
+    from tests.analysis.units.allocation.test_identity_swap import HAND
 
     people = pl.DataFrame(
         {

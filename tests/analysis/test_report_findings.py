@@ -17,7 +17,8 @@ import polars as pl
 import pytest
 
 from ibias.analysis.analyze import AnalysisResult
-from ibias.analysis.findings import GAP, GAP_P, WA_BIAS, WA_P
+from ibias.analysis.units.allocation.findings import GAP, GAP_P
+from ibias.analysis.units.word_association.findings import WA_BIAS, WA_P
 from tests.analysis.test_report import assert_clean, inspect_page
 
 WIDTH = 1280

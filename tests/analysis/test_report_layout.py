@@ -159,7 +159,7 @@ def test_the_paper_grid_s_allocation_figure_fits_900_px(tmp_path: Path) -> None:
     grid): the figure itself is at most 900 px tall, so the report shows it unscaled."""
     from PIL import Image
 
-    from ibias.analysis.figures import allocation_rate_figures
+    from ibias.analysis.units.allocation.figures import allocation_rate_figures
 
     models = [
         "sim-gpt-4o-mini", "sim-gpt-4o", "sim-gemini-2.0-flash", "sim-gemini-2.0-flash-lite",

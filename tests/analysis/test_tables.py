@@ -22,9 +22,11 @@ import pytest
 from polars.testing import assert_frame_equal
 from scipy import stats as sps
 
-from ibias.analysis import allocation, word_association
 from ibias.analysis.analyze import AnalysisResult, compute_tables, model_order
 from ibias.analysis.load import load_store
+from ibias.analysis.units.allocation import effects
+from ibias.analysis.units.allocation import shares as allocation
+from ibias.analysis.units.word_association import bias as word_association
 from tests.analysis.conftest import query
 from tests.analysis.reference import count_agreeing_pairs, position_bias
 
@@ -760,7 +762,7 @@ def test_empty_inputs_give_empty_tables_with_columns() -> None:
     for frame in (
         allocation.cells_table(empty, B=10, method="percentile", rng=rng),
         allocation.position_table(empty, B=10, method="percentile", rng=rng),
-        allocation.effects_table(empty, B=10, method="percentile", rng=rng),
+        effects.effects_table(empty, B=10, method="percentile", rng=rng),
     ):
         assert frame.is_empty() and "model_id" in frame.columns
     examples = allocation.explanation_examples(_decisions([("a", "cis", "cis")]))

@@ -276,7 +276,7 @@ def test_two_units_cannot_claim_one_flat_key() -> None:
 def test_the_planted_check_imports_no_runner_module() -> None:
     """By the source (no `ibias.runner` import at any level) and by running it: rebuilding
     the simulated models of a stored config loads no runner module."""
-    for name in ("planted.py", "planted_population.py"):
+    for name in ("planted.py", "units/allocation/planted.py", "units/word_association/planted.py"):
         tree = ast.parse((ROOT / "analysis" / name).read_text("utf-8"))
         imported = [
             n.module if isinstance(n, ast.ImportFrom) else a.name

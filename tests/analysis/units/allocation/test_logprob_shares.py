@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ibias.analysis.logprobs import SCHEMA, logprob_shares_table
+from ibias.analysis.units.allocation.logprobs import SCHEMA, logprob_shares_table
 
 CELL = {"model_id": "m", "language": "en", "service": "gynecology"}
 

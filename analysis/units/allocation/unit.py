@@ -8,21 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import (
-    allocation,
-    allocation_authors,
-    allocation_load,
-    allocation_population,
-    allocation_population_report,
-    figures,
-    identity_swap,
-    labels,
-    parallel,
-    roster,
-)
-from ibias.analysis import logprobs as logprob_shares
-from ibias.analysis.allocation_load import ORGAN_PAIRS, PATIENTS
-from ibias.analysis.allocation_population_report import CONDITIONAL_TEXT
+from ibias.analysis import labels, parallel
 from ibias.analysis.cells import condition_groups
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
@@ -35,7 +21,6 @@ from ibias.analysis.experiment import (
     explicit_source_rows,
 )
 from ibias.analysis.figures import Figure
-from ibias.analysis.organ_pairs import organ_pairs_sentences, organ_pairs_table
 from ibias.analysis.report import (
     Column,
     absent,
@@ -49,6 +34,23 @@ from ibias.analysis.report import (
     pvalue,
     table,
 )
+from ibias.analysis.units.allocation import (
+    authors,
+    effects,
+    figures,
+    findings,
+    identity_swap,
+    load,
+    planted,
+    population_report,
+    population_tables,
+    roster,
+    shares,
+)
+from ibias.analysis.units.allocation import logprobs as logprob_shares
+from ibias.analysis.units.allocation.load import ORGAN_PAIRS, PATIENTS
+from ibias.analysis.units.allocation.organ_pairs import organ_pairs_sentences, organ_pairs_table
+from ibias.analysis.units.allocation.population_report import CONDITIONAL_TEXT
 from ibias.prompts import codes
 from ibias.prompts.allocation.logprobs import LOGPROBS_TABLE
 from ibias.prompts.allocation.parse_tag_only import TAG_ONLY_TABLE, TAG_ONLY_VERSION
@@ -67,29 +69,25 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
     tag_only, logprobs = ctx.extras.get(TAG_ONLY_TABLE), ctx.extras.get(LOGPROBS_TABLE)
     jobs: dict[str, Callable[[], pl.DataFrame]] = {
         # The longest first, so the two threads end together.
-        "allocation_effects": lambda: allocation.effects_table(
+        "allocation_effects": lambda: effects.effects_table(
             decisions, B=b, method=method, rng=ctx.rng("allocation_effects")
         ),
-        "allocation_cells": lambda: allocation.cells_table(
+        "allocation_cells": lambda: shares.cells_table(
             decisions, B=b, method=method, rng=ctx.rng("allocation_cells")
         ),
-        "position_bias": lambda: allocation.position_table(
+        "position_bias": lambda: shares.position_table(
             decisions, B=b, method=method, rng=ctx.rng("position_bias")
         ),
-        "allocation_explanation_examples": lambda: allocation.explanation_examples(decisions),
-        "allocation_authors_view": lambda: allocation_authors.authors_view_table(
-            decisions, tag_only
-        ),
-        "allocation_parser_agreement": lambda: allocation_authors.parser_agreement_table(
-            decisions, tag_only
-        ),
+        "allocation_explanation_examples": lambda: shares.explanation_examples(decisions),
+        "allocation_authors_view": lambda: authors.authors_view_table(decisions, tag_only),
+        "allocation_parser_agreement": lambda: authors.parser_agreement_table(decisions, tag_only),
         identity_swap.TABLE: lambda: identity_swap.swap_table(
             every, B=b, method=method, rng=ctx.rng(identity_swap.TABLE)
         ),
         logprob_shares.TABLE: lambda: logprob_shares.logprob_shares_table(
             decisions, logprobs, B=b, method=method, rng=ctx.rng(logprob_shares.TABLE)
         ),
-        **allocation_population.jobs(
+        **population_tables.jobs(
             decisions,
             every,
             ctx.extras,
@@ -113,7 +111,7 @@ def _figures(
 ) -> list[Figure]:
     return [
         *figures.population_gap_figures(
-            tables.get(allocation_population_report.CELLS, pl.DataFrame()), models, out_dir
+            tables.get(population_report.CELLS, pl.DataFrame()), models, out_dir
         ),
         *figures.allocation_rate_figures(tables["allocation_cells"], models, out_dir),
         *figures.effects_figures(tables["allocation_effects"], models, out_dir),
@@ -212,7 +210,7 @@ def _allocation(inp: SectionContext) -> str:
         )
     parts = [
         head,
-        allocation_population_report.section(inp.tables, inp.figures, inp.anchor),
+        population_report.section(inp.tables, inp.figures, inp.anchor),
         f"<h3 id='{esc((inp.anchor or 'allocation') + '-these-people')}'>For these people "
         "(the roster's)</h3>",
         "<p>Share of all trials choosing each candidate; the rest made no choice (R refused, "
@@ -247,7 +245,7 @@ def _allocation(inp: SectionContext) -> str:
         logprob_shares.section(
             inp.tables[logprob_shares.TABLE],
             inp.anchor,
-            inp.tables.get(allocation_population_report.LOGPROBS, pl.DataFrame()),
+            inp.tables.get(population_report.LOGPROBS, pl.DataFrame()),
         )
     )
     parts.append(_examples(inp))
@@ -374,9 +372,7 @@ def _position(inp: SectionContext) -> str:
         title = f"{labels.language(lang)}, {labels.symptoms(level)}, {labels.explanation(expl)}"
         parts.append(f"<details><summary>{esc(title)}</summary>{table(sub, columns)}</details>")
     parts.append(
-        allocation_population_report.position(
-            inp.tables.get(allocation_population_report.POSITION, pl.DataFrame())
-        )
+        population_report.position(inp.tables.get(population_report.POSITION, pl.DataFrame()))
     )
     return "".join(parts)
 
@@ -633,6 +629,8 @@ ANALYSIS = ExperimentAnalysis(
     streams={"allocation_cells": 3, "position_bias": 4, "allocation_effects": 5},
     lead={"allocation_explanation_examples": ("service", "chosen")},
     paper=_paper,
-    load=allocation_load.load,
+    load=load.load,
     overall=_overall,
+    planted=planted.PLANTED,
+    findings=findings.sentences,
 )

@@ -10,7 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from ibias.analysis.analyze import AnalysisResult
-from ibias.analysis.roster import BAND_COLUMNS, roster_table
+from ibias.analysis.units.allocation.roster import BAND_COLUMNS, roster_table
 from ibias.prompts.allocation.roster import DEFAULT_AGE_BANDS
 from tests.analysis.conftest import query
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from ibias.analysis.allocation_unit import _paper
+from ibias.analysis.units.allocation.unit import _paper
 
 
 def test_paper_design_conditions_are_marked_ours() -> None:

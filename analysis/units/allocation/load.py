@@ -37,7 +37,7 @@ SELECT roster_id, person_id, language, age, sex_assigned_at_birth, gender_identi
 _SPECS = "(SELECT spec_key FROM trial_rows WHERE experiment = 'allocation')"
 
 # The two candidates' groups and sexes of each paper-design allocation trial of a service about
-# an organ of one sex assigned at birth (`analysis/organ_pairs.py`), first-listed first.
+# an organ of one sex assigned at birth (`organ_pairs`), first-listed first.
 _ORGAN_PAIRS_SQL = """
 WITH s AS (
   SELECT spec_key,
@@ -56,8 +56,8 @@ WHERE t.experiment = 'allocation'
 
 
 # Each allocation pair's two people (person ids) in the original arm, any design: what the
-# population intervals resample (analysis/allocation_population.py). Swapped-arm trials show
-# the same people with their identities exchanged, so they are left out here.
+# population intervals resample (`population_tables`). Swapped-arm trials show the same people
+# with their identities exchanged, so they are left out here.
 PAIR_PEOPLE = "allocation_pair_people"
 _PAIR_PEOPLE_SQL = """
 SELECT DISTINCT item->>'$.pair_id' AS pair_id,

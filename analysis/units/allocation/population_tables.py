@@ -26,9 +26,10 @@ import numpy as np
 import polars as pl
 from numpy.typing import ArrayLike
 
-from ibias.analysis import allocation, identity_swap, population
-from ibias.analysis.allocation_load import PAIR_PEOPLE
+from ibias.analysis import population
 from ibias.analysis.cells import CELL, cell_codes, holm_within, number_cells
+from ibias.analysis.units.allocation import effects, identity_swap, shares
+from ibias.analysis.units.allocation.load import PAIR_PEOPLE
 from ibias.prompts.codes import CIS, NO_CHOICE, TRANS
 
 CELLS = "allocation_population"
@@ -102,7 +103,7 @@ CELLS_SCHEMA: dict[str, pl.DataType] = {
     **_LABELS,
 }
 EFFECTS_SCHEMA: dict[str, pl.DataType] = {
-    **{k: pl.String() for k in allocation.EFFECT_KEYS},
+    **{k: pl.String() for k in effects.EFFECT_KEYS},
     "label": pl.String(),
     "difference": pl.Float64(),
     "ci_low": pl.Float64(),
@@ -282,14 +283,14 @@ def cells_table(
 ) -> pl.DataFrame:
     """Per allocation cell: the cis and trans shares (over all trials) and the gap among decided
     trials, with population intervals, and the test of no identity preference."""
-    numbered = _numbered(decisions, pair_people, allocation.CELL_KEYS)
+    numbered = _numbered(decisions, pair_people, shares.CELL_KEYS)
     if numbered is None:
         return pl.DataFrame(schema=CELLS_SCHEMA)
     frame, cells, lost = numbered
     chosen = frame["chosen"].to_numpy()
     cis = settings.ci((chosen == CIS).astype(np.float64), frame, null=0.5)
     trans = settings.ci((chosen == TRANS).astype(np.float64), frame, null=0.5)
-    gap = settings.ci(allocation.gap_outcome(frame["chosen"]), frame)
+    gap = settings.ci(shares.gap_outcome(frame["chosen"]), frame)
     trials = frame.group_by(CELL).agg(pl.len().cast(pl.Int64).alias("trials"))
     out = (
         cells.join(trials, on=CELL)
@@ -308,7 +309,7 @@ def cells_table(
         .sort(CELL)
         .drop(CELL)
     )
-    return _finish(out, settings, CELLS_SCHEMA, [("gap_p", allocation.FAMILY_KEYS)])
+    return _finish(out, settings, CELLS_SCHEMA, [("gap_p", shares.FAMILY_KEYS)])
 
 
 def position_table(
@@ -316,7 +317,7 @@ def position_table(
 ) -> pl.DataFrame:
     """Per allocation cell: the share of decided trials choosing whoever was listed first, for
     people like these, and the test that it is one half (no position bias)."""
-    numbered = _numbered(decisions, pair_people, allocation.CELL_KEYS)
+    numbered = _numbered(decisions, pair_people, shares.CELL_KEYS)
     if numbered is None:
         return pl.DataFrame(schema=POSITION_SCHEMA)
     frame, cells, lost = numbered
@@ -343,7 +344,7 @@ def position_table(
         .sort(CELL)
         .drop(CELL)
     )
-    return _finish(out, settings, POSITION_SCHEMA, [("p", allocation.FAMILY_KEYS)])
+    return _finish(out, settings, POSITION_SCHEMA, [("p", shares.FAMILY_KEYS)])
 
 
 def effects_table(
@@ -353,19 +354,19 @@ def effects_table(
     pairs seen under both), with population intervals and p-values."""
     if decisions.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    people = with_people(decisions.select(allocation.EFFECT_INPUT), pair_people)
+    people = with_people(decisions.select(effects.EFFECT_INPUT), pair_people)
     # Summed per pair and condition before the contrasts are stacked (`effect_sums`): the
     # estimator sums the trials per person pair, so it is given them summed.
-    rows, bases = allocation.effect_sums(people, ("cis_person", "trans_person"))
+    rows, bases = effects.effect_sums(people, ("cis_person", "trans_person"))
     del people
     if rows.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    frame, cells = number_cells(rows, allocation.EFFECT_CELL)
+    frame, cells = number_cells(rows, effects.EFFECT_CELL)
     del rows
     frame, lost = _known(frame, trials="n")
     if frame.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    cells = allocation.effect_cells(cells, bases)
+    cells = effects.effect_cells(cells, bases)
     found = settings.ci(
         frame["t"].to_numpy(), frame, treated=frame["treated"].to_numpy(), trials=frame["n"]
     )
@@ -374,7 +375,7 @@ def effects_table(
         .join(lost, on=CELL, how="left")
         .with_columns(
             pl.col("effect")
-            .replace_strict(allocation.EFFECT_LABELS, default=pl.col("effect"))
+            .replace_strict(effects.EFFECT_LABELS, default=pl.col("effect"))
             .alias("label"),
             pl.col("d_estimate").alias("difference"),
             pl.col("d_ci_low").alias("ci_low"),
@@ -387,7 +388,7 @@ def effects_table(
         .sort(CELL)
         .drop(CELL)
     )
-    family = _without(allocation.EFFECT_KEYS, "service")
+    family = _without(effects.EFFECT_KEYS, "service")
     return _finish(out, settings, EFFECTS_SCHEMA, [("p", family)])
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ibias.analysis.identity_swap import SCHEMA, swap_table, without_swapped
+from ibias.analysis.units.allocation.identity_swap import SCHEMA, swap_table, without_swapped
 from ibias.prompts.allocation.experiment import build
 from ibias.prompts.allocation.parse import parse_allocation
 from ibias.prompts.allocation.simulate import cis_probability, read_allocation, simulate_allocation

@@ -23,8 +23,11 @@ import pytest
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure as MplFigure
 
-from ibias.analysis import allocation_population, allocation_population_report, figures
+from ibias.analysis import figures
 from ibias.analysis.analyze import AnalysisResult, analyze
+from ibias.analysis.units.allocation import figures as allocation_figures
+from ibias.analysis.units.allocation import population_report as allocation_population_report
+from ibias.analysis.units.allocation import population_tables as allocation_population
 from tests.analysis.conftest import build_store
 
 BODY = """
@@ -81,22 +84,22 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Analysed]:
     folder = tmp_path_factory.mktemp("population-figures")
     store = build_store(folder / "store", BODY, seed=11)
     drawn: dict[str, MplFigure] = {}
-    save = figures._save
+    save = figures.save_figure
 
     def capture(fig: MplFigure, out_dir: Path, name: str, *args: Any) -> figures.Figure:
-        if name.startswith(figures.POPULATION_GAP):
+        if name.startswith(allocation_figures.POPULATION_GAP):
             drawn[name] = fig
         return save(fig, out_dir, name, *args)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(figures, "_save", capture)
+        mp.setattr(allocation_figures, "save_figure", capture)
         result = analyze(store, folder / "out", bootstrap=200, seed=2)
     yield Analysed(result, drawn)
 
 
 def _expected(pop: pl.DataFrame, name: str) -> pl.DataFrame:
     """The population table's rows that figure `name` draws (a finite estimate)."""
-    lang, level = name.removeprefix(figures.POPULATION_GAP + "_").split("_", 1)
+    lang, level = name.removeprefix(allocation_figures.POPULATION_GAP + "_").split("_", 1)
     return pop.filter(
         (pl.col("language") == lang) & (pl.col("symptoms") == level) & pl.col("gap").is_not_null()
     )
@@ -109,7 +112,7 @@ def test_each_condition_has_its_population_figure_with_one_panel_per_explanation
     assert not pop.is_empty() and set(pop["target"].to_list()) == {"people like these"}
     cells = pop.select("language", "symptoms").unique()
     assert sorted(demo.drawn) == sorted(
-        f"{figures.POPULATION_GAP}_{lang}_{level}" for lang, level in cells.iter_rows()
+        f"{allocation_figures.POPULATION_GAP}_{lang}_{level}" for lang, level in cells.iter_rows()
     )
     for name, fig in demo.drawn.items():
         panels = [ax for ax in fig.axes if ax.get_title(loc="left")]

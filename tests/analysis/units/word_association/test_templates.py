@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from ibias.analysis.stats import holm
-from ibias.analysis.templates import kruskal_by_template, template_table
+from ibias.analysis.units.word_association.templates import kruskal_by_template, template_table
 
 
 def _h_by_hand(groups: list[list[float]]) -> float:

@@ -1,4 +1,4 @@
-"""Allocation tables: selection shares, pair-aware tests, position bias and condition effects.
+"""Allocation tables: selection shares, pair-aware tests, position bias, example explanations.
 
 A cell is model x language x service x explanation x symptoms. Shares are over *all* trials of
 the cell (share_cis + share_trans + share_none = 1), so refusals and unparseable replies lower
@@ -23,9 +23,7 @@ with a pair-bootstrap interval of the +1 / -1 outcome over decided trials. Every
 its intervals and p-values are (`ci_level`, `ci_method`, `resampled`, `*_null`; the Wilson
 intervals beside the bootstrap ones `wilson_ci_method`, `wilson_ci_level`).
 
-Effects of conditions on the transgender share (explanation yes - no; symptoms high - none and
-low - none) are paired differences over the same pairs, from `grouped_paired_difference_ci`:
-within each level of the other condition, and pooled over it (stratum "all").
+The effects of the conditions on the transgender share are in `effects`.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ from ibias.analysis import labels
 from ibias.analysis.bootstrap import (
     CI,
     Method,
-    grouped_paired_difference_units_ci,
     grouped_share_units_ci,
 )
 from ibias.analysis.cells import (
@@ -51,13 +48,13 @@ from ibias.analysis.cells import (
     pair_codes,
 )
 from ibias.analysis.stats import binomial_test, sign_test, wilson_interval
-from ibias.prompts.codes import CIS, HIGH, LOW, NO_CHOICE, NO_SYMPTOMS, NONE_REASONS, TRANS
+from ibias.prompts.codes import CIS, NO_CHOICE, NONE_REASONS, TRANS
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
 CI_LEVEL = 0.95
 RESAMPLED = "pair"
 # What the intervals and tests of these tables are about: this roster's people (only the
-# models' answers random). The population ones are in analysis/allocation_population.py.
+# models' answers random). The population ones are in `population_tables`.
 TARGET = "these people"
 SIGN_NULL = "two-sided; H0: an agreeing pair is equally likely to favour either candidate"
 NAIVE_NULL = "two-sided; H0: a decided trial is equally likely to choose either candidate"
@@ -75,7 +72,7 @@ def wilson_labels() -> list[pl.Expr]:
     ]
 
 
-def _explained(table: pl.DataFrame) -> pl.DataFrame:
+def explained(table: pl.DataFrame) -> pl.DataFrame:
     """The columns that say what every interval is: its level, resampling unit and target."""
     return table.with_columns(
         pl.lit(CI_LEVEL).alias("ci_level"),
@@ -269,7 +266,7 @@ def cells_table(
         .drop(CELL)
     )
     table = _shares_and_wilson(table)
-    table = _explained(_tests(table)).with_columns(
+    table = explained(_tests(table)).with_columns(
         pl.lit(B, dtype=pl.Int64).alias("B"),
         pl.lit(method).alias("ci_method"),
         pl.lit(SIGN_NULL).alias("sign_p_null"),
@@ -424,7 +421,7 @@ def position_table(
         pl.lit(method).alias("ci_method"),
         *wilson_labels(),
     )
-    return _explained(table).select(list(_POSITION_SCHEMA))
+    return explained(table).select(list(_POSITION_SCHEMA))
 
 
 _POSITION_SCHEMA: dict[str, pl.DataType] = {
@@ -449,229 +446,6 @@ _POSITION_SCHEMA: dict[str, pl.DataType] = {
     "target": pl.String(),
     "wilson_ci_method": pl.String(),
     "wilson_ci_level": pl.Float64(),
-}
-
-
-# --------------------------------------------------------------------------------------------
-# Condition effects
-# --------------------------------------------------------------------------------------------
-
-
-def _stack(base: pl.DataFrame) -> pl.DataFrame:
-    """`base`'s rows stacked once per contrast they take part in: columns effect, stratum,
-    treated added.
-
-    explanation: yes vs no, within each symptoms level and pooled over them ("all");
-    symptoms_high / symptoms_low: high (low) vs none, within each explanation level and pooled.
-    """
-    parts: list[pl.DataFrame] = []
-    explanation = base.with_columns(
-        pl.lit("explanation").alias("effect"), pl.col("explanation").alias("treated")
-    )
-    parts.append(explanation.with_columns(pl.col("symptoms").alias("stratum")))
-    parts.append(explanation.with_columns(pl.lit("all").alias("stratum")))
-    for level in (HIGH, LOW):
-        sub = base.filter(pl.col("symptoms").is_in([NO_SYMPTOMS, level])).with_columns(
-            pl.lit(f"symptoms_{level}").alias("effect"),
-            (pl.col("symptoms") == level).alias("treated"),
-        )
-        parts.append(
-            sub.with_columns(
-                pl.when(pl.col("explanation"))
-                .then(pl.lit("explanation=yes"))
-                .otherwise(pl.lit("explanation=no"))
-                .alias("stratum")
-            )
-        )
-        parts.append(sub.with_columns(pl.lit("all").alias("stratum")))
-    return pl.concat(parts, how="vertical")
-
-
-#: The columns `effect_rows` reads, and the keys of its cells.
-_BASE = "_base"
-EFFECT_INPUT: tuple[str, ...] = (
-    "model_id", "language", "service", "explanation", "symptoms", "pair_id", "chosen",
-)  # fmt: skip
-EFFECT_CELL: tuple[str, ...] = (_BASE, "effect", "stratum")
-
-
-def effect_rows(
-    decisions: pl.DataFrame, carry: Sequence[str] = ()
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(each trial, with its `trans` (1.0 when it chose the transgender candidate) and the
-    `carry` columns, stacked into the contrasts run on both sides somewhere in their cell
-    (`_stack`), keyed by `EFFECT_CELL`; the model x language x service keys by `_base`), for
-    `effect_cells`.
-
-    The contrasts stack each trial up to four times (over five million rows at ten times the
-    paper's grid), so the stack carries one integer for model x language x service, numbered
-    in the keys' sorted order (cells sort as by the keys), and enums for the contrast, not
-    strings: the same cells in the same order in a fraction of the memory."""
-    coded, bases = number_cells(decisions, EFFECT_INPUT[:3])
-    trans = (pl.col("chosen") == TRANS).cast(pl.Float64).alias("trans")
-    base = coded.select(
-        pl.col(CELL).alias(_BASE), "explanation", "symptoms", "pair_id", *carry, trans
-    )
-    del coded
-    return _contrasts(base), bases.rename({CELL: _BASE})
-
-
-def _contrasts(base: pl.DataFrame) -> pl.DataFrame:
-    """`base` (keyed by `_base`) stacked into the contrasts (`_stack`) with compact labels,
-    only the contrast cells run on both sides somewhere: what `effect_rows` and
-    `effect_sums` give, over trials or over pairs' sums."""
-    rows = _compact_labels(_stack(base))
-    both = rows.group_by(EFFECT_CELL).agg(pl.col("treated").n_unique().alias("sides"))
-    return rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_CELL)
-
-
-def effect_cells(cells: pl.DataFrame, bases: pl.DataFrame) -> pl.DataFrame:
-    """The cells numbered over `EFFECT_CELL` with their keys as `EFFECT_KEYS` (strings)."""
-    return (
-        cells.join(bases, on=_BASE)
-        .drop(_BASE)
-        .with_columns(pl.col("effect", "stratum").cast(pl.String))
-    )
-
-
-def _compact_labels(rows: pl.DataFrame) -> pl.DataFrame:
-    """`rows` (of `_stack`) without the condition columns, effect and stratum as enums
-    whose categories are in the strings' sorted order: they sort, group and join as the
-    strings do, in a byte each rather than a string's sixteen over millions of rows."""
-    names = rows.select(pl.concat([pl.col("effect"), pl.col("stratum")]).unique().drop_nulls())
-    labels = pl.Enum(sorted(str(v) for v in names.to_series().to_list()))
-    return rows.drop("explanation", "symptoms").with_columns(
-        pl.col("effect", "stratum").cast(labels)
-    )
-
-
-EFFECT_LABELS: dict[str, str] = {
-    "explanation": "explanation yes − no",
-    "symptoms_high": "high-urgency symptoms − none",
-    "symptoms_low": "low-urgency symptoms − none",
-}
-EFFECT_KEYS: tuple[str, ...] = ("model_id", "language", "service", "effect", "stratum")
-
-
-def effect_sums(
-    decisions: pl.DataFrame, carry: Sequence[str] = ()
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`effect_rows` summed where the trials are: (a row per contrast cell x pair x condition
-    x `carry`, keyed by `EFFECT_CELL`, with `treated`, the trials' count `n` and how many chose
-    the transgender candidate `t`; the model x language x service keys by `_base`).
-
-    Each pair's trials are summed per condition before they are stacked into the contrasts (a
-    pair is shown in two orders, and imported replies may repeat it), so the stack holds a row
-    per pair and condition rather than one per trial: at ten times the paper's grid a million
-    rows rather than five. Every sum an estimator takes over the stacked trials is the same
-    over these rows (`t` for the outcomes, `n` for the trials). (The planted check's
-    conditional effects stack the trials themselves, `effect_rows`: their means of
-    per-trial floats would round differently when summed per pair first.)"""
-    coded, bases = number_cells(pair_codes(decisions, [*EFFECT_INPUT, *carry]), EFFECT_INPUT[:3])
-    summed = (
-        coded.group_by(CELL, "explanation", "symptoms", "pair_id", *carry)
-        .agg((pl.col("chosen") == TRANS).sum().cast(pl.Int64).alias("t"), pl.len().alias("n"))
-        .rename({CELL: _BASE})
-    )
-    del coded
-    return _contrasts(summed), bases.rename({CELL: _BASE})
-
-
-def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The units of the paired effects: (one row per contrast cell x pair, `_cell` then pair
-    ascending, with the treated trials' count of transgender choices `t1` and their number
-    `n1`, and the control trials' `t0`, `n0`; the cells numbered over `EFFECT_CELL` with their
-    keys as `EFFECT_KEYS`). They are the cells and units `grouped_paired_difference_ci` forms
-    from the stacked trials (`effect_rows`): the same intervals."""
-    rows, bases = effect_sums(decisions)
-    # Each side's sums by a conditional sum, not a filter inside each of a million groups.
-    side = {"1": pl.col("treated"), "0": ~pl.col("treated")}
-    units = rows.group_by(*EFFECT_CELL, "pair_id").agg(
-        pl.when(on).then(pl.col(c)).otherwise(0).sum().alias(f"{c}{k}")
-        for k, on in side.items()
-        for c in ("t", "n")
-    )
-    del rows
-    frame, cells = number_cells(units, EFFECT_CELL)
-    frame = frame.select(CELL, "pair_id", "t1", "n1", "t0", "n0").sort(CELL, "pair_id")
-    return frame, effect_cells(cells, bases)
-
-
-def effects_table(
-    decisions: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
-) -> pl.DataFrame:
-    """Paired effects of the conditions on the share choosing the transgender candidate.
-
-    `difference` = share(treated) - share(control) over the pairs seen under both conditions;
-    `pairs` counts those pairs; `dropped_trials` the trials of pairs seen under one only.
-    Contrasts whose two conditions were not both run are absent.
-    """
-    if decisions.is_empty():
-        return pl.DataFrame(schema=_EFFECT_SCHEMA)
-    units, cells = effect_units(decisions)
-    if units.is_empty():
-        return pl.DataFrame(schema=_EFFECT_SCHEMA)
-    results = grouped_paired_difference_units_ci(
-        units.select("t1", "n1", "t0", "n0").to_numpy().astype(np.float64),
-        cell_codes(units),
-        cells.height,
-        B=B,
-        method=method,
-        rng=rng,
-    )
-    summary = pl.DataFrame(
-        {
-            CELL: pl.Series(CELL, list(results), dtype=pl.Int64),
-            "difference": [c.estimate for c in results.values()],
-            "pairs": pl.Series("pairs", [c.n for c in results.values()], dtype=pl.Int64),
-            "dropped_trials": pl.Series(
-                "dropped_trials", [c.n_dropped for c in results.values()], dtype=pl.Int64
-            ),
-        }
-    ).with_columns(pl.col("difference").fill_nan(None))
-    # Shares over the paired pairs only, so that share_treated - share_control = difference.
-    shares = (
-        units.filter((pl.col("n1") > 0) & (pl.col("n0") > 0))
-        .group_by(CELL)
-        .agg(
-            (pl.col("t1").sum() / pl.col("n1").sum()).alias("share_treated"),
-            (pl.col("t0").sum() / pl.col("n0").sum()).alias("share_control"),
-        )
-    )
-    table = (
-        cells.join(summary, on=CELL)
-        .join(ci_frame(results, "ci"), on=CELL)
-        .join(shares, on=CELL, how="left")
-        .with_columns(
-            pl.col("effect").replace_strict(EFFECT_LABELS, default=pl.col("effect")).alias("label"),
-            pl.lit(B, dtype=pl.Int64).alias("B"),
-            pl.lit(method).alias("ci_method"),
-        )
-        .sort(CELL)
-        .drop(CELL)
-    )
-    return _explained(table).select(list(_EFFECT_SCHEMA))
-
-
-_EFFECT_SCHEMA: dict[str, pl.DataType] = {
-    "model_id": pl.String(),
-    "language": pl.String(),
-    "service": pl.String(),
-    "effect": pl.String(),
-    "label": pl.String(),
-    "stratum": pl.String(),
-    "share_control": pl.Float64(),
-    "share_treated": pl.Float64(),
-    "difference": pl.Float64(),
-    "ci_low": pl.Float64(),
-    "ci_high": pl.Float64(),
-    "pairs": pl.Int64(),
-    "dropped_trials": pl.Int64(),
-    "B": pl.Int64(),
-    "ci_method": pl.String(),
-    "ci_level": pl.Float64(),
-    "resampled": pl.String(),
-    "target": pl.String(),
 }
 
 

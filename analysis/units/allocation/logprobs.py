@@ -32,10 +32,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from ibias.analysis import allocation_population_report, labels
+from ibias.analysis import labels
 from ibias.analysis.bootstrap import Method, grouped_cluster_bootstrap_share_ci
 from ibias.analysis.cells import CELL, cell_codes, ci_frame, number_cells
 from ibias.analysis.report import Column, col, count, esc, interval, num, table
+from ibias.analysis.units.allocation import population_report
 from ibias.prompts.codes import CIS, TRANS
 
 TABLE = "allocation_logprob_shares"
@@ -198,5 +199,5 @@ def section(frame: pl.DataFrame, anchor: str | None, population: pl.DataFrame | 
     ]
     parts.append(table(frame, columns))
     if population is not None:
-        parts.append(allocation_population_report.logprobs(population))
+        parts.append(population_report.logprobs(population))
     return "".join(parts)

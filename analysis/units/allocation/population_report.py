@@ -18,12 +18,7 @@ import polars as pl
 
 from ibias.analysis import labels
 from ibias.analysis.cells import condition_groups
-from ibias.analysis.figures import (
-    POPULATION_GAP,
-    Figure,
-    population_method_text,
-    population_note,
-)
+from ibias.analysis.figures import Figure
 from ibias.analysis.report import (
     Column,
     anchor_id,
@@ -35,6 +30,11 @@ from ibias.analysis.report import (
     num,
     pvalue,
     table,
+)
+from ibias.analysis.units.allocation.figures import (
+    POPULATION_GAP,
+    population_method_text,
+    population_note,
 )
 
 CELLS = "allocation_population"

@@ -2,7 +2,7 @@
 
 The paper describes its 100 patients as "equally distributed in terms of age and gender
 identity" (its Figure Appendix 1). This is the same description of a store's roster, read from
-the `patients` table (by `analysis/allocation_load.py`): per roster and language, per gender
+the `patients` table (by `analysis/units/allocation/load.py`): per roster and language, per gender
 identity, how many people, their ages (least, median, most) and how many fall in each of the
 roster's default age bands (prompts/allocation/roster.py), so a reader can check the balance
 the pairing relies on.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis import figures, labels, templates, word_association
+from ibias.analysis import labels
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -33,6 +33,7 @@ from ibias.analysis.report import (
     table,
 )
 from ibias.analysis.stats import sign_flip_floor
+from ibias.analysis.units.word_association import bias, figures, findings, planted, templates
 from ibias.prompts import codes
 from ibias.prompts.registry import kind
 
@@ -41,19 +42,19 @@ KIND = "word_association"
 
 def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
     wa = ctx.views[KIND]
-    cells = word_association.cells_table(
+    cells = bias.cells_table(
         wa, ctx.explicit, B=ctx.B, method=ctx.method, rng=ctx.rng("word_association_cells")
     )
-    pooled = word_association.pooled_table(
+    pooled = bias.pooled_table(
         wa, B=ctx.B, method=ctx.method, rng=ctx.rng("word_association_scores")
     )
     return {
         "word_association_cells": cells,
-        "word_association_overall": word_association.overall_table(
+        "word_association_overall": bias.overall_table(
             wa, B=ctx.B, method=ctx.method, rng=ctx.rng("word_association_overall")
         ),
         "word_association_templates": templates.template_table(wa),
-        "word_association_scores": word_association.scores_table(cells, pooled),
+        "word_association_scores": bias.scores_table(cells, pooled),
     }
 
 
@@ -392,7 +393,7 @@ def _paper(
     sources = pl.DataFrame(
         [
             *rows,
-            *explicit_source_rows(explicit, word_association.EXPLICIT_EXPERIMENT, _EXPLICIT_OURS),
+            *explicit_source_rows(explicit, bias.EXPLICIT_EXPERIMENT, _EXPLICIT_OURS),
         ],
         schema=SOURCE_COLUMNS,
     )
@@ -417,4 +418,6 @@ ANALYSIS = ExperimentAnalysis(
     outcomes=_outcomes,
     streams={"word_association_cells": 1, "word_association_overall": 2},
     paper=_paper,
+    planted=planted.PLANTED,
+    findings=findings.sentences,
 )

@@ -14,7 +14,8 @@ import pytest
 from scipy import stats
 
 import ibias
-from ibias.analysis import allocation_population, population
+from ibias.analysis import population
+from ibias.analysis.units.allocation import population_tables as allocation_population
 from tests.analysis.conftest import query
 from tests.analysis.test_population_methods import reference
 
