@@ -21,7 +21,7 @@ roster where cis people are older, or have more familiar names). Both are on the
 difference of shares (from -1 to 1; 0 = no preference).
 
 Intervals resample pairs (with all their trials, in both arms and both orders), as in
-`analysis.allocation`; a pair seen in one arm only is left out of the estimate and counted in
+`shares`; a pair seen in one arm only is left out of the estimate and counted in
 `dropped_trials`, so both shares and both effects are over the same pairs. Each effect is a
 paired difference of two ratios over the resampled pairs (`grouped_paired_difference_ci`): the
 identity effect with outcome y = (cis - trans) / 2 in the original arm and -y in the swapped

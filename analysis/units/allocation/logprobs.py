@@ -20,7 +20,7 @@ probabilities rather than 0/1 draws), which is the point of reading it. A differ
 committed, a reasoning model), so the sampled share stays the headline number.
 
 Intervals resample pairs with all their trials (both orders together, as in
-`analysis.allocation`): each is the ratio estimator of `grouped_cluster_bootstrap_share_ci`
+`shares`): each is the ratio estimator of `grouped_cluster_bootstrap_share_ci`
 over the cell's pairs, with the trial's p_cis, its 0/1 choice, or their difference as outcome.
 `trials_with_logprobs` counts the cell's trials that have logprobs, `undecidable` those whose
 logprobs gave no probability (same name, no name token, ...: `allocation_logprobs.reason`), and

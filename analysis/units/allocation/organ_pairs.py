@@ -65,7 +65,7 @@ def _kind(service: str, cis_sex: str | None, trans_sex: str | None) -> str:
 def organ_pairs_table(decisions: pl.DataFrame | None, organ_pairs: pl.DataFrame) -> pl.DataFrame:
     """The split (module docstring); empty when no organ service mixes kinds of pair.
     `decisions`: the allocation view of every design; `organ_pairs`: the candidates' groups
-    and sexes of the paper-design organ-service trials (`allocation_load.ORGAN_PAIRS`)."""
+    and sexes of the paper-design organ-service trials (`load.ORGAN_PAIRS`)."""
     if decisions is None or decisions.is_empty() or organ_pairs.is_empty():
         return pl.DataFrame(schema=COLUMNS)
     original = decisions.filter(

@@ -1,2 +1,3 @@
-"""The word-association experiment's analysis: bias tables (`tables`), the template check
-(`templates`), its figure, and the unit's `ExperimentAnalysis` (`unit.ANALYSIS`)."""
+"""The word-association experiment's analysis: bias tables (`bias`), the template check
+(`templates`), its figure, its findings sentences, its planted-value check (`planted`), and the
+unit's `ExperimentAnalysis` (`unit.ANALYSIS`)."""
