@@ -93,13 +93,13 @@ _ENTRIES: dict[str, CrossEntry] = {
         CrossEntry(
             "paper_methods",
             ("word_association", "allocation"),
-            "ibias.analysis.paper_methods:CROSS",
+            "ibias.analysis.cross_analyses.paper_methods:CROSS",
             any_kind=True,
         ),
         CrossEntry(
             "implicit_decision",
             ("word_association", "allocation"),
-            "ibias.analysis.implicit_decision:CROSS",
+            "ibias.analysis.cross_analyses.implicit_decision:CROSS",
         ),
     )
 }

@@ -144,7 +144,8 @@ def load(reader: StoreReader, ctx: LoadContext) -> dict[str, pl.DataFrame]:
         ORGAN_PAIRS: reader.frame(_ORGAN_PAIRS_SQL.format(specs=_SPECS, services=services)),
         PEOPLE_SHOWN: _people(reader, simulated_models(ctx.runs["config"].to_list())),
     }
-    # Read whatever `ctx.population` says: the decision measure of analysis/implicit_decision.py
-    # needs each pair's people too (cross-products only between pairs that share no person).
+    # Read whatever `ctx.population` says: the decision measure of
+    # analysis/cross_analyses/implicit_decision.py needs each pair's people too (cross-products
+    # only between pairs that share no person).
     out[PAIR_PEOPLE] = reader.frame(_PAIR_PEOPLE_SQL.format(specs=_SPECS))
     return out

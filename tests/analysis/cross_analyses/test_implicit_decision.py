@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from scipy import stats as sps
 
-from ibias.analysis import implicit_decision as imp
 from ibias.analysis.analyze import AnalysisResult
+from ibias.analysis.cross_analyses import implicit_decision as imp
 from ibias.analysis.load import load_store
 from ibias.analysis.units.allocation.load import PAIR_PEOPLE
 from tests.analysis.conftest import build_store, query
