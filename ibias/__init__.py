@@ -283,7 +283,7 @@ def _store(store: str | Path, rehearse: bool) -> Path:
     """`store`, or with `rehearse` the rehearsal store beside it (`NAME.rehearsal.duckdb`)."""
     if not rehearse:
         return Path(store)
-    from ibias.runner.execution.rehearsal import rehearsal_store
+    from ibias.runner.paths import rehearsal_store
 
     return rehearsal_store(Path(store))
 

@@ -24,7 +24,7 @@ def _store_named(args: argparse.Namespace) -> Path:
     the default names (`runner/execution/rehearsal.py`); --store is taken as given."""
     store = _store_of_config(args)
     if getattr(args, "rehearse", False) and args.store is None:
-        from ibias.runner.execution.rehearsal import rehearsal_store
+        from ibias.runner.paths import rehearsal_store
 
         return rehearsal_store(store)
     return store
@@ -59,7 +59,7 @@ def _store_of_config(args: argparse.Namespace) -> Path:
         return Path(store)
     beside, which = store_beside(config, named), "[run] store"
     if getattr(args, "rehearse", False):
-        from ibias.runner.execution.rehearsal import rehearsal_store
+        from ibias.runner.paths import rehearsal_store
 
         beside, which = rehearsal_store(beside), "rehearsal store"
     if beside.resolve() != Path(store).resolve():

@@ -142,7 +142,7 @@ class Config:
         rehearsal's is the `.rehearsal.duckdb` beside the latter two (--store is taken as
         given). Checked before anything opens it (`check_store_path`: a regular file or
         absent, no NUL)."""
-        from ibias.runner.execution.rehearsal import rehearsal_store
+        from ibias.runner.paths import rehearsal_store
         from ibias.store.lock import check_store_path
 
         if override:

@@ -17,9 +17,9 @@ simulator announces and enforces, as a real provider would). `--speed N` compres
 limits (the config's and the simulator's) multiplied by N, latencies divided by N; an ETA in
 real time is the compressed one times N.
 
-A rehearsal writes into its own store (`rehearsal_store`), and the store records that it is a
-rehearsal's (`ibias.store.marks`): `check_store` refuses a rehearsal into a real store and a
-real run into a rehearsal store, whatever the file is called.
+A rehearsal writes into its own store (`runner.paths.rehearsal_store`), and the store records
+that it is a rehearsal's (`ibias.store.marks`): `check_store` refuses a rehearsal into a real
+store and a real run into a rehearsal store, whatever the file is called.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from ibias.runner.config import Config, ModelConfig
+from ibias.runner.paths import rehearsal_store
 
 if TYPE_CHECKING:
     from ibias.runner.providers.base import Provider, ProviderContext
@@ -61,14 +62,6 @@ REHEARSAL_DEFAULTS: Mapping[str, Any] = {"latency_ms": 1000.0, "latency_sigma": 
 #: rehearsed model whose config sets neither rpm nor tpm: the client then learns its pace from
 #: the replies, as it would from Anthropic's and OpenAI's headers or Gemini's 429s.
 REHEARSAL_DEFAULT_RPM = 500
-
-
-def rehearsal_store(store: Path) -> Path:
-    """The rehearsal store beside `store`: `runs/paper.duckdb` -> `runs/paper.rehearsal.duckdb`
-    (a name not ending in `.duckdb` gets `.rehearsal.duckdb` added)."""
-    name = store.name
-    stem = name[: -len(".duckdb")] if name.endswith(".duckdb") else name
-    return store.with_name(f"{stem}.rehearsal.duckdb")
 
 
 def sim_table_note(config: Config) -> str | None:
