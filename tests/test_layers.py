@@ -3,9 +3,12 @@ the design draws them (runner above prompts and store; shared/DESIGN.md):
 
 - no module imports another module's private names (`from ibias.x import _y`, or `_y` read
   off an imported ibias module): what a module shares, it names without an underscore;
-- nothing under `prompts/` or `store/` imports `ibias.runner`: the experiments and the store
-  sit below the runner (data flows config -> plan -> scheduler -> store -> analysis), and what
-  both need (reading TOML files: `ibias.configfile`) lives below both;
+- no room imports a room it sits below (`FORBIDDEN`; docs/architecture.md draws them): nothing
+  under `prompts/` or `store/` imports `ibias.runner` (data flows config -> plan -> scheduler
+  -> store -> analysis, and what both need, reading TOML files, is `ibias.configfile`), the
+  analysis never imports the runner, its general modules import no experiment's analysis
+  (`analysis/units/`), and inside the runner the config, the providers, the simulator and the
+  scheduling sit below what runs them;
 - no module over 700 lines, except those listed in `PENDING_SPLIT` at their size today, which
   may only shrink.
 
@@ -18,8 +21,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ROOMS = ("runner", "prompts", "store", "analysis")
@@ -165,17 +166,82 @@ def test_the_check_sees_private_imports_and_attributes() -> None:
     ]
 
 
-@pytest.mark.parametrize("room", ["prompts", "store"])
-def test_prompts_and_store_do_not_import_the_runner(room: str) -> None:
+#: What each room may not import, and why (docs/architecture.md draws the rooms). A module is
+#: checked against every entry whose room contains it; imports inside functions count too.
+_CLI = ("ibias.runner.commands", "ibias.runner.cli", "ibias.runner.startup")
+_ABOVE_PROVIDERS = ("ibias.runner.scheduling", "ibias.runner.execution", "ibias.runner.batch")
+FORBIDDEN: dict[str, tuple[tuple[str, ...], str]] = {
+    "ibias.prompts": (
+        ("ibias.runner", "ibias.store", "ibias.analysis"),
+        "the experiments sit below the runner, the store and the analysis",
+    ),
+    "ibias.store": (("ibias.runner", "ibias.analysis"), "the store sits below the runner"),
+    "ibias.analysis": (("ibias.runner",), "the analysis reads the store and needs no network"),
+    "ibias.runner.config": (_ABOVE_PROVIDERS + _CLI, "the config sits below what runs it"),
+    "ibias.runner.providers": (
+        _ABOVE_PROVIDERS + _CLI + ("ibias.runner.simulator",),
+        "a provider knows only the config and its reply",
+    ),
+    "ibias.runner.simulator": (
+        _ABOVE_PROVIDERS + _CLI,
+        "the simulator is a provider's other end, below what schedules its requests",
+    ),
+    "ibias.runner.scheduling": (
+        ("ibias.runner.execution", "ibias.runner.batch", "ibias.runner.simulator", *_CLI),
+        "the scheduler is composed by a run, and sends through the provider interface only",
+    ),
+}
+
+#: The analysis's own rooms: its general modules (the driver, the statistics) name no
+#: experiment; a unit's analysis does not reach into another unit's.
+UNITS, CROSS = "ibias.analysis.units", "ibias.analysis.cross_analyses"
+
+
+def _inside(module: str, room: str) -> bool:
+    return module == room or module.startswith(room + ".")
+
+
+def forbidden_for(module: str) -> list[tuple[tuple[str, ...], str]]:
+    """The (forbidden rooms, why) entries that apply to `module`."""
+    rules = [rule for room, rule in FORBIDDEN.items() if _inside(module, room)]
+    if _inside(module, "ibias.analysis") and not (_inside(module, UNITS) or _inside(module, CROSS)):
+        rules.append(((UNITS, CROSS), "the analysis's general modules name no experiment"))
+    if _inside(module, UNITS) and module.count(".") >= 3:
+        own = ".".join(module.split(".")[:4])
+        others = tuple(
+            m for m in product_files() if _inside(m, UNITS) and m.count(".") == 3 and m != own
+        )
+        rules.append(((*others, CROSS), "a unit's analysis reads no other unit's"))
+    return rules
+
+
+def test_no_room_imports_a_room_it_sits_below() -> None:
     found = []
     for module, path in product_files().items():
-        if not module.startswith(f"ibias.{room}"):
+        rules = forbidden_for(module)
+        if not rules:
             continue
         tree = ast.parse(path.read_text("utf-8"))
         for line, imported in _imports(tree, module, path.name == "__init__.py"):
-            if imported == "ibias.runner" or imported.startswith("ibias.runner."):
-                found.append(f"{path.relative_to(ROOT)}:{line}: {imported}")
-    assert found == [], f"{room}/ imports the runner, which sits above it:\n" + "\n".join(found)
+            for rooms, why in rules:
+                if any(_inside(imported, room) for room in rooms):
+                    found.append(f"{path.relative_to(ROOT)}:{line}: {imported} ({why})")
+    assert found == [], "imports against the layers (docs/architecture.md):\n" + "\n".join(
+        sorted(set(found))
+    )
+
+
+def test_the_rules_apply_where_they_should() -> None:
+    """The rule finder itself, on names that exist today."""
+    assert not forbidden_for("ibias.runner.execution.run")
+    unit = forbidden_for("ibias.analysis.units.allocation.shares")
+    assert any("ibias.analysis.units.word_association" in rooms for rooms, _ in unit)
+    assert not any("ibias.analysis.units.allocation" in rooms for rooms, _ in unit)
+    general = forbidden_for("ibias.analysis.bootstrap")
+    assert any(UNITS in rooms for rooms, _ in general)
+    assert not any(UNITS in rooms for rooms, _ in forbidden_for(f"{CROSS}.implicit_decision"))
+    scheduler = forbidden_for("ibias.runner.scheduling.scheduler")
+    assert any("ibias.runner.execution" in rooms for rooms, _ in scheduler)
 
 
 def test_no_module_is_over_the_line_limit() -> None:
