@@ -42,32 +42,82 @@ The modules, one job each:
   path; `batch_keyed`: what the three share (key check, held replies).
 
 The responders themselves live with their experiment units (prompts/*/simulate.py).
-This package re-exports the names other code imports from `ibias.runner.simulator`.
+This package re-exports the names other code imports from `ibias.runner.simulator`, each
+loaded on first use: the package's `profile` is read whenever a config has a simulated model
+(`ibias plan`, `status --config`), which needs neither aiohttp nor the server.
 """
 
-from ibias.runner.simulator.answer import (
-    CONTENT_FILTER_SHARE,
-    REFUSAL_TEXT,
-    answer_for,
-    estimate_tokens,
-    normalize_messages,
-    prompt_hash,
-)
-from ibias.runner.simulator.drift import DRIFTED_VERSION_SUFFIX, MODEL_VERSION_SUFFIX
-from ibias.runner.simulator.faults import BURST_EXTRA, BURST_S, JITTER_TOLERANCE_S
-from ibias.runner.simulator.logprobs import PLAIN_LOGPROB, token_logprobs
-from ibias.runner.simulator.protocol import Ask, Dialect
-from ibias.runner.simulator.protocol_anthropic import ANTHROPIC, ANTHROPIC_REFUSAL_EXPLANATION
-from ibias.runner.simulator.protocol_gemini import (
-    GEMINI,
-    GEMINI_DAILY_QUOTA_ID,
-    GEMINI_DAILY_QUOTA_VALUE,
-    gemini_block,
-    gemini_thoughts,
-)
-from ibias.runner.simulator.protocol_openai import OPENAI, format_duration
-from ibias.runner.simulator.server import PROTOCOLS, Clock, Simulator, Sleep, serve_forever
-from ibias.runner.simulator.stats import SimStats
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ibias.runner.simulator.answer import (
+        CONTENT_FILTER_SHARE,
+        REFUSAL_TEXT,
+        answer_for,
+        estimate_tokens,
+        normalize_messages,
+        prompt_hash,
+    )
+    from ibias.runner.simulator.drift import DRIFTED_VERSION_SUFFIX, MODEL_VERSION_SUFFIX
+    from ibias.runner.simulator.faults import BURST_EXTRA, BURST_S, JITTER_TOLERANCE_S
+    from ibias.runner.simulator.logprobs import PLAIN_LOGPROB, token_logprobs
+    from ibias.runner.simulator.protocol import Ask, Dialect
+    from ibias.runner.simulator.protocol_anthropic import ANTHROPIC, ANTHROPIC_REFUSAL_EXPLANATION
+    from ibias.runner.simulator.protocol_gemini import (
+        GEMINI,
+        GEMINI_DAILY_QUOTA_ID,
+        GEMINI_DAILY_QUOTA_VALUE,
+        gemini_block,
+        gemini_thoughts,
+    )
+    from ibias.runner.simulator.protocol_openai import OPENAI, format_duration
+    from ibias.runner.simulator.server import PROTOCOLS, Clock, Simulator, Sleep, serve_forever
+    from ibias.runner.simulator.stats import SimStats
+
+#: Each re-exported name -> its module in this package (imported on first use).
+_LAZY: dict[str, str] = {
+    "ANTHROPIC": "protocol_anthropic",
+    "ANTHROPIC_REFUSAL_EXPLANATION": "protocol_anthropic",
+    "Ask": "protocol",
+    "BURST_EXTRA": "faults",
+    "BURST_S": "faults",
+    "CONTENT_FILTER_SHARE": "answer",
+    "Clock": "server",
+    "DRIFTED_VERSION_SUFFIX": "drift",
+    "Dialect": "protocol",
+    "GEMINI": "protocol_gemini",
+    "GEMINI_DAILY_QUOTA_ID": "protocol_gemini",
+    "GEMINI_DAILY_QUOTA_VALUE": "protocol_gemini",
+    "JITTER_TOLERANCE_S": "faults",
+    "MODEL_VERSION_SUFFIX": "drift",
+    "OPENAI": "protocol_openai",
+    "PLAIN_LOGPROB": "logprobs",
+    "PROTOCOLS": "server",
+    "REFUSAL_TEXT": "answer",
+    "SimStats": "stats",
+    "Simulator": "server",
+    "Sleep": "server",
+    "answer_for": "answer",
+    "estimate_tokens": "answer",
+    "format_duration": "protocol_openai",
+    "gemini_block": "protocol_gemini",
+    "gemini_thoughts": "protocol_gemini",
+    "normalize_messages": "answer",
+    "prompt_hash": "answer",
+    "serve_forever": "server",
+    "token_logprobs": "logprobs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "ANTHROPIC",
