@@ -23,7 +23,7 @@ from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from ibias.store import progress_counts
 from tests.helpers import IBIAS, model_block, write_config
-from tests.runner.batching import no_sleep, query
+from tests.runner.batch.batching import no_sleep, query
 
 
 def _verify(capsys: pytest.CaptureFixture[str], store: Path) -> tuple[int, list[str]]:

@@ -15,7 +15,7 @@ from ibias.runner.execution.run import EXIT_FAILED, EXIT_OK, RunOptions, RunResu
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
-from tests.runner.batching import no_sleep, query
+from tests.runner.batch.batching import no_sleep, query
 
 
 def _config(tmp_path: Path, sim: Simulator, enqueued: int) -> Config:

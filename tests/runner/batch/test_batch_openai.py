@@ -18,7 +18,7 @@ from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
-from tests.runner.batching import no_sleep, query
+from tests.runner.batch.batching import no_sleep, query
 
 N_PROMPTS = 12
 FAST = Backoff(base_s=0.001, cap_s=0.01, max_attempts=4)

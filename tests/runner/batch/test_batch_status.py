@@ -16,7 +16,7 @@ from ibias.runner.execution.run import EXIT_OK, RunOptions, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
-from tests.runner.batching import no_sleep
+from tests.runner.batch.batching import no_sleep
 
 
 async def test_status_lists_batches_and_cancel_cancels_them(tmp_path, capsys):

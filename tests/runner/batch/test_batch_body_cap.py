@@ -13,7 +13,7 @@ from ibias.runner.execution.run import EXIT_FAILED, RunOptions, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
-from tests.runner.batching import no_sleep, query
+from tests.runner.batch.batching import no_sleep, query
 
 
 async def test_an_oversized_result_line_is_its_trials_error_and_the_others_are_stored(tmp_path):

@@ -21,7 +21,7 @@ from ibias.runner.execution.run import EXIT_OK, RunOptions, RunResult, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
-from tests.runner.batching import no_sleep, query
+from tests.runner.batch.batching import no_sleep, query
 
 N_PROMPTS = 10
 KEY_ENV = "IBIAS_TEST_ANTHROPIC_KEY"

@@ -20,7 +20,7 @@ from ibias.runner.execution.run import EXIT_OK, RunOptions, execute
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
-from tests.runner.batching import no_sleep
+from tests.runner.batch.batching import no_sleep
 
 
 def _keys(store: Path) -> set[str]:

@@ -23,10 +23,10 @@ from ibias.runner.providers.retries import Backoff
 from ibias.runner.simulator import Simulator
 from ibias.runner.simulator.profile import ModelProfile, SimProfile
 from tests.helpers import model_block, write_config
-from tests.runner.batching import no_sleep, query
+from tests.runner.batch.batching import no_sleep, query
 
 NAME = "tollgate"
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 
 PACKAGE = '''
 """ibias_tollgate: a gateway to OpenAI-compatible models, with a batch API of the same
