@@ -40,7 +40,8 @@ test-local: local
 # The long torture runs (20,000 trials, 5% faults, 10 kill -9s; the paper-sized grid stopped
 # 12 times by SIGINT, SIGTERM and kill -9 in every phase; the population coverage test over
 # 1,000 rosters; the population-method study over its whole grid, 144 cells x 1,000 rosters,
-# against its documented figures); `make test` runs the short ones.
+# against its documented figures; every analysis test with a plugin installed); `make test` runs
+# the short ones.
 torture: $(STAMP)
 	IBIAS_TORTURE=1 $(BIN)/pytest -p no:cacheprovider -s -k long \
 		tests/reliability/test_torture.py tests/reliability/test_resume_full_size.py
@@ -48,6 +49,8 @@ torture: $(STAMP)
 		tests/analysis/test_population_coverage.py
 	IBIAS_TORTURE=1 OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -p no:cacheprovider -s \
 		tests/analysis/test_population_study.py
+	IBIAS_TORTURE=1 $(BIN)/pytest -p no:cacheprovider \
+		tests/test_installed_plugin.py -k every_analysis_test
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.bench_runner

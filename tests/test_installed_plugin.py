@@ -8,7 +8,8 @@ subprocess first shows the plugin is visible (unpinned, each group lists it), th
 files with it on the path. The files: the two registries' and the plugin-policy tests whole,
 the config tests whole, and of the analysis tests the ones that list experiments and report
 sections without a run of their own (the analysis files that run ibias end to end take minutes
-each and read the same registries).
+each and read the same registries; `make torture` runs the whole analysis folder with the
+plugin installed).
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ def _env(site: Path) -> dict[str, str]:
     path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(site)])}
     env.pop("IBIAS_PLUGINS", None)
+    # The analysis tests' own long variants (1,000 rosters) stay for their own `make torture`
+    # lines: here each test file runs its ordinary size.
+    env.pop("IBIAS_TORTURE", None)
     return env
 
 
@@ -114,15 +118,28 @@ def test_the_fixture_plugin_is_installed_in_every_group(site: Path) -> None:
     assert shown.stdout.strip() == "orbits;relay;intruder"
 
 
-def test_registry_config_and_analysis_tests_pass_with_a_plugin_installed(site: Path) -> None:
+def _passes_with_the_plugin(site: Path, files: tuple[str, ...], timeout: float) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *FILES],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *files],
         env=_env(site),
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
     )
     tail = "\n".join(run.stdout.splitlines()[-30:])
     assert run.returncode == 0, tail
     assert " passed" in tail and "failed" not in tail
+
+
+def test_registry_config_and_analysis_tests_pass_with_a_plugin_installed(site: Path) -> None:
+    _passes_with_the_plugin(site, FILES, timeout=900)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("IBIAS_TORTURE"),
+    reason="every analysis test with the plugin installed (about 20 minutes): `make torture`",
+)
+def test_every_analysis_test_passes_with_a_plugin_installed(site: Path) -> None:
+    """The whole analysis folder, end-to-end runs included, beside the registries and config."""
+    _passes_with_the_plugin(site, (*FILES[:4], "tests/analysis"), timeout=3600)
