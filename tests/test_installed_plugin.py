@@ -138,7 +138,7 @@ def test_registry_config_and_analysis_tests_pass_with_a_plugin_installed(site: P
 
 @pytest.mark.skipif(
     not os.environ.get("IBIAS_TORTURE"),
-    reason="every analysis test with the plugin installed (about 20 minutes): `make torture`",
+    reason="every analysis test with the plugin installed (8 minutes on 2 cores): `make torture`",
 )
 def test_every_analysis_test_passes_with_a_plugin_installed(site: Path) -> None:
     """The whole analysis folder, end-to-end runs included, beside the registries and config."""
