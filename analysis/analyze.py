@@ -350,6 +350,7 @@ def _report_input(
     """What the report shows: the generic parts, then only the sections of what is present."""
     ctx = cross_context(data, tables, B=B, method=method, seed=seed)
     crossing = cross.present(with_trials(data.views))
+    present = analyses(data.views)
     return report.ReportInput(
         store=shown_path(store),
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
@@ -366,10 +367,10 @@ def _report_input(
         front=store_parts(data)[1],
         before=cross_sections(crossing, ctx, "before"),
         after=[
-            *extra_sections(tables, analyses(data.views)),
+            *extra_sections(tables, present),
             *cross_sections(crossing, ctx, "after"),
         ],
-        findings=findings.section(tables, model_order(data), data.simulated, analyses(data.views)),
+        findings=findings.section(tables, model_order(data), data.simulated, present),
         headline=findings.headline(data.simulated, model_order(data)),
     )
 

@@ -45,9 +45,6 @@ ANCHOR, TITLE = "findings", "Findings"
 SIGNIFICANT = 0.05
 """The level below which an adjusted p-value counts as finding something (the tables' bold)."""
 
-# Column headers of the cited tables, exactly as the tables show them (the test finds the
-# cited cell by them).
-
 _TAG = re.compile(r"<[^>]*>")
 
 

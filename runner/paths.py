@@ -1,8 +1,7 @@
 """The default store, a rehearsal's store beside it and how a store's path is made absolute,
-apart from
-`runner/config/__init__.py`, so the commands that only read a store (`ibias status`) name it without
-loading the config's validation, the experiment registry and the provider tables (about 0.2 s of
-start-up)."""
+apart from `runner/config/`, so the commands that only read a store (`ibias status`) name it
+without loading the config's validation, the experiment registry and the provider tables (about
+0.2 s of start-up)."""
 
 from __future__ import annotations
 

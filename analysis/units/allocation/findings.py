@@ -25,6 +25,8 @@ from ibias.analysis.findings import (
 )
 from ibias.analysis.report import esc, interval, num
 
+#: Column headers of the cited table, exactly as it shows them (the test finds the cited cell
+#: by them).
 GAP = "cis − trans among decided [CI, people like these]"
 GAP_P = "p, H0 gap 0 (Holm)"
 

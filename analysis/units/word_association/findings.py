@@ -23,6 +23,8 @@ from ibias.analysis.findings import (
 )
 from ibias.analysis.report import esc, interval, num
 
+#: Column headers of the cited table, exactly as it shows them (the test finds the cited cell
+#: by them).
 WA_BIAS = "mean bias [95% CI, trials resampled]"
 WA_P = "t-test p, two-sided, H0 mean 0 (Holm)"
 
