@@ -19,6 +19,7 @@ The product is the top-level folders `runner/`, `prompts/`, `store/`, `analysis/
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -208,11 +209,15 @@ def forbidden_for(module: str) -> list[tuple[tuple[str, ...], str]]:
         rules.append(((UNITS, CROSS), "the analysis's general modules name no experiment"))
     if _inside(module, UNITS) and module.count(".") >= 3:
         own = ".".join(module.split(".")[:4])
-        others = tuple(
-            m for m in product_files() if _inside(m, UNITS) and m.count(".") == 3 and m != own
-        )
+        others = tuple(m for m in unit_packages() if m != own)
         rules.append(((*others, CROSS), "a unit's analysis reads no other unit's"))
     return rules
+
+
+@functools.cache
+def unit_packages() -> tuple[str, ...]:
+    """Each experiment's analysis package (`ibias.analysis.units.<name>`), read once."""
+    return tuple(m for m in product_files() if _inside(m, UNITS) and m.count(".") == 3)
 
 
 def test_no_room_imports_a_room_it_sits_below() -> None:
