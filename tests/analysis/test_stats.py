@@ -14,10 +14,13 @@ from scipy import stats as sps
 
 from ibias.analysis.stats import (
     binomial_test,
+    binomial_tests,
     holm,
     one_sample_test,
+    one_sided_binomial_tests,
     sign_flip_test,
     sign_test,
+    sign_tests,
     wilson_interval,
 )
 
@@ -89,6 +92,53 @@ def test_binomial_test_edge_cases() -> None:
         binomial_test(11, 10)
     with pytest.raises(ValueError):
         binomial_test(-1, 10)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.3, 0.77, 0.0, 1.0])
+def test_binomial_tests_of_a_whole_table_match_scipy_cell_by_cell(p: float) -> None:
+    """The vectorised test (what the allocation tables call, a table at a time) gives each
+    cell scipy's binomtest p-value, over small and paper-sized counts, in any order."""
+    rng = np.random.default_rng(7)
+    cells = [(k, n) for n in range(0, 26) for k in range(n + 1)]
+    cells += [(int(k), n) for n in (999, 1000, 2001, 5000) for k in rng.integers(0, n + 1, 25)]
+    rng.shuffle(cells)
+    k, n = (np.array(c) for c in zip(*cells, strict=True))
+    got = binomial_tests(k, n, p)
+    for i, (ki, ni) in enumerate(cells):
+        if ni == 0:
+            assert np.isnan(got[i])
+        else:
+            assert got[i] == pytest.approx(sps.binomtest(ki, ni, p).pvalue, rel=1e-9, abs=1e-300)
+            assert got[i] == binomial_test(ki, ni, p)
+
+
+def test_binomial_tests_refuse_what_the_scalar_test_refuses() -> None:
+    assert binomial_tests(np.array([], dtype=int), np.array([], dtype=int)).shape == (0,)
+    for k, n in (([11], [10]), ([-1], [10]), ([1, 2], [3]), ([0.5], [1]), ([True], [1])):
+        with pytest.raises(ValueError):
+            binomial_tests(np.array(k), np.array(n))
+    with pytest.raises(ValueError):
+        binomial_tests(np.array([1]), np.array([2]), 1.5)
+
+
+@pytest.mark.parametrize("alternative", ["greater", "less"])
+def test_one_sided_binomial_tests_equal_scipy_binomtest(alternative: str) -> None:
+    cells = [(k, n) for n in (0, 1, 2, 7, 30, 501) for k in range(0, n + 1, max(1, n // 40))]
+    k, n = (np.array(c) for c in zip(*cells, strict=True))
+    got = one_sided_binomial_tests(k, n, alternative)
+    for i, (ki, ni) in enumerate(cells):
+        expected = sps.binomtest(ki, ni, 0.5, alternative=alternative).pvalue if ni else np.nan
+        assert got[i] == expected or (np.isnan(got[i]) and np.isnan(expected))
+    with pytest.raises(ValueError):
+        one_sided_binomial_tests(k, n, "two-sided")
+
+
+def test_sign_tests_equal_the_scalar_sign_test() -> None:
+    cis, trans = np.meshgrid(np.arange(0, 30), np.arange(0, 30))
+    got = sign_tests(cis.ravel(), trans.ravel())
+    for c, t, g in zip(cis.ravel(), trans.ravel(), got, strict=True):
+        s = sign_test(int(c), int(t))
+        assert g == s or (np.isnan(g) and np.isnan(s))
 
 
 def test_sign_test_hand_worked_example() -> None:

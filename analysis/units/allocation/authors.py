@@ -33,13 +33,10 @@ it makes; opposite choices).
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import polars as pl
-from scipy.stats import binomtest
 
-from ibias.analysis.stats import wilson_interval
+from ibias.analysis.stats import one_sided_binomial_tests, wilson_interval
 from ibias.prompts.allocation.parse_tag_only import NO_MATCH, NO_TAG, TAG_ONLY_NONE_REASONS
 from ibias.prompts.codes import CIS, NO_CHOICE, SAME_NAME, TRANS
 
@@ -104,12 +101,6 @@ def joined(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFra
 # --------------------------------------------------------------------------------------------
 
 
-def _p(k: int, n: int, alternative: str) -> float:
-    if n == 0:
-        return math.nan
-    return float(binomtest(k, n, 0.5, alternative=alternative).pvalue)
-
-
 def authors_view_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFrame:
     """Per cell, from the tag-only reading: counts, one-sided binomial tests, Wilson interval."""
     rows = joined(decisions, tag_only)
@@ -140,8 +131,8 @@ def authors_view_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -
     n_trans = table["n_trans"].to_numpy()
     decided = table["decided"].to_numpy()
     low, high = wilson_interval(n_trans, decided, WILSON_LEVEL)
-    greater = [_p(int(k), int(n), "greater") for k, n in zip(n_cis, decided, strict=True)]
-    less = [_p(int(k), int(n), "less") for k, n in zip(n_cis, decided, strict=True)]
+    greater = one_sided_binomial_tests(n_cis, decided, "greater")
+    less = one_sided_binomial_tests(n_cis, decided, "less")
     with np.errstate(divide="ignore", invalid="ignore"):
         share_cis = np.where(decided > 0, n_cis / decided, np.nan)
         share_trans = np.where(decided > 0, n_trans / decided, np.nan)

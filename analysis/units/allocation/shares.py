@@ -47,7 +47,7 @@ from ibias.analysis.cells import (
     number_cells,
     pair_codes,
 )
-from ibias.analysis.stats import binomial_test, sign_test, wilson_interval
+from ibias.analysis.stats import binomial_tests, sign_tests, wilson_interval
 from ibias.prompts.codes import CIS, NO_CHOICE, NONE_REASONS, TRANS
 
 CELL_KEYS: tuple[str, ...] = ("model_id", "language", "service", "explanation", "symptoms")
@@ -310,13 +310,10 @@ def _shares_and_wilson(table: pl.DataFrame) -> pl.DataFrame:
 
 
 def _tests(table: pl.DataFrame) -> pl.DataFrame:
-    """Sign test over agreeing pairs and the naive binomial test, one call per cell."""
-    cis_both = table["pairs_cis_both"].to_list()
-    trans_both = table["pairs_trans_both"].to_list()
-    n_cis = table["n_cis"].to_list()
-    n_trans = table["n_trans"].to_list()
-    sign = [sign_test(int(c), int(t)) for c, t in zip(cis_both, trans_both, strict=True)]
-    naive = [binomial_test(int(t), int(c) + int(t)) for c, t in zip(n_cis, n_trans, strict=True)]
+    """Sign test over agreeing pairs and the naive binomial test, for every cell at once."""
+    n_cis, n_trans = table["n_cis"].to_numpy(), table["n_trans"].to_numpy()
+    sign = sign_tests(table["pairs_cis_both"].to_numpy(), table["pairs_trans_both"].to_numpy())
+    naive = binomial_tests(n_trans, n_cis + n_trans)
     return table.with_columns(
         pl.Series("sign_p", sign, dtype=pl.Float64).fill_nan(None),
         pl.Series("naive_p", naive, dtype=pl.Float64).fill_nan(None),
@@ -411,7 +408,7 @@ def position_table(
     n_first = table["n_first"].to_numpy()
     n = table["decided"].to_numpy()
     low, high = wilson_interval(n_first, n, CI_LEVEL)
-    p = [binomial_test(int(k), int(m)) for k, m in zip(n_first, n, strict=True)]
+    p = binomial_tests(n_first, n)
     table = table.with_columns(
         pl.Series("wilson_low", low),
         pl.Series("wilson_high", high),
