@@ -78,6 +78,17 @@ def test_a_value_without_a_row_form_is_refused_by_the_encoder() -> None:
         encode_rows([(object(),)])
 
 
+def test_a_result_the_row_form_cannot_carry_comes_as_arrow(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(rows: Any) -> Any:
+        raise Unencodable("no row form")
+
+    monkeypatch.setattr(live, "encode_rows", refuse)
+    with open_reader(served.store) as reader:
+        assert reader.records("SELECT 'a' AS letter") == (["letter"], [("a",)])
+
+
 def test_a_failing_row_query_is_one_line_and_the_session_goes_on(served: Served) -> None:
     with open_reader(served.store) as reader:
         with pytest.raises(StoreAccessError, match="query failed: Catalog Error"):
