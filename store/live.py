@@ -19,11 +19,17 @@ The run's own queries come first for DuckDB's memory, which every cursor shares:
 them finds the pool full, the run calls `relieve`, which interrupts every served query; each
 fails alone with one line saying why, and its session goes on with a fresh snapshot.
 
-Wire format, per request: 4-byte big-endian length + JSON `{"store", "sql", "params"}`; per
-reply: `A` and the result as an Arrow IPC stream cut into length-prefixed chunks ending with an
-empty chunk, or `E`, a length and one line of UTF-8 (the error the user sees). A query that
-fails while its result streams ends the chunks with `STREAM_FAILED` in place of a length,
-followed by a length and the one line.
+Wire format, per request: 4-byte big-endian length + JSON `{"store", "sql", "params"}`, and
+`"rows": true` from a reader that wants Python rows (`ibias status`). Per reply: `R`, a length
+and the rows as JSON `{"names", "rows"}` in the typed form of store/live_rows.py (which decodes
+to exactly what DuckDB's `fetchall()` gives); or `A` and the result as an Arrow IPC stream cut
+into length-prefixed chunks ending with an empty chunk; or `E`, a length and one line of UTF-8
+(the error the user sees). A query that fails while its result streams ends the chunks with
+`STREAM_FAILED` in place of a length, followed by a length and the one line. Rows are sent only
+when asked for and only for a result of at most `ROW_LIMIT` rows whose values the row form
+carries; any other result is run again, in the same snapshot, and sent as Arrow, which is also
+what a run of an older ibias (which ignores `rows`) sends: a reader reads either reply, and an
+older reader, which never asks for rows, gets Arrow as before.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import duckdb
 import orjson
 
 from ibias.store.db import StoreAccessError, first_line
+from ibias.store.live_rows import Unencodable, decode_rows, encode_rows
 from ibias.store.sandbox import QUERY_SETTINGS, read_statement
 
 if TYPE_CHECKING:  # pyarrow is loaded only to serve or receive a live result
@@ -68,6 +75,9 @@ SESSION_LIMIT_S = 600.0
 IO_TIMEOUT_S = 30.0
 #: Rows per Arrow batch written to the socket: the run holds one batch of a result at a time.
 BATCH_ROWS = 65_536
+#: Rows a result may have to be sent as rows (`R`); a larger one goes as Arrow. Fetching rows
+#: as Python values holds the run's GIL, which Arrow does not; a status reads far fewer.
+ROW_LIMIT = 10_000
 #: A request larger than this is not a query (1 MiB of SQL and parameters).
 MAX_REQUEST = 1 << 20
 
@@ -312,35 +322,70 @@ class LiveServer:
             except StoreAccessError as exc:
                 _send_error(conn, str(exc))
                 return
-            try:
-                reader = execute_read(cursor, sql, params)
-            except StoreAccessError as exc:
-                self._fresh_snapshot(cursor)
-                _send_error(conn, self._why(exc))
+            if request.get("rows") is True and self._send_rows(conn, cursor, sql, params):
                 return
-            import pyarrow as pa
-
-            conn.sendall(b"A")
-            sink = _Chunks(conn)
-            try:
-                with pa.ipc.new_stream(sink, reader.schema) as stream:
-                    for batch in reader:
-                        stream.write_batch(batch)
-            except (duckdb.Error, pa.ArrowException) as exc:
-                # Failed while streaming (out of memory, interrupted): the reader is told
-                # in one line, not left with a connection that closed mid-result.
-                error = (
-                    read_error(exc)
-                    if isinstance(exc, duckdb.Error)
-                    else StoreAccessError(f"query failed: {first_line(str(exc))}")
-                )
-                data = self._why(error).encode("utf-8", "replace")
-                conn.sendall(_LEN.pack(STREAM_FAILED) + _LEN.pack(len(data)) + data)
-                self._fresh_snapshot(cursor)
-                return
-            conn.sendall(_LEN.pack(0))
+            self._send_arrow(conn, cursor, sql, params)
         finally:
             timer.cancel()
+
+    def _send_rows(
+        self, conn: socket.socket, cursor: duckdb.DuckDBPyConnection, sql: str, params: list[Any]
+    ) -> bool:
+        """Reply with the result as rows (`R`, store/live_rows.py), or an error; False, with
+        nothing sent, when it is past `ROW_LIMIT` rows or holds a value the row form does not
+        carry: the caller then runs it again as Arrow, in the same snapshot."""
+        try:
+            result = execute_rows(cursor, sql, params)
+            names = [d[0] for d in result.description or ()]
+            rows = result.fetchmany(ROW_LIMIT + 1)
+        except (StoreAccessError, duckdb.Error) as exc:
+            error = read_error(exc) if isinstance(exc, duckdb.Error) else exc
+            self._fresh_snapshot(cursor)
+            _send_error(conn, self._why(error))
+            return True
+        if len(rows) > ROW_LIMIT:
+            cursor.abort()  # the rest of the result, unread, would refuse the next statement
+            return False
+        try:
+            body = orjson.dumps({"names": names, "rows": encode_rows(rows)})
+        except (Unencodable, orjson.JSONEncodeError):
+            return False
+        if len(body) >= STREAM_FAILED:
+            return False
+        conn.sendall(b"R" + _LEN.pack(len(body)) + body)
+        return True
+
+    def _send_arrow(
+        self, conn: socket.socket, cursor: duckdb.DuckDBPyConnection, sql: str, params: list[Any]
+    ) -> None:
+        """Reply with the result as an Arrow IPC stream (`A`), or an error."""
+        try:
+            reader = execute_read(cursor, sql, params)
+        except StoreAccessError as exc:
+            self._fresh_snapshot(cursor)
+            _send_error(conn, self._why(exc))
+            return
+        import pyarrow as pa
+
+        conn.sendall(b"A")
+        sink = _Chunks(conn)
+        try:
+            with pa.ipc.new_stream(sink, reader.schema) as stream:
+                for batch in reader:
+                    stream.write_batch(batch)
+        except (duckdb.Error, pa.ArrowException) as exc:
+            # Failed while streaming (out of memory, interrupted): the reader is told
+            # in one line, not left with a connection that closed mid-result.
+            error = (
+                read_error(exc)
+                if isinstance(exc, duckdb.Error)
+                else StoreAccessError(f"query failed: {first_line(str(exc))}")
+            )
+            data = self._why(error).encode("utf-8", "replace")
+            conn.sendall(_LEN.pack(STREAM_FAILED) + _LEN.pack(len(data)) + data)
+            self._fresh_snapshot(cursor)
+            return
+        conn.sendall(_LEN.pack(0))
 
     @staticmethod
     def _fresh_snapshot(cursor: duckdb.DuckDBPyConnection) -> None:
@@ -494,17 +539,40 @@ class LiveClient:
 
     def table(self, sql: str, params: Sequence[Any] = ()) -> pa.Table:
         """The query's result as an Arrow table, or the run's one-line `StoreAccessError`."""
-        import pyarrow as pa
+        kind, data = self._ask(sql, params, rows=False)
+        if kind == b"R":  # not asked for: a server that sends it is not ibias's
+            raise self._broken(ConnectionError(errno.EPROTO, "unexpected rows reply"))
+        return _arrow(data)
 
-        body = orjson.dumps(
-            {"store": os.path.realpath(self.store), "sql": sql, "params": list(params)}
-        )
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The result's column names and rows, the values DuckDB's `fetchall()` gives on the
+        file: sent as rows when the result is small, else (or by an older run) as Arrow."""
+        kind, data = self._ask(sql, params, rows=True)
+        if kind == b"R":
+            reply = orjson.loads(data)
+            return reply["names"], decode_rows(reply["rows"])
+        table = _arrow(data)
+        columns = [c.to_pylist() for c in table.columns]
+        return list(table.column_names), list(zip(*columns, strict=True)) if columns else []
+
+    def _ask(self, sql: str, params: Sequence[Any], *, rows: bool) -> tuple[bytes, bytes]:
+        """Send one query; its reply's kind (`R` or `A`) and body (the Arrow chunks joined)."""
+        request: dict[str, Any] = {
+            "store": os.path.realpath(self.store),
+            "sql": sql,
+            "params": list(params),
+        }
+        if rows:
+            request["rows"] = True
+        body = orjson.dumps(request)
         try:
             self._sock.sendall(_LEN.pack(len(body)) + body)
             kind = _recv_exact(self._sock, 1)
             if kind == b"E":
                 size = _LEN.unpack(self._need(_LEN.size))[0]
                 raise StoreAccessError(self._need(size).decode("utf-8", "replace"))
+            if kind == b"R":
+                return kind, self._need(_LEN.unpack(self._need(_LEN.size))[0])
             if kind != b"A":
                 raise ConnectionError(errno.ECONNRESET, "live connection closed")
             chunks: list[bytes] = []
@@ -514,11 +582,14 @@ class LiveClient:
                     raise StoreAccessError(self._need(size).decode("utf-8", "replace"))
                 chunks.append(self._need(size))
         except OSError as exc:
-            raise StoreAccessError(
-                f"store {self.store}: the live read from the running process failed "
-                f"({exc.strerror or exc}); try again"
-            ) from None
-        return pa.ipc.open_stream(pa.py_buffer(b"".join(chunks))).read_all()
+            raise self._broken(exc) from None
+        return kind, b"".join(chunks)
+
+    def _broken(self, exc: OSError) -> StoreAccessError:
+        return StoreAccessError(
+            f"store {self.store}: the live read from the running process failed "
+            f"({exc.strerror or exc}); try again"
+        )
 
     def _need(self, n: int) -> bytes:
         data = _recv_exact(self._sock, n)
@@ -528,3 +599,10 @@ class LiveClient:
 
     def close(self) -> None:
         self._sock.close()
+
+
+def _arrow(data: bytes) -> pa.Table:
+    """An `A` reply's Arrow IPC stream, read whole."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()

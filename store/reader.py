@@ -1,7 +1,8 @@
 """The one way ibias's read-only commands read a store, whether or not a run holds it.
 
 `open_reader(store)` gives a session of sandboxed reads (store/sandbox.py's rules: one read
-statement, external access off, configuration locked) that returns Arrow or Polars:
+statement, external access off, configuration locked) that returns Arrow, Polars or Python rows
+(the rows without loading pyarrow, on the file or, for a small result, from a run):
 
 - when no process holds the store, on a read-only, sandboxed DuckDB connection to the file;
 - while `ibias run` holds it, from that process over its live socket (store/live.py): the run
@@ -77,12 +78,12 @@ class Rows(Protocol):
     def fetchone(self) -> tuple[Any, ...] | None: ...
 
 
-class TableRows:
-    """`Rows` of an Arrow table (a live result)."""
+class ListRows:
+    """`Rows` already fetched (a live result): its names in `description`, as DuckDB's."""
 
-    def __init__(self, table: pa.Table) -> None:
-        columns = [c.to_pylist() for c in table.columns]
-        self._rows: list[tuple[Any, ...]] = list(zip(*columns, strict=True)) if columns else []
+    def __init__(self, names: Sequence[str], rows: list[tuple[Any, ...]]) -> None:
+        self.description = [(name,) for name in names]
+        self._rows = rows
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         return list(self._rows)
@@ -100,7 +101,7 @@ class StoreReader:
         live: bool,
         table: Callable[[str, Sequence[Any]], pa.Table],
         close: Callable[[], None],
-        rows: Callable[[str, Sequence[Any]], Rows] | None = None,
+        rows: Callable[[str, Sequence[Any]], Rows],
         *,
         internal: bool = False,
     ) -> None:
@@ -139,25 +140,20 @@ class StoreReader:
     def records(
         self, sql: str, params: Sequence[Any] = ()
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """The result's column names and rows as Python values. On the file they come straight
-        from DuckDB, so neither pyarrow nor Polars is loaded (0.2 s of a short `ibias sql`);
-        from a run, out of the Arrow table it serves. The values are the same either way (and
-        the same as a Polars frame's rows)."""
-        if self._rows is not None:
-            result = self.execute(sql, params)
-            names = [d[0] for d in getattr(result, "description", None) or ()]
-            try:
-                return names, result.fetchall()
-            except duckdb.Error as exc:
-                raise self._fault(read_error(exc), sql) from exc
-        table = self.table(sql, params)
-        return list(table.column_names), TableRows(table).fetchall()
+        """The result's column names and rows as Python values, straight from DuckDB on the
+        file, so neither pyarrow nor Polars is loaded (0.2 s of a short `ibias sql`); from a run,
+        in the row form of its live server (store/live_rows.py), which decodes to the same
+        values, and as Arrow only for a result too large for it."""
+        result = self.execute(sql, params)
+        names = [d[0] for d in getattr(result, "description", None) or ()]
+        try:
+            return names, result.fetchall()
+        except duckdb.Error as exc:
+            raise self._fault(read_error(exc), sql) from exc
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Rows:
         """Like `DuckDBPyConnection.execute(...)` for helpers that take a connection and only
         call `fetchall()` / `fetchone()` on its result."""
-        if self._rows is None:
-            return TableRows(self.table(sql, params))
         try:
             return self._rows(sql, params)
         except StoreAccessError as exc:
@@ -205,8 +201,17 @@ def _open(store: Path, memory_limit: str | None = None) -> StoreReader:
             )
         client = LiveClient.connect(store)
         if client is not None:
-            return StoreReader(store, True, client.table, client.close)
+            return StoreReader(store, True, client.table, client.close, _live_rows(client))
     raise StoreAccessError(
         f"store {store} is busy: held by {who or 'another process'}, which serves no live "
         "reads; try again when it ends"
     )
+
+
+def _live_rows(client: LiveClient) -> Callable[[str, Sequence[Any]], Rows]:
+    """The live session's row reads, as `Rows`."""
+
+    def rows(sql: str, params: Sequence[Any]) -> Rows:
+        return ListRows(*client.rows(sql, params))
+
+    return rows
