@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -40,7 +40,10 @@ T = TypeVar("T")
 #: a helper's start-up (importing matplotlib and Polars, about a CPU second).
 MIN_TRIALS = 20_000
 
-_SERVE = "from ibias.analysis.figure_pool import serve; serve()"
+# On its stdin's end a helper leaves at once: its answers are flushed and its files closed,
+# and a normal interpreter exit (tearing down matplotlib and Polars) would keep the owner
+# waiting for nothing.
+_SERVE = "import os; from ibias.analysis.figure_pool import serve; serve(); os._exit(0)"
 _POOL: ContextVar[Pool | None] = ContextVar("figure_pool", default=None)
 
 
@@ -215,11 +218,11 @@ def draw_each(jobs: Sequence[Job[T]]) -> list[T]:
     return pool.draw_each(jobs)
 
 
-def serve(stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None) -> None:
+def serve() -> None:
     """A helper's loop: a request in, (True, result) or (False, why) out, until stdin ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the owner stops helpers; no tracebacks
-    requests = stdin or sys.stdin.buffer
-    answers = stdout or os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    requests = sys.stdin.buffer
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # a print in a figure must not corrupt the answers
     import matplotlib as mpl
 
