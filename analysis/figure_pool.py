@@ -223,7 +223,7 @@ def serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the owner stops helpers; no tracebacks
     requests = sys.stdin.buffer
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    sys.stdout = sys.stderr  # a print in a figure must not corrupt the answers
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # what a figure prints must not mix in
     import matplotlib as mpl
 
     from ibias.analysis import figures
@@ -239,5 +239,8 @@ def serve() -> None:
                 answer: tuple[bool, Any] = (True, fn(*request.args))
         except Exception as error:  # handed back: the owner draws it and raises it itself
             answer = (False, repr(error))
-        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.flush()
+        try:
+            pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+            answers.flush()
+        except BrokenPipeError:
+            return  # the owner is gone (killed): nobody to answer
