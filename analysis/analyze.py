@@ -18,7 +18,7 @@ from typing import Literal, get_args
 import polars as pl
 
 from ibias import errors
-from ibias.analysis import cross, findings, overview, paper, report
+from ibias.analysis import cross, figure_pool, findings, overview, paper, report
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
@@ -31,6 +31,7 @@ from ibias.analysis.experiment import (
 )
 from ibias.analysis.figures import Figure, marking
 from ibias.analysis.load import StoreData, load_store, with_trials
+from ibias.analysis.parallel import workers
 from ibias.analysis.population import DEFAULT_METHOD as DEFAULT_POPULATION_METHOD
 from ibias.analysis.population import METHODS as POPULATION_METHODS
 from ibias.prompts.registry import DEFAULT_DESIGN, ExperimentUnit, units
@@ -240,13 +241,27 @@ def block_tables(
     return tables
 
 
-def draw(blocks: Sequence[Block], models: list[str], out_dir: Path) -> list[list[Figure]]:
-    """Each block's figures; other designs' go in a subfolder named for the design."""
+def figure_helpers(data: StoreData) -> int:
+    """Helper processes for the figures (analysis/figure_pool.py): one per core beyond this
+    one's, none for a store whose figures take less than a helper's start-up."""
+    answered = int(data.responses["n"].sum()) if "n" in data.responses.columns else 0
+    return workers() - 1 if answered >= figure_pool.MIN_TRIALS else 0
+
+
+def draw(
+    blocks: Sequence[Block],
+    models: list[str],
+    out_dir: Path,
+    pool: figure_pool.Pool | None = None,
+) -> list[list[Figure]]:
+    """Each block's figures; other designs' go in a subfolder named for the design. With
+    `pool`, its helpers draw some of them (the same files)."""
     drawn = []
-    for b in blocks:
-        folder = out_dir if not b.suffix else out_dir / b.design
-        folder.mkdir(parents=True, exist_ok=True)
-        drawn.append(b.part.figures(b.tables, models, folder))
+    with figure_pool.drawing(pool):
+        for b in blocks:
+            folder = out_dir if not b.suffix else out_dir / b.design
+            folder.mkdir(parents=True, exist_ok=True)
+            drawn.append(b.part.figures(b.tables, models, folder))
     return drawn
 
 
@@ -437,16 +452,18 @@ def analyze(
     )  # parses pending responses; the store is closed on return
     refuse_no_replies(data)
     models = model_order(data)
-    blocks = compute_blocks(
-        data, models, B=bootstrap, method=ci, seed=seed,
-        population_method=population_method if population else None,
-    )  # fmt: skip
-    comparisons = paper.compare(analyses(data.views), data)
-    tables = block_tables(blocks, data, models, comparisons, B=bootstrap, seed=seed, method=ci)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    table_paths = write_tables(tables, out_dir)
-    with marking(data.simulated):  # titles and legends say which are simulated
-        per_block = draw(blocks, models, out_dir)
+    # Helpers for the figures start now, so they import matplotlib while the tables compute.
+    with figure_pool.started(figure_helpers(data)) as pool:
+        blocks = compute_blocks(
+            data, models, B=bootstrap, method=ci, seed=seed,
+            population_method=population_method if population else None,
+        )  # fmt: skip
+        comparisons = paper.compare(analyses(data.views), data)
+        tables = block_tables(blocks, data, models, comparisons, B=bootstrap, seed=seed, method=ci)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        table_paths = write_tables(tables, out_dir)
+        with marking(data.simulated):  # titles and legends say which are simulated
+            per_block = draw(blocks, models, out_dir, pool)
     drawn = [fig for figures in per_block for fig in figures]
     page = report.render(
         _report_input(data, tables, blocks, per_block, comparisons, store=store, B=bootstrap,

@@ -79,6 +79,11 @@ def marking(simulated: Mapping[str, str]) -> Iterator[None]:
         _SIMULATED.reset(token)
 
 
+def simulated_marks() -> Mapping[str, str]:
+    """The simulated models of the figures being drawn (what `marking` set)."""
+    return _SIMULATED.get()
+
+
 def titled(title: str, models: Sequence[str]) -> str:
     """`title` with the mark of the simulated ones among `models` (simulated.marked_title)."""
     return marked_title(title, models, _SIMULATED.get())
@@ -212,7 +217,7 @@ def as_floats(frame: pl.DataFrame, name: str) -> np.ndarray:
     return frame[name].cast(pl.Float64).fill_null(float("nan")).to_numpy()
 
 
-def legend_handles(models: Sequence[str], style: dict[str, tuple[str, str]]) -> list[Line2D]:
+def legend_handles(models: Sequence[str], style: Mapping[str, tuple[str, str]]) -> list[Line2D]:
     def handle(m: str) -> Line2D:
         colour, marker = style[m]
         label = model_label(m)

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.lines import Line2D
 
 from ibias.analysis import labels
+from ibias.analysis.figure_pool import Job, draw_each
 from ibias.analysis.figures import (
     CIS_COLOUR,
     TRANS_COLOUR,
@@ -58,7 +59,7 @@ def allocation_rate_figures(
     """Cis and trans selection shares with CIs: per language x symptoms, services x explanation."""
     if cells.is_empty():
         return []
-    out: list[Figure] = []
+    jobs: list[Job[Figure]] = []
     present = [m for m in models if m in set(cells["model_id"].to_list())]
     services = labels.ordered("services", cells["service"].unique().to_list())
     languages = labels.ordered("languages", cells["language"].unique().to_list())
@@ -68,8 +69,9 @@ def allocation_rate_figures(
             sub = cells.filter((pl.col("language") == lang) & (pl.col("symptoms") == level))
             if sub.is_empty():
                 continue
-            out.append(_rates_figure(sub, present, services, lang, level, out_dir))
-    return out
+            args = (sub, present, services, lang, level, out_dir)
+            jobs.append(Job(_rates_figure, args, weight=len(services) * (len(present) + 2)))
+    return draw_each(jobs)
 
 
 #: The selection-rate figure's height budget in inches: 8.1 in at `DPI` is 891 px, so the
@@ -205,50 +207,57 @@ def effects_figures(effects: pl.DataFrame, models: Sequence[str], out_dir: Path)
     pooled = effects.filter(pl.col("stratum") == "all")
     if pooled.is_empty():
         return []
-    out: list[Figure] = []
     present = [m for m in models if m in set(pooled["model_id"].to_list())]
     style = model_style(models)
     services = labels.ordered("services", pooled["service"].unique().to_list())
     kinds = [k for k in ("explanation", "symptoms_high", "symptoms_low") if k in set(
         pooled["effect"].to_list()
     )]  # fmt: skip
-    for lang in labels.ordered("languages", pooled["language"].unique().to_list()):
-        sub = pooled.filter(pl.col("language") == lang)
-        left = 0.35 + text_width([labels.service(s) for s in services])
-        top = 0.65 + 0.25 * -(-len(present) // 4)
-        height = top + 0.7 + len(services) * (0.13 * len(present) + 0.2)
-        fig, axes = new_figure(1, len(kinds), (left + 0.3 + 3.7 * len(kinds), height), sharey=True)
-        fixed_layout(
-            fig, left=left, right=0.3, top=top, bottom=0.7, hspace=0.0, wspace=0.3,
-            nrows=1, ncols=len(kinds),
-        )  # fmt: skip
-        for ax, kind in zip(axes[0], kinds, strict=True):
-            _effects_panel(ax, sub.filter(pl.col("effect") == kind), kind, present, services, style)
-        fig.legend(
-            handles=legend_handles(present, style), loc="upper center",
-            ncols=min(len(present), 4), frameon=False, bbox_to_anchor=(0.5, 1.0 - 0.4 / height),
-        )  # fmt: skip
-        fig.suptitle(
-            titled(f"Effects of the conditions, {labels.language(lang)}", present),
-            fontweight="bold", y=1.0 - 0.08 / height, va="top",
-        )  # fmt: skip
-        caption = (
-            "Paired effects on the share of trials choosing the transgender candidate: asking "
-            "for an explanation (yes − no, pooled over symptom levels) and adding symptoms "
-            "(high or low urgency − none, pooled over explanation), over the same pairs. Error "
-            f"bars: {interval_note(pooled, 'resampling pairs')}, about these people (the "
-            "roster's)."
-        )
-        out.append(
-            save_figure(
-                fig,
-                out_dir,
-                f"allocation_effects_{lang}",
-                titled(f"Condition effects — {labels.language(lang)}", present),
-                caption,
-            )
-        )
-    return out
+    note = interval_note(pooled, "resampling pairs")
+    return draw_each([
+        Job(_effects_figure, (pooled.filter(pl.col("language") == lang), present, services,
+                              kinds, style, note, out_dir), weight=len(kinds) * len(services))
+        for lang in labels.ordered("languages", pooled["language"].unique().to_list())
+    ])  # fmt: skip
+
+
+def _effects_figure(
+    sub: pl.DataFrame,
+    present: Sequence[str],
+    services: Sequence[str],
+    kinds: Sequence[str],
+    style: Mapping[str, tuple[str, str]],
+    note: str,
+    out_dir: Path,
+) -> Figure:
+    """One language's effects: a panel per effect, services as rows, a point per model."""
+    lang = str(sub["language"][0])
+    left = 0.35 + text_width([labels.service(s) for s in services])
+    top = 0.65 + 0.25 * -(-len(present) // 4)
+    height = top + 0.7 + len(services) * (0.13 * len(present) + 0.2)
+    fig, axes = new_figure(1, len(kinds), (left + 0.3 + 3.7 * len(kinds), height), sharey=True)
+    fixed_layout(
+        fig, left=left, right=0.3, top=top, bottom=0.7, hspace=0.0, wspace=0.3,
+        nrows=1, ncols=len(kinds),
+    )  # fmt: skip
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        _effects_panel(ax, sub.filter(pl.col("effect") == kind), kind, present, services, style)
+    fig.legend(
+        handles=legend_handles(present, style), loc="upper center",
+        ncols=min(len(present), 4), frameon=False, bbox_to_anchor=(0.5, 1.0 - 0.4 / height),
+    )  # fmt: skip
+    fig.suptitle(
+        titled(f"Effects of the conditions, {labels.language(lang)}", present),
+        fontweight="bold", y=1.0 - 0.08 / height, va="top",
+    )  # fmt: skip
+    caption = (
+        "Paired effects on the share of trials choosing the transgender candidate: asking "
+        "for an explanation (yes − no, pooled over symptom levels) and adding symptoms "
+        "(high or low urgency − none, pooled over explanation), over the same pairs. Error "
+        f"bars: {note}, about these people (the roster's)."
+    )
+    title = titled(f"Condition effects — {labels.language(lang)}", present)
+    return save_figure(fig, out_dir, f"allocation_effects_{lang}", title, caption)
 
 
 def _effects_panel(
@@ -363,13 +372,14 @@ def population_gap_figures(
     seen = set(cells["model_id"].to_list())
     present = [m for m in models if m in seen] + sorted(seen - set(models))
     services = labels.ordered("services", cells["service"].unique().to_list())
-    out: list[Figure] = []
+    jobs: list[Job[Figure]] = []
     for lang in labels.ordered("languages", cells["language"].unique().to_list()):
         for level in labels.ordered("symptoms", cells["symptoms"].unique().to_list()):
             sub = cells.filter((pl.col("language") == lang) & (pl.col("symptoms") == level))
             if not sub.is_empty():
-                out.append(_population_gap_figure(sub, present, services, out_dir))
-    return out
+                args = (sub, present, services, out_dir)
+                jobs.append(Job(_population_gap_figure, args, weight=len(services)))
+    return draw_each(jobs)
 
 
 def _population_gap_figure(
