@@ -46,9 +46,11 @@ QUERY_SETTINGS: Mapping[str, bool] = {
     "lock_configuration": True,
 }
 
-#: Statement types that only read. DuckDB classifies SELECT, WITH, FROM-first queries, VALUES,
-#: DESCRIBE, SHOW, SUMMARIZE and PIVOT with listed values as SELECT.
-READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+#: Statement types that only read, by the name of their `duckdb.StatementType` (names, so that
+#: importing this module does not load DuckDB: `ibias status` during a run never needs it).
+#: DuckDB classifies SELECT, WITH, FROM-first queries, VALUES, DESCRIBE, SHOW, SUMMARIZE and
+#: PIVOT with listed values as SELECT.
+READ_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
 
 ALLOWED = "SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, PIVOT ... IN (...), EXPLAIN"
 
@@ -167,10 +169,10 @@ def _check_read(statement: duckdb.Statement, *, explained: bool) -> None:
         kind = statement.type.name
     except ValueError:  # a statement type newer than this duckdb's Python enum
         kind = "this kind of"
-    if kind == duckdb.StatementType.EXPLAIN.name:
+    if kind == "EXPLAIN":
         _check_read(_explained(statement.query), explained=True)
         return
-    if kind in {t.name for t in READ_STATEMENTS}:
+    if kind in READ_STATEMENTS:
         return
     where = " (also inside EXPLAIN)" if explained else ""
     raise StoreAccessError(

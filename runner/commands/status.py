@@ -41,6 +41,12 @@ def add_arguments(status: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if not (args.verify or args.refresh):
+        # Read from a running store, status needs no DuckDB: it loads on first use, if ever
+        # (the plain report runs on this thread alone; --refresh asks providers concurrently).
+        from ibias.runner.deferred_imports import defer
+
+        defer("duckdb")
     from ibias.runner.status_report import render_status, status_with_batches
 
     if args.refresh and args.rehearse:

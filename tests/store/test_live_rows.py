@@ -131,7 +131,7 @@ STATUS = """
 import json, sys
 from ibias.runner.cli import main
 code = main(["status", "--store", sys.argv[1], *sys.argv[2:]])
-heavy = sorted(m for m in ("pyarrow", "numpy", "polars") if m in sys.modules)
+heavy = sorted(m for m in ("pyarrow", "numpy", "polars", "_duckdb") if m in sys.modules)
 print(json.dumps({"code": code, "heavy": heavy}))
 """
 
