@@ -96,11 +96,7 @@ def binomial_tests(successes: ArrayLike, n: ArrayLike, p: float = 0.5) -> FloatA
 
     The pmf is unimodal: on the far side of the mode from k, the counts no more likely than k
     form a tail. Each count's far side is scanned in one concatenated array."""
-    k, m = _counts(successes, "successes"), _counts(n, "n")
-    if k.shape != m.shape:
-        raise ValueError(f"binomial_tests: {k.shape} successes for {m.shape} trials")
-    if np.any(k > m):
-        raise ValueError("binomial_tests: successes > n")
+    k, m = _trials(successes, n, "binomial_tests")
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"binomial_test: p must be in [0, 1], got {p}")
     out = np.full(k.shape, np.nan)
@@ -118,15 +114,13 @@ def binomial_tests(successes: ArrayLike, n: ArrayLike, p: float = 0.5) -> FloatA
     owner = np.repeat(np.arange(todo.size), sizes)
     far = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes) + start[owner]
     inside = binom.pmf(far, m[owner], p) <= threshold[owner]
-    # The tail's edge: the first far count inside (below the mean) or the last (above).
+    # The tail's edge: the first far count inside (below the mean) or the last (above); a
+    # count's far side is in ascending order, so those are its first and last hit.
     edge = np.full(todo.size, -1, dtype=np.int64)
     hits = np.flatnonzero(inside)
-    if low.any():
-        first = hits[low[owner[hits]]]
-        edge[np.unique(owner[first])] = far[first][np.unique(owner[first], return_index=True)[1]]
-    if (~low).any():
-        last = hits[~low[owner[hits]]][::-1]
-        edge[np.unique(owner[last])] = far[last][np.unique(owner[last], return_index=True)[1]]
+    owners, first = np.unique(owner[hits], return_index=True)
+    last = hits.size - 1 - np.unique(owner[hits][::-1], return_index=True)[1]
+    edge[owners] = np.where(low[owners], far[hits[first]], far[hits[last]])
     found = edge >= 0
     tail = np.zeros(todo.size)
     below, above = found & low, found & ~low
@@ -143,9 +137,7 @@ def one_sided_binomial_tests(
     """Exact one-sided binomial test p-values, elementwise, as
     `scipy.stats.binomtest(k, n, p, alternative=...)` gives them ("greater": P(X >= k),
     "less": P(X <= k)) in two scipy calls for a whole table; n = 0 gives NaN."""
-    k, m = _counts(successes, "successes"), _counts(n, "n")
-    if k.shape != m.shape or np.any(k > m):
-        raise ValueError("one_sided_binomial_tests: need 0 <= successes <= n, elementwise")
+    k, m = _trials(successes, n, "one_sided_binomial_tests")
     if alternative not in ("greater", "less"):
         raise ValueError(f"one_sided_binomial_tests: alternative {alternative!r}")
     tail = binom.sf(k - 1, m, p) if alternative == "greater" else binom.cdf(k, m, p)
@@ -320,6 +312,18 @@ def _counts(values: ArrayLike, name: str) -> NDArray[np.int64]:
     if x.dtype == bool or not np.issubdtype(x.dtype, np.integer) or np.any(x < 0):
         raise ValueError(f"{name}: expected non-negative integer counts")
     return x.astype(np.int64).reshape(-1)
+
+
+def _trials(
+    successes: ArrayLike, n: ArrayLike, name: str
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Counts of successes and of trials, elementwise, 0 <= successes <= n."""
+    k, m = _counts(successes, "successes"), _counts(n, "n")
+    if k.shape != m.shape:
+        raise ValueError(f"{name}: {k.shape} successes for {m.shape} trials")
+    if np.any(k > m):
+        raise ValueError(f"{name}: successes > n")
+    return k, m
 
 
 def _scores(values: ArrayLike) -> FloatArray:
