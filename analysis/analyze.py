@@ -138,6 +138,7 @@ def compute_blocks(
                 streams=part.streams if design == DEFAULT_DESIGN else {},
                 extras=data.extras,
                 population_method=population_method,
+                design=design,
             )
             tables = {
                 name: order_rows(frame, models, part.lead.get(name, ()))

@@ -22,7 +22,7 @@ from ibias import errors, plugins
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.figures import Figure
 from ibias.analysis.population import DEFAULT_METHOD as DEFAULT_POPULATION_METHOD
-from ibias.prompts.registry import ExperimentUnit
+from ibias.prompts.registry import DEFAULT_DESIGN, ExperimentUnit
 from ibias.store.reader import StoreReader
 
 if TYPE_CHECKING:
@@ -53,6 +53,9 @@ class TableContext:
     #: How intervals for people like these are computed (`population.METHODS`); None skips
     #: them (`analyze --no-population`).
     population_method: str | None = DEFAULT_POPULATION_METHOD
+    #: The design these views were cut to: what a frame of `extras` that spans every design
+    #: (a loader's sums, say) is cut to as well.
+    design: str = DEFAULT_DESIGN
 
     def rng(self, table: str) -> np.random.Generator:
         """The table's own generator, so adding a table never moves another table's numbers.
@@ -156,6 +159,10 @@ class LoadContext:
 
     runs: pl.DataFrame
     population: bool = True
+    relabel: Callable[[str], str] = str
+    """What the views' query went through (`analyze --by-reported-model` relabels model_id
+    by the model the provider reported): a loader that reads per-trial rows with trial_key
+    and model_id wraps its query in it, so its frames group as the views do."""
 
 
 PLANTED_PEOPLE = "planted_people"
@@ -264,7 +271,8 @@ class ExperimentAnalysis:
     says how the store's trials differ from the paper (called once with the views of every
     design, not per design); `planted` checks the simulated models' planted values against
     the estimates (analysis/planted.py); `findings` gives its sentences of the report's
-    findings (analysis/findings.py).
+    findings (analysis/findings.py); `summed_extras` names the extra parses its loader reads
+    summed instead.
     """
 
     anchor: str
@@ -280,6 +288,10 @@ class ExperimentAnalysis:
     overall: OverallFn | None = None
     planted: PlantedCheck | None = None
     findings: FindingsFn | None = None
+    summed_extras: frozenset[str] = frozenset()
+    """Extra parses (tables of `ExtraParsers`) whose rows the store's reader leaves unread
+    because this experiment's `load` reads them summed in the store: at ten times the
+    paper's grid a per-trial frame of one is over 300 MB."""
 
 
 def analysis_of(unit: ExperimentUnit) -> ExperimentAnalysis | None:

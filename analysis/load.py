@@ -95,8 +95,9 @@ class StoreData:
     view by kind name, the explicit answers, progress, runs, the responses counted (`n`) per
     model, experiment, reported model, fingerprint, finish reason and outcome, and each kind's
     extra parses (readings stored beside the main parse, never in a view) by table name:
-    trial_key, parser_version and the parser's declared columns, newest version per trial; and
-    what each experiment's own loader read (its SQL stays in its analysis)."""
+    trial_key, parser_version and the parser's declared columns, newest version per trial (but
+    those an experiment's loader reads summed, `ExperimentAnalysis.summed_extras`); and what
+    each experiment's own loader read (its SQL stays in its analysis)."""
 
     views: dict[str, pl.DataFrame]
     explicit: pl.DataFrame
@@ -184,8 +185,15 @@ def load_store(
             if k.view is not None
         }
         runs = reader.frame(_runs_sql(reader))
-        extras = {p.table: reader.frame(_newest_sql(p)) for k in kinds() for p in k.parsers[1:]}
-        extras.update(_units_frames(reader, views, LoadContext(runs, population=pair_people)))
+        summed = _summed_extras(views)
+        extras = {
+            p.table: reader.frame(_newest_sql(p))
+            for k in kinds()
+            for p in k.parsers[1:]
+            if p.table not in summed
+        }
+        ctx = LoadContext(runs, population=pair_people, relabel=relabel)
+        extras.update(_units_frames(reader, views, ctx))
         return StoreData(
             views=views,
             explicit=reader.frame(relabel(_EXPLICIT_SQL)),
@@ -203,6 +211,18 @@ def load_store(
 def with_trials(views: Mapping[str, pl.DataFrame]) -> set[str]:
     """The kinds with at least one row in their view: what the store holds."""
     return {name for name, frame in views.items() if frame.height}
+
+
+def _summed_extras(views: Mapping[str, pl.DataFrame]) -> set[str]:
+    """The extra parses that the loaders of the experiments present read summed
+    (`ExperimentAnalysis.summed_extras`), so their rows are not read here."""
+    present = with_trials(views)
+    out: set[str] = set()
+    for unit in units():
+        part = analysis_of(unit) if any(k.name in present for k in unit.kinds) else None
+        if part is not None and part.load is not None:
+            out.update(part.summed_extras)
+    return out
 
 
 def _units_frames(

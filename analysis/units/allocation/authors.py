@@ -37,6 +37,7 @@ import numpy as np
 import polars as pl
 
 from ibias.analysis.stats import one_sided_binomial_tests, wilson_interval
+from ibias.analysis.units.allocation.identity_swap import swapped
 from ibias.prompts.allocation.parse_tag_only import NO_MATCH, NO_TAG, TAG_ONLY_NONE_REASONS
 from ibias.prompts.codes import CIS, NO_CHOICE, SAME_NAME, TRANS
 
@@ -65,35 +66,30 @@ def _keys_schema(decisions: pl.DataFrame) -> dict[str, pl.DataType]:
     return {k: decisions.schema.get(k, defaults[k]) for k in CELL_KEYS}
 
 
-def joined(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFrame:
-    """The design's decisions with the tag-only reading of the same trials beside them.
+#: The tallies' columns besides the cell keys and their count `n` (the loader's
+#: `TAG_TALLIES`): the main parser's choice and reason beside the tag-only reading's.
+READINGS: dict[str, pl.DataType] = {
+    "chosen": pl.String(),
+    "none_reason": pl.String(),
+    "tag_chosen": pl.String(),
+    "tag_none_reason": pl.String(),
+    "tag_same_name": pl.Boolean(),
+    "tag_parser_version": pl.Int64(),
+}
 
-    Columns: the cell keys, trial_key, chosen and none_reason (main parser), tag_chosen,
-    tag_none_reason, tag_same_name and tag_parser_version. Trials without a tag-only row (none
-    once the store is parsed) are left out.
-    """
-    if tag_only is None or tag_only.is_empty() or decisions.is_empty():
-        schema = {
-            **_keys_schema(decisions),
-            "trial_key": pl.String(),
-            "chosen": pl.String(),
-            "none_reason": pl.String(),
-            "tag_chosen": pl.String(),
-            "tag_none_reason": pl.String(),
-            "tag_same_name": pl.Boolean(),
-            "tag_parser_version": pl.Int64(),
-        }
-        return pl.DataFrame(schema=schema)
-    strict = tag_only.select(
-        "trial_key",
-        pl.col("chosen").alias("tag_chosen"),
-        pl.col("none_reason").alias("tag_none_reason"),
-        pl.col("same_name").alias("tag_same_name"),
-        pl.col("parser_version").cast(pl.Int64).alias("tag_parser_version"),
-    )
-    return decisions.select(*CELL_KEYS, "trial_key", "chosen", "none_reason").join(
-        strict, on="trial_key", how="inner"
-    )
+
+def design_tallies(tallies: pl.DataFrame | None, design: str) -> pl.DataFrame:
+    """The tallies of one design's original arm (the decisions every other allocation table
+    analyses): the cell keys, `READINGS` and `n`, the trials of each combination.
+
+    The tallies are the tag-only reading beside the main parse of every decision that has
+    one, counted in the store (`load.TAG_TALLIES`), so no per-trial frame is joined here;
+    every count below is a sum of `n` over the combinations that meet its condition, which
+    is the count of those trials."""
+    if tallies is None or tallies.is_empty():
+        return pl.DataFrame(schema={**_keys_schema(pl.DataFrame()), **READINGS, "n": pl.Int64()})
+    cut = tallies.filter(pl.col("design") == design) if "design" in tallies.columns else tallies
+    return cut.filter(~swapped(cut)).select(*CELL_KEYS, *READINGS, "n")
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,27 +97,28 @@ def joined(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFra
 # --------------------------------------------------------------------------------------------
 
 
-def authors_view_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFrame:
-    """Per cell, from the tag-only reading: counts, one-sided binomial tests, Wilson interval."""
-    rows = joined(decisions, tag_only)
-    if rows.is_empty():
-        return pl.DataFrame(schema={**_keys_schema(decisions), **_AUTHORS_SCHEMA})
+def _trials(where: pl.Expr | None = None) -> pl.Expr:
+    """How many trials of a cell meet `where` (all of them without): a sum of the tallies'
+    counts, whose rows hold one combination of readings each."""
+    n = pl.col("n") if where is None else pl.col("n").filter(where)
+    return n.sum().cast(pl.Int64)
+
+
+def authors_view_table(tallies: pl.DataFrame) -> pl.DataFrame:
+    """Per cell, from the tag-only reading (`design_tallies`): counts, one-sided binomial
+    tests, Wilson interval."""
+    if tallies.is_empty():
+        return pl.DataFrame(schema={**_keys_schema(tallies), **_AUTHORS_SCHEMA})
     chosen, reason = pl.col("tag_chosen"), pl.col("tag_none_reason")
     table = (
-        rows.group_by(CELL_KEYS)
+        tallies.group_by(CELL_KEYS)
         .agg(
-            pl.len().cast(pl.Int64).alias("trials"),
-            (chosen == CIS).sum().cast(pl.Int64).alias("n_cis"),
-            (chosen == TRANS).sum().cast(pl.Int64).alias("n_trans"),
-            (chosen == NO_CHOICE).sum().cast(pl.Int64).alias("n_none"),
-            *[
-                (reason == r).sum().cast(pl.Int64).alias(f"n_none_{r}")
-                for r in TAG_ONLY_NONE_REASONS
-            ],
-            (pl.col("tag_same_name") & (chosen != NO_CHOICE))
-            .sum()
-            .cast(pl.Int64)
-            .alias("n_same_name_first"),
+            _trials().alias("trials"),
+            _trials(chosen == CIS).alias("n_cis"),
+            _trials(chosen == TRANS).alias("n_trans"),
+            _trials(chosen == NO_CHOICE).alias("n_none"),
+            *[_trials(reason == r).alias(f"n_none_{r}") for r in TAG_ONLY_NONE_REASONS],
+            _trials(pl.col("tag_same_name") & (chosen != NO_CHOICE)).alias("n_same_name_first"),
             pl.col("tag_parser_version").max().alias("parser_version"),
         )
         .with_columns((pl.col("n_cis") + pl.col("n_trans")).alias("decided"))
@@ -194,7 +191,7 @@ _AUTHORS_SCHEMA: dict[str, pl.DataType] = {
 # --------------------------------------------------------------------------------------------
 
 
-def parser_agreement_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | None) -> pl.DataFrame:
+def parser_agreement_table(tallies: pl.DataFrame) -> pl.DataFrame:
     """Per cell: replies each reading decided, and the kinds of disagreement, with counts.
 
     `disagree` = `main_only` + `tag_only` + `opposite`: main_only are choices the tag-only
@@ -203,42 +200,29 @@ def parser_agreement_table(decisions: pl.DataFrame, tag_only: pl.DataFrame | Non
     candidates share, given to the first listed); opposite are replies the two read as
     different candidates.
     """
-    rows = joined(decisions, tag_only)
-    if rows.is_empty():
-        return pl.DataFrame(schema={**_keys_schema(decisions), **_AGREEMENT_SCHEMA})
+    if tallies.is_empty():
+        return pl.DataFrame(schema={**_keys_schema(tallies), **_AGREEMENT_SCHEMA})
     main_decided = pl.col("chosen") != NO_CHOICE
     tag_decided = pl.col("tag_chosen") != NO_CHOICE
     main_only = main_decided & ~tag_decided
     tag_only_ = tag_decided & ~main_decided
+    same = pl.col("chosen") == pl.col("tag_chosen")
     table = (
-        rows.group_by(CELL_KEYS)
+        tallies.group_by(CELL_KEYS)
         .agg(
-            pl.len().cast(pl.Int64).alias("trials"),
-            main_decided.sum().cast(pl.Int64).alias("main_decided"),
-            tag_decided.sum().cast(pl.Int64).alias("tag_decided"),
-            (main_decided & tag_decided & (pl.col("chosen") == pl.col("tag_chosen")))
-            .sum()
-            .cast(pl.Int64)
-            .alias("same_choice"),
-            (~main_decided & ~tag_decided).sum().cast(pl.Int64).alias("both_none"),
-            main_only.sum().cast(pl.Int64).alias("main_only"),
-            (main_only & (pl.col("tag_none_reason") == NO_TAG))
-            .sum()
-            .cast(pl.Int64)
-            .alias("main_only_no_tag"),
-            (main_only & (pl.col("tag_none_reason") == NO_MATCH))
-            .sum()
-            .cast(pl.Int64)
-            .alias("main_only_no_match"),
-            tag_only_.sum().cast(pl.Int64).alias("tag_only"),
-            (tag_only_ & (pl.col("none_reason") == SAME_NAME))
-            .sum()
-            .cast(pl.Int64)
-            .alias("tag_only_same_name"),
-            (main_decided & tag_decided & (pl.col("chosen") != pl.col("tag_chosen")))
-            .sum()
-            .cast(pl.Int64)
-            .alias("opposite"),
+            _trials().alias("trials"),
+            _trials(main_decided).alias("main_decided"),
+            _trials(tag_decided).alias("tag_decided"),
+            _trials(main_decided & tag_decided & same).alias("same_choice"),
+            _trials(~main_decided & ~tag_decided).alias("both_none"),
+            _trials(main_only).alias("main_only"),
+            _trials(main_only & (pl.col("tag_none_reason") == NO_TAG)).alias("main_only_no_tag"),
+            _trials(main_only & (pl.col("tag_none_reason") == NO_MATCH)).alias(
+                "main_only_no_match"
+            ),
+            _trials(tag_only_).alias("tag_only"),
+            _trials(tag_only_ & (pl.col("none_reason") == SAME_NAME)).alias("tag_only_same_name"),
+            _trials(main_decided & tag_decided & ~same).alias("opposite"),
         )
         .with_columns(
             (pl.col("main_only") + pl.col("tag_only") + pl.col("opposite")).alias("disagree")

@@ -3,7 +3,8 @@
 `load` is the allocation analysis's loader (`ExperimentAnalysis.load`, called by
 `analysis/load.py` only for a store with allocation trials): the roster's people (no names),
 each pair's two person ids (for the population intervals), the candidates' groups and sexes of
-the paper design's organ-service trials (for the organ-pair split), and, for a run with
+the paper design's organ-service trials (for the organ-pair split), the tag-only reading
+summed per cell (for the authors' view), and, for a run with
 simulated models, the people each pair showed (for the planted-value check). Each lands in
 `StoreData.extras` under the name below.
 """
@@ -16,6 +17,7 @@ import polars as pl
 
 from ibias.analysis.experiment import PLANTED_PEOPLE, LoadContext
 from ibias.analysis.planted import SimulatedModel, simulated_models
+from ibias.prompts.allocation.parse_tag_only import TAG_ONLY_TABLE
 from ibias.prompts.stimuli.composition import ORGAN_SERVICES
 from ibias.store.experiments import sql_literal
 from ibias.store.reader import StoreReader
@@ -136,10 +138,33 @@ PEOPLE_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+# The tag-only reading (the paper authors' rule) of every decision in the view, counted (`n`)
+# per cell, design, arm and the pair of readings: all the authors' view and the parsers'
+# agreement tables sum (analysis/units/allocation/authors.py), a few thousand rows where the
+# per-trial join was one per decision. The newest tag-only version per trial, as the extra
+# parses are read (`analysis/load.py`); trials without a tag-only row are left out.
+TAG_TALLIES = "allocation_tag_only_tallies"
+_TAG_TRIALS_SQL = f"""
+SELECT v.trial_key, v.model_id, v.language, v.design, v.service, v.explanation, v.symptoms,
+  v.identity_swap, v.chosen, v.none_reason, d.chosen AS tag_chosen,
+  d.none_reason AS tag_none_reason, d.same_name AS tag_same_name,
+  CAST(d.parser_version AS BIGINT) AS tag_parser_version
+FROM allocation_decisions v
+JOIN (
+  SELECT trial_key, parser_version, chosen, none_reason, same_name FROM {TAG_ONLY_TABLE}
+  QUALIFY row_number() OVER (PARTITION BY trial_key ORDER BY parser_version DESC) = 1
+) d ON d.trial_key = v.trial_key
+"""
+_TALLIES_SQL = (
+    "SELECT * EXCLUDE (trial_key), count(*) AS n FROM ({trials}) GROUP BY ALL ORDER BY ALL"
+)
+
+
 def load(reader: StoreReader, ctx: LoadContext) -> dict[str, pl.DataFrame]:
     """The frames above."""
     services = ", ".join(sql_literal(s) for s in sorted(ORGAN_SERVICES))
     out = {
+        TAG_TALLIES: reader.frame(_TALLIES_SQL.format(trials=ctx.relabel(_TAG_TRIALS_SQL))),
         PATIENTS: reader.frame(_PATIENTS_SQL),
         ORGAN_PAIRS: reader.frame(_ORGAN_PAIRS_SQL.format(specs=_SPECS, services=services)),
         PEOPLE_SHOWN: _people(reader, simulated_models(ctx.runs["config"].to_list())),

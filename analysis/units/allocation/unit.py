@@ -66,7 +66,8 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
     every = ctx.views[KIND]
     decisions = identity_swap.without_swapped(every)  # the control has its own table
     b, method = ctx.B, ctx.method
-    tag_only, logprobs = ctx.extras.get(TAG_ONLY_TABLE), ctx.extras.get(LOGPROBS_TABLE)
+    logprobs = ctx.extras.get(LOGPROBS_TABLE)
+    tallies = authors.design_tallies(ctx.extras.get(load.TAG_TALLIES), ctx.design)
     jobs: dict[str, Callable[[], pl.DataFrame]] = {
         # The longest first, so the two threads end together.
         "allocation_effects": lambda: effects.effects_table(
@@ -79,8 +80,8 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
             decisions, B=b, method=method, rng=ctx.rng("position_bias")
         ),
         "allocation_explanation_examples": lambda: shares.explanation_examples(decisions),
-        "allocation_authors_view": lambda: authors.authors_view_table(decisions, tag_only),
-        "allocation_parser_agreement": lambda: authors.parser_agreement_table(decisions, tag_only),
+        "allocation_authors_view": lambda: authors.authors_view_table(tallies),
+        "allocation_parser_agreement": lambda: authors.parser_agreement_table(tallies),
         identity_swap.TABLE: lambda: identity_swap.swap_table(
             every, B=b, method=method, rng=ctx.rng(identity_swap.TABLE)
         ),
@@ -630,6 +631,7 @@ ANALYSIS = ExperimentAnalysis(
     lead={"allocation_explanation_examples": ("service", "chosen")},
     paper=_paper,
     load=load.load,
+    summed_extras=frozenset({TAG_ONLY_TABLE}),
     overall=_overall,
     planted=planted.PLANTED,
     findings=findings.sentences,
