@@ -756,6 +756,27 @@ def test_repetitions_of_an_order_count_by_majority_and_a_tie_decides_nothing() -
     assert same(row["sign_p"], binom_p(1, 2), 1e-12)
 
 
+def test_orders_shown_once_give_their_one_choice_and_the_same_pairs_as_with_repetitions() -> None:
+    """Without a repeated order (`order_outcomes` then reads each order's one trial), every
+    order's outcome is that trial's choice; adding a repetition that agrees with it (which
+    takes the majority rule's path) changes no pair's outcome but `repeated`."""
+    rows = [
+        ("a", "cis", "cis"), ("a", "trans", "trans"),  # split to first
+        ("b", "cis", "none"), ("b", "trans", "cis"),  # a pair with none
+        ("c", "trans", "trans"),  # incomplete: the cis-first order is missing
+    ]  # fmt: skip
+    once = allocation.order_outcomes(_decisions(rows), ["model_id"]).sort("pair_id", "first")
+    assert once.select("pair_id", "first", "n", "tied", "chosen").rows() == [
+        (p, f, 1, False, c) for p, f, c in sorted(rows)
+    ]
+    columns = ["pair_id", "cis_first", "trans_first", "complete", "split_first", "has_none"]
+    single = allocation.pair_outcomes(_decisions(rows), ["model_id"]).sort("pair_id")
+    repeated = allocation.pair_outcomes(_decisions([*rows, ("a", "cis", "cis")]), ["model_id"])
+    assert single.select(columns).rows() == repeated.sort("pair_id").select(columns).rows()
+    assert single["repeated"].to_list() == [False] * 3
+    assert repeated.sort("pair_id")["repeated"].to_list() == [True, False, False]
+
+
 def test_empty_inputs_give_empty_tables_with_columns() -> None:
     empty = _decisions([]).clear()
     rng = np.random.default_rng(0)

@@ -247,7 +247,8 @@ def _numbered(
     rows: pl.DataFrame, people: pl.DataFrame | None, keys: Sequence[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
     """(trials with people and cell codes, the cells, per-cell unknown-people counts), or None
-    when no trial's people are known."""
+    when no trial's people are known. `rows` holds only the columns its table reads: each
+    step here copies every column of a million trials at ten times the paper's grid."""
     if rows.is_empty():
         return None
     frame, cells = number_cells(with_people(rows, people), keys)
@@ -283,7 +284,8 @@ def cells_table(
 ) -> pl.DataFrame:
     """Per allocation cell: the cis and trans shares (over all trials) and the gap among decided
     trials, with population intervals, and the test of no identity preference."""
-    numbered = _numbered(decisions, pair_people, shares.CELL_KEYS)
+    used = decisions.select(*shares.CELL_KEYS, "pair_id", "chosen")
+    numbered = _numbered(used, pair_people, shares.CELL_KEYS)
     if numbered is None:
         return pl.DataFrame(schema=CELLS_SCHEMA)
     frame, cells, lost = numbered
@@ -317,7 +319,8 @@ def position_table(
 ) -> pl.DataFrame:
     """Per allocation cell: the share of decided trials choosing whoever was listed first, for
     people like these, and the test that it is one half (no position bias)."""
-    numbered = _numbered(decisions, pair_people, shares.CELL_KEYS)
+    used = decisions.select(*shares.CELL_KEYS, "pair_id", "first", "chosen")
+    numbered = _numbered(used, pair_people, shares.CELL_KEYS)
     if numbered is None:
         return pl.DataFrame(schema=POSITION_SCHEMA)
     frame, cells, lost = numbered

@@ -100,6 +100,12 @@ def order_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame
     trial-level shares and their pair-resampling intervals still use every trial.
     """
     order = [*keys, "pair_id", "first"]
+    if not decisions.select(order).is_duplicated().any():
+        # No order repeated (every run of ibias's own grid): each order's outcome is its one
+        # trial's choice. The same rows as below without its four passes over a million
+        # groups at ten times the paper's grid (half the time, less than half the memory).
+        n, tied = pl.lit(1, dtype=pl.Int64).alias("n"), pl.lit(False).alias("tied")
+        return decisions.select(*order, n, tied, "chosen")
     votes = decisions.group_by([*order, "chosen"]).agg(pl.len().alias("votes"))
     # Plain aggregations and a join rather than a filter inside each group's aggregation:
     # there are as many groups as trials (a million at ten times the paper's grid).

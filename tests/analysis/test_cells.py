@@ -1,0 +1,87 @@
+"""`number_cells` against the definition it replaced: the keys' distinct rows sorted (nulls
+first), numbered, and joined back to the frame (a row with a null key gets no cell). Every table
+joins its intervals by these numbers and draws its resamples in their order, so they must be
+the same numbers, for keys of every type the tables use."""
+
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from ibias.analysis.cells import CELL, number_cells
+
+EFFECTS = pl.Enum(["all", "explanation", "symptoms_high"])
+
+
+def joined_cells(frame: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The definition: sorted distinct keys, numbered, joined back on the keys."""
+    cells = frame.select(keys).unique().sort(keys).with_row_index(CELL)
+    cells = cells.with_columns(pl.col(CELL).cast(pl.Int64))
+    return frame.join(cells, on=keys, how="left", maintain_order="left"), cells
+
+
+TEXT = st.sampled_from(["en", "es", "é", "Z", "a b", "ä", "", "zz", "sim-b", "sim-a"])
+ROWS = st.lists(
+    st.tuples(
+        st.none() | TEXT,
+        st.none() | st.booleans(),
+        st.none() | st.integers(-3, 3),
+        st.none() | st.sampled_from(["all", "explanation", "symptoms_high"]),
+        st.floats(allow_nan=False, allow_infinity=False),
+    ),
+    max_size=60,
+)
+
+
+def _frame(rows: list[tuple[object, ...]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        rows,
+        schema={
+            "text": pl.String,
+            "flag": pl.Boolean,
+            "number": pl.Int64,
+            "effect": EFFECTS,
+            "value": pl.Float64,
+        },
+        orient="row",
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=ROWS,
+    keys=st.lists(
+        st.sampled_from(["text", "flag", "number", "effect"]), min_size=1, max_size=4, unique=True
+    ),
+)
+def test_the_cells_are_those_of_the_sorted_distinct_keys_joined_back(
+    rows: list[tuple[object, ...]], keys: list[str]
+) -> None:
+    frame = _frame(rows)
+    numbered, cells = number_cells(frame, keys)
+    expected_numbered, expected_cells = joined_cells(frame, keys)
+    assert_frame_equal(cells, expected_cells)
+    assert_frame_equal(numbered, expected_numbered)
+
+
+def test_a_row_with_a_null_key_has_no_cell_but_its_combination_is_listed() -> None:
+    frame = _frame([("en", True, 1, "all", 0.5), (None, True, 1, "all", 1.0)])
+    numbered, cells = number_cells(frame, ["text", "flag"])
+    assert numbered[CELL].to_list() == [1, None]
+    assert cells.rows() == [(0, None, True), (1, "en", True)]
+
+
+def test_keys_too_many_for_one_integer_are_joined() -> None:
+    """Eight keys of 300 values each do not fit one 62-bit code: the cells come from the
+    join, numbered the same way."""
+    n = 300
+    frame = pl.DataFrame(
+        {f"k{i}": [f"{(j * (i + 7)) % n:03d}" for j in range(n)] for i in range(8)}
+    )
+    keys = list(frame.columns)
+    numbered, cells = number_cells(frame, keys)
+    expected_numbered, expected_cells = joined_cells(frame, keys)
+    assert_frame_equal(cells, expected_cells)
+    assert_frame_equal(numbered, expected_numbered)
