@@ -272,7 +272,7 @@ class ExperimentAnalysis:
     design, not per design); `planted` checks the simulated models' planted values against
     the estimates (analysis/planted.py); `findings` gives its sentences of the report's
     findings (analysis/findings.py); `summed_extras` names the extra parses its loader reads
-    summed instead.
+    summed instead, and `unread_columns` the view columns it reads in its own way.
     """
 
     anchor: str
@@ -292,6 +292,10 @@ class ExperimentAnalysis:
     """Extra parses (tables of `ExtraParsers`) whose rows the store's reader leaves unread
     because this experiment's `load` reads them summed in the store: at ten times the
     paper's grid a per-trial frame of one is over 300 MB."""
+    unread_columns: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """View columns, by kind, that the store's reader leaves out of the views because this
+    experiment's `load` reads what its tables need of them (the allocation explanations'
+    texts: over 150 MB at ten times the paper's grid, of which the examples quote a few)."""
 
 
 def analysis_of(unit: ExperimentUnit) -> ExperimentAnalysis | None:

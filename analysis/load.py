@@ -10,6 +10,7 @@ so a long figure or report step never holds the store.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,13 +180,15 @@ def load_store(
     with open_reader(path, internal=True, memory_limit=MEMORY_LIMIT) as reader:
         if reader.live:
             _check_parsed(reader)
+        summed, unread = _read_by_loaders(reader)
         views = {
-            k.name: reader.frame(relabel(_view_sql(k.view, view_columns(k))))
+            k.name: reader.frame(
+                relabel(_view_sql(k.view, [c for c in view_columns(k) if c not in unread[k.name]]))
+            )
             for k in kinds()
             if k.view is not None
         }
         runs = reader.frame(_runs_sql(reader))
-        summed = _summed_extras(views)
         extras = {
             p.table: reader.frame(_newest_sql(p))
             for k in kinds()
@@ -213,16 +216,28 @@ def with_trials(views: Mapping[str, pl.DataFrame]) -> set[str]:
     return {name for name, frame in views.items() if frame.height}
 
 
-def _summed_extras(views: Mapping[str, pl.DataFrame]) -> set[str]:
-    """The extra parses that the loaders of the experiments present read summed
-    (`ExperimentAnalysis.summed_extras`), so their rows are not read here."""
-    present = with_trials(views)
-    out: set[str] = set()
+def _read_by_loaders(reader: StoreReader) -> tuple[set[str], defaultdict[str, set[str]]]:
+    """What the loaders of the experiments with rows in the store read in their own way, so
+    it is not read here: the extra parses they read summed (`summed_extras`) and, by kind, the
+    view columns they read themselves (`unread_columns`). An absent experiment's analysis is
+    not imported."""
+    summed: set[str] = set()
+    unread: defaultdict[str, set[str]] = defaultdict(set)
     for unit in units():
-        part = analysis_of(unit) if any(k.name in present for k in unit.kinds) else None
-        if part is not None and part.load is not None:
-            out.update(part.summed_extras)
-    return out
+        present = any(
+            k.view is not None
+            and reader.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {sql_identifier(k.view)})"
+            ).fetchall()[0][0]
+            for k in unit.kinds
+        )
+        part = analysis_of(unit) if present else None
+        if part is None or part.load is None:
+            continue
+        summed.update(part.summed_extras)
+        for kind, columns in part.unread_columns.items():
+            unread[kind].update(columns)
+    return summed, unread
 
 
 def _units_frames(

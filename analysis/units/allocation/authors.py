@@ -37,7 +37,7 @@ import numpy as np
 import polars as pl
 
 from ibias.analysis.stats import one_sided_binomial_tests, wilson_interval
-from ibias.analysis.units.allocation.identity_swap import swapped
+from ibias.analysis.units.allocation.identity_swap import design_original
 from ibias.prompts.allocation.parse_tag_only import NO_MATCH, NO_TAG, TAG_ONLY_NONE_REASONS
 from ibias.prompts.codes import CIS, NO_CHOICE, SAME_NAME, TRANS
 
@@ -88,8 +88,7 @@ def design_tallies(tallies: pl.DataFrame | None, design: str) -> pl.DataFrame:
     is the count of those trials."""
     if tallies is None or tallies.is_empty():
         return pl.DataFrame(schema={**_keys_schema(pl.DataFrame()), **READINGS, "n": pl.Int64()})
-    cut = tallies.filter(pl.col("design") == design) if "design" in tallies.columns else tallies
-    return cut.filter(~swapped(cut)).select(*CELL_KEYS, *READINGS, "n")
+    return design_original(tallies, design).select(*CELL_KEYS, *READINGS, "n")
 
 
 # --------------------------------------------------------------------------------------------

@@ -87,6 +87,14 @@ def without_swapped(decisions: pl.DataFrame) -> pl.DataFrame:
     return decisions.filter(~swapped(decisions))
 
 
+def design_original(frame: pl.DataFrame, design: str) -> pl.DataFrame:
+    """A loader's frame over every design and arm cut as the tables' decisions are: this
+    design's original arm, without the `design` column (`TableContext.design`)."""
+    if "design" in frame.columns:
+        frame = frame.filter(pl.col("design") == design).drop("design")
+    return without_swapped(frame)
+
+
 def swap_table(
     decisions: pl.DataFrame, *, B: int, method: Method, rng: np.random.Generator
 ) -> pl.DataFrame:

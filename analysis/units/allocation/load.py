@@ -4,20 +4,22 @@
 `analysis/load.py` only for a store with allocation trials): the roster's people (no names),
 each pair's two person ids (for the population intervals), the candidates' groups and sexes of
 the paper design's organ-service trials (for the organ-pair split), the tag-only reading
-summed per cell (for the authors' view), and, for a run with
+summed per cell (for the authors' view), the replies the explanation examples may quote, and,
+for a run with
 simulated models, the people each pair showed (for the planted-value check). Each lands in
 `StoreData.extras` under the name below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import polars as pl
 
 from ibias.analysis.experiment import PLANTED_PEOPLE, LoadContext
 from ibias.analysis.planted import SimulatedModel, simulated_models
 from ibias.prompts.allocation.parse_tag_only import TAG_ONLY_TABLE
+from ibias.prompts.codes import CIS, TRANS
 from ibias.prompts.stimuli.composition import ORGAN_SERVICES
 from ibias.store.experiments import sql_literal
 from ibias.store.reader import StoreReader
@@ -160,11 +162,47 @@ _TALLIES_SQL = (
 )
 
 
+# The replies that `shares.explanation_examples` may quote, so that the view is read without
+# its explanation texts (1.4 million of them, over 150 MB, at ten times the paper's grid). It
+# keeps, for each model in each design, arm, service, choice and language, the decided trials
+# with a text in its order (explained first, then by trial_key, nulls first as Polars sorts),
+# up to and including the `EXAMPLES_PER_LANGUAGE`-th whose text surely is not blank (it holds a
+# letter or a digit): the examples' rule takes each model's first non-blank text in that order,
+# and blank texts are told from others in Polars, by its own rule, on these rows.
+EXAMPLES_PER_LANGUAGE = 1
+EXAMPLE_CANDIDATES = "allocation_example_candidates"
+_EXAMPLE_TRIALS_SQL = f"""
+SELECT trial_key, model_id, language, design, service, explanation, symptoms, identity_swap,
+  chosen, explanation_text
+FROM allocation_decisions
+WHERE chosen IN ({sql_literal(CIS)}, {sql_literal(TRANS)}) AND length(explanation_text) > 0
+"""
+_EXAMPLE_CANDIDATES_SQL = """
+SELECT * EXCLUDE (sure_before) FROM (
+  SELECT *, coalesce(sum(CAST(regexp_matches(explanation_text, '[\\pL\\pN]') AS INTEGER)) OVER (
+    PARTITION BY design, identity_swap, service, chosen, language, model_id
+    ORDER BY explanation DESC NULLS FIRST, trial_key ASC NULLS FIRST
+    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS sure_before
+  FROM ({trials})
+) WHERE sure_before < {per_language}
+ORDER BY trial_key
+"""
+
+
+def example_candidates_sql(per_language: int, relabel: Callable[[str], str] = str) -> str:
+    """The query of `EXAMPLE_CANDIDATES` for examples of `per_language` models per language."""
+    trials = relabel(_EXAMPLE_TRIALS_SQL)
+    return _EXAMPLE_CANDIDATES_SQL.format(trials=trials, per_language=int(per_language))
+
+
 def load(reader: StoreReader, ctx: LoadContext) -> dict[str, pl.DataFrame]:
     """The frames above."""
     services = ", ".join(sql_literal(s) for s in sorted(ORGAN_SERVICES))
     out = {
         TAG_TALLIES: reader.frame(_TALLIES_SQL.format(trials=ctx.relabel(_TAG_TRIALS_SQL))),
+        EXAMPLE_CANDIDATES: reader.frame(
+            example_candidates_sql(EXAMPLES_PER_LANGUAGE, ctx.relabel)
+        ),
         PATIENTS: reader.frame(_PATIENTS_SQL),
         ORGAN_PAIRS: reader.frame(_ORGAN_PAIRS_SQL.format(specs=_SPECS, services=services)),
         PEOPLE_SHOWN: _people(reader, simulated_models(ctx.runs["config"].to_list())),

@@ -68,6 +68,11 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
     b, method = ctx.B, ctx.method
     logprobs = ctx.extras.get(LOGPROBS_TABLE)
     tallies = authors.design_tallies(ctx.extras.get(load.TAG_TALLIES), ctx.design)
+    # The replies the examples may quote (`load.EXAMPLE_CANDIDATES`; the view has no texts).
+    candidates = ctx.extras.get(load.EXAMPLE_CANDIDATES)
+    examples = (
+        decisions if candidates is None else identity_swap.design_original(candidates, ctx.design)
+    )
     jobs: dict[str, Callable[[], pl.DataFrame]] = {
         # The longest first, so the two threads end together.
         "allocation_effects": lambda: effects.effects_table(
@@ -79,7 +84,9 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         "position_bias": lambda: shares.position_table(
             decisions, B=b, method=method, rng=ctx.rng("position_bias")
         ),
-        "allocation_explanation_examples": lambda: shares.explanation_examples(decisions),
+        "allocation_explanation_examples": lambda: shares.explanation_examples(
+            examples, load.EXAMPLES_PER_LANGUAGE
+        ),
         "allocation_authors_view": lambda: authors.authors_view_table(tallies),
         "allocation_parser_agreement": lambda: authors.parser_agreement_table(tallies),
         identity_swap.TABLE: lambda: identity_swap.swap_table(
@@ -632,6 +639,7 @@ ANALYSIS = ExperimentAnalysis(
     paper=_paper,
     load=load.load,
     summed_extras=frozenset({TAG_ONLY_TABLE}),
+    unread_columns={KIND: frozenset({"explanation_text"})},
     overall=_overall,
     planted=planted.PLANTED,
     findings=findings.sentences,
