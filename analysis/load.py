@@ -11,7 +11,7 @@ so a long figure or report step never holds the store.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,13 +181,7 @@ def load_store(
         if reader.live:
             _check_parsed(reader)
         summed, unread = _read_by_loaders(reader)
-        views = {
-            k.name: reader.frame(
-                relabel(_view_sql(k.view, [c for c in view_columns(k) if c not in unread[k.name]]))
-            )
-            for k in kinds()
-            if k.view is not None
-        }
+        views = _views(reader, relabel, unread)
         runs = reader.frame(_runs_sql(reader))
         extras = {
             p.table: reader.frame(_newest_sql(p))
@@ -214,6 +208,19 @@ def load_store(
 def with_trials(views: Mapping[str, pl.DataFrame]) -> set[str]:
     """The kinds with at least one row in their view: what the store holds."""
     return {name for name, frame in views.items() if frame.height}
+
+
+def _views(
+    reader: StoreReader, relabel: Callable[[str], str], unread: Mapping[str, set[str]]
+) -> dict[str, pl.DataFrame]:
+    """Each registered kind's view, by kind name, without the columns its loader reads."""
+    return {
+        k.name: reader.frame(
+            relabel(_view_sql(k.view, [c for c in view_columns(k) if c not in unread[k.name]]))
+        )
+        for k in kinds()
+        if k.view is not None
+    }
 
 
 def _read_by_loaders(reader: StoreReader) -> tuple[set[str], defaultdict[str, set[str]]]:

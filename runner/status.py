@@ -136,6 +136,12 @@ def rate_and_eta(s: ModelStats, now: float) -> tuple[float, float | None]:
     return rate, s.remaining / rate
 
 
+def _shown_eta(eta: float) -> float:
+    """The ETA to a tenth of a second, and never 0 while trials remain: 0 reads as done, and a
+    fast model stopped with a few hundred left can be due in a few milliseconds."""
+    return round(eta, 1) if eta <= 0 else max(round(eta, 1), 0.1)
+
+
 def _rate(s: ModelStats, now: float) -> float:
     if s.first_done_at is None or s.done < 2:
         return 0.0
@@ -169,7 +175,7 @@ def snapshot(
                 "cost_usd": round(s.cost, 6),
                 "cost_usd_this_run": round(s.cost_usd, 6),
                 "requests_per_s": round(rate, 3),
-                "eta_s": None if eta is None else round(eta, 1),
+                "eta_s": None if eta is None else _shown_eta(eta),
                 "fatal": s.fatal,
                 "reported_models": sorted(s.reported),
                 "cost_unknown": s.cost_unknown,
