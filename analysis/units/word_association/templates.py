@@ -19,6 +19,7 @@ import polars as pl
 from scipy import stats
 
 from ibias.analysis.cells import holm_within
+from ibias.analysis.units.word_association.bias import by_trial_key
 
 KEYS: tuple[str, ...] = ("model_id", "language", "category")
 TEMPLATES: tuple[int, ...] = (1, 2, 3)
@@ -42,7 +43,11 @@ def kruskal_by_template(groups: Sequence[np.ndarray]) -> tuple[float | None, flo
 
 def template_table(trials: pl.DataFrame, keys: Sequence[str] = KEYS) -> pl.DataFrame:
     """One row per cell: scored trials and mean bias per template, H, p and Holm's p."""
-    scored = trials.filter(pl.col("bias").is_not_null() & pl.col("template").is_not_null())
+    # In trial-key order: a mean's last bit depends on the order it sums in, and DuckDB returns
+    # the view's rows in an order that can differ from one run to the next.
+    scored = by_trial_key(trials).filter(
+        pl.col("bias").is_not_null() & pl.col("template").is_not_null()
+    )
     rows = []
     for key, part in scored.group_by(list(keys), maintain_order=True):
         groups = [
