@@ -1,7 +1,8 @@
 """`number_cells` against the definition it replaced: the keys' distinct rows sorted (nulls
 first), numbered, and joined back to the frame (a row with a null key gets no cell). Every table
 joins its intervals by these numbers and draws its resamples in their order, so they must be
-the same numbers, for keys of every type the tables use."""
+the same numbers, for keys of every type the tables use (strings, booleans, integers, enums
+and categoricals)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ ROWS = st.lists(
         st.none() | st.booleans(),
         st.none() | st.integers(-3, 3),
         st.none() | st.sampled_from(["all", "explanation", "symptoms_high"]),
+        st.none() | st.sampled_from(["b", "a", "c"]),
         st.floats(allow_nan=False, allow_infinity=False),
     ),
     max_size=60,
@@ -43,6 +45,7 @@ def _frame(rows: list[tuple[object, ...]]) -> pl.DataFrame:
             "flag": pl.Boolean,
             "number": pl.Int64,
             "effect": EFFECTS,
+            "group": pl.Categorical,
             "value": pl.Float64,
         },
         orient="row",
@@ -53,7 +56,10 @@ def _frame(rows: list[tuple[object, ...]]) -> pl.DataFrame:
 @given(
     rows=ROWS,
     keys=st.lists(
-        st.sampled_from(["text", "flag", "number", "effect"]), min_size=1, max_size=4, unique=True
+        st.sampled_from(["text", "flag", "number", "effect", "group"]),
+        min_size=1,
+        max_size=4,
+        unique=True,
     ),
 )
 def test_the_cells_are_those_of_the_sorted_distinct_keys_joined_back(
@@ -67,7 +73,7 @@ def test_the_cells_are_those_of_the_sorted_distinct_keys_joined_back(
 
 
 def test_a_row_with_a_null_key_has_no_cell_but_its_combination_is_listed() -> None:
-    frame = _frame([("en", True, 1, "all", 0.5), (None, True, 1, "all", 1.0)])
+    frame = _frame([("en", True, 1, "all", "a", 0.5), (None, True, 1, "all", "a", 1.0)])
     numbered, cells = number_cells(frame, ["text", "flag"])
     assert numbered[CELL].to_list() == [1, None]
     assert cells.rows() == [(0, None, True), (1, "en", True)]
