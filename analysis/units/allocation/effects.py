@@ -25,33 +25,45 @@ from ibias.prompts.codes import HIGH, LOW, NO_SYMPTOMS, TRANS
 
 
 def _stack(base: pl.DataFrame) -> pl.DataFrame:
-    """`base`'s rows stacked once per contrast they take part in: columns effect, stratum,
-    treated added.
+    """`base`'s rows stacked once per contrast they take part in: columns effect, stratum
+    (enums, `_labels`), treated added; explanation and symptoms dropped.
 
     explanation: yes vs no, within each symptoms level and pooled over them ("all");
     symptoms_high / symptoms_low: high (low) vs none, within each explanation level and pooled.
     """
+    labels = _labels(base)
+
+    def label(value: str | pl.Expr) -> pl.Expr:
+        return (pl.lit(value) if isinstance(value, str) else value).cast(labels)
+
     parts: list[pl.DataFrame] = []
     explanation = base.with_columns(
-        pl.lit("explanation").alias("effect"), pl.col("explanation").alias("treated")
+        label("explanation").alias("effect"), pl.col("explanation").alias("treated")
     )
-    parts.append(explanation.with_columns(pl.col("symptoms").alias("stratum")))
-    parts.append(explanation.with_columns(pl.lit("all").alias("stratum")))
+    parts.append(explanation.with_columns(label(pl.col("symptoms")).alias("stratum")))
+    parts.append(explanation.with_columns(label("all").alias("stratum")))
     for level in (HIGH, LOW):
         sub = base.filter(pl.col("symptoms").is_in([NO_SYMPTOMS, level])).with_columns(
-            pl.lit(f"symptoms_{level}").alias("effect"),
+            label(f"symptoms_{level}").alias("effect"),
             (pl.col("symptoms") == level).alias("treated"),
         )
+        within = pl.when(pl.col("explanation")).then(pl.lit("explanation=yes"))
         parts.append(
-            sub.with_columns(
-                pl.when(pl.col("explanation"))
-                .then(pl.lit("explanation=yes"))
-                .otherwise(pl.lit("explanation=no"))
-                .alias("stratum")
-            )
+            sub.with_columns(label(within.otherwise(pl.lit("explanation=no"))).alias("stratum"))
         )
-        parts.append(sub.with_columns(pl.lit("all").alias("stratum")))
-    return pl.concat(parts, how="vertical")
+        parts.append(sub.with_columns(label("all").alias("stratum")))
+    return pl.concat(parts, how="vertical").drop("explanation", "symptoms")
+
+
+def _labels(base: pl.DataFrame) -> pl.Enum:
+    """The contrasts' effect and stratum labels as one enum whose categories are in the
+    strings' sorted order: they sort, group and join as the strings do, in a byte each rather
+    than a string's sixteen over millions of rows. Made before the rows are stacked, so no
+    stacked string column is ever built."""
+    levels = base["symptoms"].drop_nulls().unique().to_list()
+    fixed = ["explanation", *(f"symptoms_{v}" for v in (HIGH, LOW))]
+    strata = ["all", "explanation=yes", "explanation=no"]
+    return pl.Enum(sorted({*fixed, *strata, *(str(v) for v in levels)}))
 
 
 #: The columns `effect_rows` reads, and the keys of its cells.
@@ -87,7 +99,7 @@ def _contrasts(base: pl.DataFrame) -> pl.DataFrame:
     """`base` (keyed by `_base`) stacked into the contrasts (`_stack`) with compact labels,
     only the contrast cells run on both sides somewhere: what `effect_rows` and
     `effect_sums` give, over trials or over pairs' sums."""
-    rows = _compact_labels(_stack(base))
+    rows = _stack(base)
     both = rows.group_by(EFFECT_CELL).agg(pl.col("treated").n_unique().alias("sides"))
     return rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_CELL)
 
@@ -98,17 +110,6 @@ def effect_cells(cells: pl.DataFrame, bases: pl.DataFrame) -> pl.DataFrame:
         cells.join(bases, on=_BASE)
         .drop(_BASE)
         .with_columns(pl.col("effect", "stratum").cast(pl.String))
-    )
-
-
-def _compact_labels(rows: pl.DataFrame) -> pl.DataFrame:
-    """`rows` (of `_stack`) without the condition columns, effect and stratum as enums
-    whose categories are in the strings' sorted order: they sort, group and join as the
-    strings do, in a byte each rather than a string's sixteen over millions of rows."""
-    names = rows.select(pl.concat([pl.col("effect"), pl.col("stratum")]).unique().drop_nulls())
-    labels = pl.Enum(sorted(str(v) for v in names.to_series().to_list()))
-    return rows.drop("explanation", "symptoms").with_columns(
-        pl.col("effect", "stratum").cast(labels)
     )
 
 
