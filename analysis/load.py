@@ -22,7 +22,7 @@ from ibias.analysis.simulated import simulated_models
 from ibias.prompts.registry import Parser, kinds, units, view_columns
 from ibias.store.db import StoreAccessError, open_store
 from ibias.store.derived import parse_pending, parsed_kinds
-from ibias.store.experiments import sql_identifier
+from ibias.store.experiments import NEWEST_PARSE, sql_identifier
 from ibias.store.lock import StoreBusyError, StoreLock
 from ibias.store.reader import StoreReader, open_reader
 
@@ -121,10 +121,7 @@ def _newest_sql(parser: Parser) -> str:
     (the table may hold columns a later version added; `parsed_at` is left out)."""
     names = ["trial_key", "parser_version", *(c.name for c in parser.columns)]
     columns = ", ".join(sql_identifier(n) for n in names)
-    return (
-        f"SELECT {columns} FROM {sql_identifier(parser.table)} QUALIFY row_number() OVER "
-        "(PARTITION BY trial_key ORDER BY parser_version DESC) = 1 ORDER BY trial_key"
-    )
+    return f"SELECT {columns} FROM {sql_identifier(parser.table)} {NEWEST_PARSE} ORDER BY trial_key"
 
 
 def _view_sql(view: str, columns: Sequence[str]) -> str:

@@ -88,11 +88,13 @@ def table_ddl(parser: Parser) -> str:
     )
 
 
+#: The newest row per trial of a parse table (a reply is parsed again under each parser version,
+#: and the views, the replies view and the analysis read only the newest).
+NEWEST_PARSE = "QUALIFY row_number() OVER (PARTITION BY trial_key ORDER BY parser_version DESC) = 1"
+
+
 def _newest(table: str) -> str:
-    return (
-        f"WITH p AS (\n    SELECT * FROM {sql_identifier(table)}\n    QUALIFY row_number() OVER "
-        "(PARTITION BY trial_key ORDER BY parser_version DESC) = 1\n)\n"
-    )
+    return f"WITH p AS (\n    SELECT * FROM {sql_identifier(table)}\n    {NEWEST_PARSE}\n)\n"
 
 
 def _item_field(name: str, sql: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from ibias.prompts.registry import DEFAULT_DESIGN, TrialKind
-from ibias.store.experiments import sql_identifier, sql_literal
+from ibias.store.experiments import NEWEST_PARSE, sql_identifier, sql_literal
 
 VIEW = "replies"
 
@@ -32,8 +32,7 @@ def replies_view_ddl(kinds: Sequence[TrialKind], present: Collection[str] | None
         fields = ", ".join(f"{sql_literal(c)}, {sql_identifier(c)}" for c in columns)
         parts.append(
             f"SELECT trial_key, parser_version, json_object({fields}) AS parsed "
-            f"FROM {sql_identifier(table)} QUALIFY row_number() OVER "
-            "(PARTITION BY trial_key ORDER BY parser_version DESC) = 1"
+            f"FROM {sql_identifier(table)} {NEWEST_PARSE}"
         )
     if not parts:
         parts.append(

@@ -5,9 +5,8 @@
 each pair's two person ids (for the population intervals), the candidates' groups and sexes of
 the paper design's organ-service trials (for the organ-pair split), the tag-only reading
 summed per cell (for the authors' view), the replies the explanation examples may quote, and,
-for a run with
-simulated models, the people each pair showed (for the planted-value check). Each lands in
-`StoreData.extras` under the name below.
+for a run with simulated models, the people each pair showed (for the planted-value check).
+Each lands in `StoreData.extras` under the name below.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from ibias.analysis.planted import SimulatedModel, simulated_models
 from ibias.prompts.allocation.parse_tag_only import TAG_ONLY_TABLE
 from ibias.prompts.codes import CIS, TRANS
 from ibias.prompts.stimuli.composition import ORGAN_SERVICES
-from ibias.store.experiments import sql_literal
+from ibias.store.experiments import NEWEST_PARSE, sql_literal
 from ibias.store.reader import StoreReader
 
 PATIENTS = "allocation_patients"
@@ -154,7 +153,7 @@ SELECT v.trial_key, v.model_id, v.language, v.design, v.service, v.explanation, 
 FROM allocation_decisions v
 JOIN (
   SELECT trial_key, parser_version, chosen, none_reason, same_name FROM {TAG_ONLY_TABLE}
-  QUALIFY row_number() OVER (PARTITION BY trial_key ORDER BY parser_version DESC) = 1
+  {NEWEST_PARSE}
 ) d ON d.trial_key = v.trial_key
 """
 _TALLIES_SQL = (
