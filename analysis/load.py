@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from ibias.analysis.experiment import LoadContext, analysis_of
+from ibias.analysis.experiment import ExperimentAnalysis, LoadContext, analysis_of
 from ibias.analysis.simulated import simulated_models
 from ibias.prompts.registry import Parser, kinds, units, view_columns
 from ibias.store.db import StoreAccessError, open_store
@@ -177,8 +177,9 @@ def load_store(
     with open_reader(path, internal=True, memory_limit=MEMORY_LIMIT) as reader:
         if reader.live:
             _check_parsed(reader)
-        summed, unread = _read_by_loaders(reader)
-        views = _views(reader, relabel, unread)
+        loaders = _loaders(reader)
+        summed = {table for part in loaders for table in part.summed_extras}
+        views = _views(reader, relabel, loaders)
         runs = reader.frame(_runs_sql(reader))
         extras = {
             p.table: reader.frame(_newest_sql(p))
@@ -187,7 +188,8 @@ def load_store(
             if p.table not in summed
         }
         ctx = LoadContext(runs, population=pair_people, relabel=relabel)
-        extras.update(_units_frames(reader, views, ctx))
+        for load in (part.load for part in loaders if part.load is not None):
+            extras.update(load(reader, ctx))
         return StoreData(
             views=views,
             explicit=reader.frame(relabel(_EXPLICIT_SQL)),
@@ -208,9 +210,14 @@ def with_trials(views: Mapping[str, pl.DataFrame]) -> set[str]:
 
 
 def _views(
-    reader: StoreReader, relabel: Callable[[str], str], unread: Mapping[str, set[str]]
+    reader: StoreReader, relabel: Callable[[str], str], loaders: Sequence[ExperimentAnalysis]
 ) -> dict[str, pl.DataFrame]:
-    """Each registered kind's view, by kind name, without the columns its loader reads."""
+    """Each registered kind's view, by kind name, without the columns its experiment's loader
+    reads in its own way (`ExperimentAnalysis.unread_columns`)."""
+    unread: defaultdict[str, set[str]] = defaultdict(set)
+    for part in loaders:
+        for kind, columns in part.unread_columns.items():
+            unread[kind].update(columns)
     return {
         k.name: reader.frame(
             relabel(_view_sql(k.view, [c for c in view_columns(k) if c not in unread[k.name]]))
@@ -220,13 +227,12 @@ def _views(
     }
 
 
-def _read_by_loaders(reader: StoreReader) -> tuple[set[str], defaultdict[str, set[str]]]:
-    """What the loaders of the experiments with rows in the store read in their own way, so
-    it is not read here: the extra parses they read summed (`summed_extras`) and, by kind, the
-    view columns they read themselves (`unread_columns`). An absent experiment's analysis is
-    not imported."""
-    summed: set[str] = set()
-    unread: defaultdict[str, set[str]] = defaultdict(set)
+def _loaders(reader: StoreReader) -> list[ExperimentAnalysis]:
+    """The analyses with a loader (`ExperimentAnalysis.load`) of the experiments with rows in
+    the store, in registry order: what they read in their own way is not read here (the extra
+    parses they read summed, the view columns they read themselves). An absent experiment's
+    analysis is not imported."""
+    found: list[ExperimentAnalysis] = []
     for unit in units():
         present = any(
             k.view is not None
@@ -236,27 +242,9 @@ def _read_by_loaders(reader: StoreReader) -> tuple[set[str], defaultdict[str, se
             for k in unit.kinds
         )
         part = analysis_of(unit) if present else None
-        if part is None or part.load is None:
-            continue
-        summed.update(part.summed_extras)
-        for kind, columns in part.unread_columns.items():
-            unread[kind].update(columns)
-    return summed, unread
-
-
-def _units_frames(
-    reader: StoreReader, views: Mapping[str, pl.DataFrame], ctx: LoadContext
-) -> dict[str, pl.DataFrame]:
-    """What the loaders of the experiments present in the store read, by frame name."""
-    present = with_trials(views)
-    out: dict[str, pl.DataFrame] = {}
-    for unit in units():
-        if not any(k.name in present for k in unit.kinds):
-            continue
-        part = analysis_of(unit)
         if part is not None and part.load is not None:
-            out.update(part.load(reader, ctx))
-    return out
+            found.append(part)
+    return found
 
 
 def _parse_if_free(path: Path) -> int:
