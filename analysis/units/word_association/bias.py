@@ -149,8 +149,13 @@ def bias_table(
 
 
 def _templates(frame: pl.DataFrame) -> pl.DataFrame:
-    """Mean bias per template (columns bias_template_1..3) and their max - min."""
-    means = frame.group_by(CELL, "template").agg(pl.col("bias").mean().alias("m"))
+    """Mean bias per template (columns bias_template_1..3) and their max - min.
+
+    Each mean is taken over its group's values gathered in row order, not by the grouped
+    `mean()`: that one sums in partitions that depend on the process's hash seed, so two runs
+    of `analyze` on the same store differed in a mean's last bit."""
+    means = frame.group_by(CELL, "template").agg(pl.col("bias").drop_nulls().alias("m"))
+    means = means.with_columns(pl.col("m").list.mean())
     cols = [
         pl.col("m").filter(pl.col("template") == t).first().alias(f"bias_template_{t}")
         for t in TEMPLATES
