@@ -51,6 +51,19 @@ def count_responses(store: Path) -> int:
     return n
 
 
+def wait_for_responses(store: Path, run: subprocess.Popen[str], timeout: float = 60.0) -> int:
+    """Ask the running store (through `ibias sql`) until a first flush has stored a response:
+    on a fast machine the commands before it can all answer before the run's first flush."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert run.poll() is None, "the run ended before storing a response"
+        n = count_responses(store)
+        if n > 0:
+            return n
+        time.sleep(0.1)
+    raise AssertionError("the run stored no response in time")
+
+
 def test_sql_status_plan_show_and_analyze_answer_while_a_run_writes(tmp_path: Path) -> None:
     # 40 requests/s, flushed every second: far from done (50 s) when it is interrupted below,
     # once every command has answered mid-run.
@@ -79,7 +92,7 @@ def test_sql_status_plan_show_and_analyze_answer_while_a_run_writes(tmp_path: Pa
         plan = ibias("plan", str(cfg), "--json")
         assert plan.returncode == 0, plan.stderr
         assert json.loads(plan.stdout)["total"] == TOTAL
-        counts.append(count_responses(store))
+        counts.append(wait_for_responses(store, run))
         shown = ibias("show", "--store", str(store), "--random", "1", "--json")
         assert shown.returncode == 0, shown.stderr
         (trial,) = json.loads(shown.stdout)
