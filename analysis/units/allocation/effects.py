@@ -98,7 +98,7 @@ def effect_rows(
 def _contrasts(base: pl.DataFrame) -> pl.DataFrame:
     """`base` (keyed by `_base`) stacked into the contrasts (`_stack`) with compact labels,
     only the contrast cells run on both sides somewhere: what `effect_rows` and
-    `effect_sums` give, over trials or over pairs' sums."""
+    `_stacked_units` give, over trials or over pairs' sums."""
     rows = _stack(base)
     both = rows.group_by(EFFECT_CELL).agg(pl.col("treated").n_unique().alias("sides"))
     return rows.join(both.filter(pl.col("sides") == 2).drop("sides"), on=EFFECT_CELL)
@@ -124,25 +124,28 @@ EFFECT_KEYS: tuple[str, ...] = ("model_id", "language", "service", "effect", "st
 def effect_sums(
     decisions: pl.DataFrame, carry: Sequence[str] = ()
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`effect_rows` summed where the trials are: (a row per contrast cell x pair x condition
-    x `carry`, keyed by `EFFECT_CELL`, with `treated`, the trials' count `n` and how many chose
-    the transgender candidate `t`; the model x language x service keys by `_base`).
+    """The effects' trials summed per contrast cell, pair and side: (a row per contrast cell x
+    pair x `carry` x side with trials, keyed by `EFFECT_CELL`, with `treated`, the trials'
+    count `n` and how many chose the transgender candidate `t`; the model x language x
+    service keys by `_base`).
 
-    Each pair's trials are summed per condition before they are stacked into the contrasts (a
-    pair is shown in two orders, and imported replies may repeat it), so the stack holds a row
-    per pair and condition rather than one per trial: at ten times the paper's grid a million
-    rows rather than five. Every sum an estimator takes over the stacked trials is the same
-    over these rows (`t` for the outcomes, `n` for the trials). (The planted check's
-    conditional effects stack the trials themselves, `effect_rows`: their means of
-    per-trial floats would round differently when summed per pair first.)"""
-    coded, bases = number_cells(pair_codes(decisions, [*EFFECT_INPUT, *carry]), EFFECT_INPUT[:3])
-    summed = (
-        coded.group_by(CELL, "explanation", "symptoms", "pair_id", *carry)
-        .agg((pl.col("chosen") == TRANS).sum().cast(pl.Int64).alias("t"), pl.len().alias("n"))
-        .rename({CELL: _BASE})
-    )
-    del coded
-    return _contrasts(summed), bases.rename({CELL: _BASE})
+    The same sums as stacking the trials into the contrasts (`effect_rows`) and summing each
+    side of each pair: every estimator sums a pair's trials per side, in integers, so it gives
+    the same numbers from these rows. (The planted check's conditional effects stack the
+    trials themselves, `effect_rows`: their means of per-trial floats would round differently
+    when summed per pair first.)"""
+    units, bases = _pair_units(decisions, carry)
+    keys = [*EFFECT_CELL, "pair_id", *carry]
+    sides = [
+        units.filter(pl.col(f"n{k}") > 0).select(
+            *keys,
+            pl.lit(k == "1").alias("treated"),
+            pl.col(f"t{k}").alias("t"),
+            pl.col(f"n{k}").alias("n"),
+        )
+        for k in ("1", "0")
+    ]
+    return pl.concat(sides, how="vertical"), bases
 
 
 def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -151,18 +154,117 @@ def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     `n1`, and the control trials' `t0`, `n0`; the cells numbered over `EFFECT_CELL` with their
     keys as `EFFECT_KEYS`). They are the cells and units `grouped_paired_difference_ci` forms
     from the stacked trials (`effect_rows`): the same intervals."""
-    rows, bases = effect_sums(decisions)
+    units, bases = _pair_units(decisions)
+    frame, cells = number_cells(units, EFFECT_CELL)
+    del units
+    frame = frame.select(CELL, "pair_id", "t1", "n1", "t0", "n0").sort(CELL, "pair_id")
+    return frame, effect_cells(cells, bases)
+
+
+def _pair_units(
+    decisions: pl.DataFrame, carry: Sequence[str] = ()
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(a row per contrast cell x pair x `carry` with trials on either side, only the contrast
+    cells run on both sides somewhere: `EFFECT_CELL`, pair_id, `carry`, `t1`, `n1`, `t0`,
+    `n0`; the model x language x service keys by `_base`).
+
+    Each pair's trials are first summed per condition (a pair is shown in two orders, and
+    imported replies may repeat it). Then, when every trial has its conditions, each pair's
+    sums are spread over the conditions as columns (`_by_condition`), and each contrast's
+    sides are sums of those columns: no stack of every pair under every contrast (three
+    million rows at ten times the paper's grid) and no grouping of it."""
+    coded, bases = number_cells(pair_codes(decisions, [*EFFECT_INPUT, *carry]), EFFECT_INPUT[:3])
+    summed = (
+        coded.group_by(CELL, "explanation", "symptoms", "pair_id", *carry)
+        .agg((pl.col("chosen") == TRANS).sum().cast(pl.Int64).alias("t"), pl.len().alias("n"))
+        .rename({CELL: _BASE})
+    )
+    del coded
+    bases = bases.rename({CELL: _BASE})
+    if summed["explanation"].has_nulls() or summed["symptoms"].has_nulls():
+        return _stacked_units(summed, carry), bases
+    return _spread_units(summed, carry), bases
+
+
+def _stacked_units(summed: pl.DataFrame, carry: Sequence[str]) -> pl.DataFrame:
+    """`_pair_units` by stacking each pair's sums into the contrasts (`_contrasts`), for
+    trials lacking a condition (a null explanation or symptoms level), whose place in the
+    contrasts the stack decides."""
+    rows = _contrasts(summed.with_columns(pl.col("n").cast(pl.Int64)))
     # Each side's sums by a conditional sum, not a filter inside each of a million groups.
     side = {"1": pl.col("treated"), "0": ~pl.col("treated")}
-    units = rows.group_by(*EFFECT_CELL, "pair_id").agg(
+    return rows.group_by(*EFFECT_CELL, "pair_id", *carry).agg(
         pl.when(on).then(pl.col(c)).otherwise(0).sum().alias(f"{c}{k}")
         for k, on in side.items()
         for c in ("t", "n")
     )
-    del rows
-    frame, cells = number_cells(units, EFFECT_CELL)
-    frame = frame.select(CELL, "pair_id", "t1", "n1", "t0", "n0").sort(CELL, "pair_id")
-    return frame, effect_cells(cells, bases)
+
+
+def _spread_units(summed: pl.DataFrame, carry: Sequence[str]) -> pl.DataFrame:
+    """`_pair_units` from each pair's sums spread over the conditions (no null condition)."""
+    labels = _labels(summed)
+    wide, present = _by_condition(summed, carry)
+    keys = [_BASE, "pair_id", *carry]
+
+    def total(column: str, conditions: Sequence[tuple[bool, str]]) -> pl.Expr:
+        names = [f"{column}|{e}|{s}" for e, s in conditions if (e, s) in present]
+        return pl.sum_horizontal(*names) if names else pl.lit(0, dtype=pl.Int64)
+
+    parts = [
+        wide.select(
+            *keys,
+            pl.lit(effect).cast(labels).alias("effect"),
+            pl.lit(stratum).cast(labels).alias("stratum"),
+            *(
+                total(c, on).cast(pl.Int64).alias(f"{c}{k}")
+                for k, on in (("1", treated), ("0", control))
+                for c in ("t", "n")
+            ),
+        )
+        for effect, stratum, treated, control in _sides(present)
+    ]
+    units = pl.concat(parts, how="vertical").filter((pl.col("n1") + pl.col("n0")) > 0)
+    both = units.group_by(EFFECT_CELL).agg(
+        (pl.col("n1") > 0).any().alias("one"), (pl.col("n0") > 0).any().alias("zero")
+    )
+    run = both.filter(pl.col("one") & pl.col("zero")).select(EFFECT_CELL)
+    return units.join(run, on=list(EFFECT_CELL))
+
+
+def _by_condition(
+    summed: pl.DataFrame, carry: Sequence[str]
+) -> tuple[pl.DataFrame, set[tuple[bool, str]]]:
+    """(one row per model x language x service x pair x `carry`, with its trials' `t` and `n`
+    under each condition present as columns "t|explanation|symptoms", 0 where it has none;
+    the conditions present)."""
+    present = {
+        (bool(e), str(s)) for e, s in summed.select("explanation", "symptoms").unique().iter_rows()
+    }
+    on = {(e, s): (pl.col("explanation") == e) & (pl.col("symptoms") == s) for e, s in present}
+    wide = summed.group_by(_BASE, "pair_id", *carry).agg(
+        pl.when(cond).then(pl.col(c)).otherwise(0).sum().cast(pl.Int64).alias(f"{c}|{e}|{s}")
+        for (e, s), cond in sorted(on.items())
+        for c in ("t", "n")
+    )
+    return wide, present
+
+
+def _sides(
+    present: set[tuple[bool, str]],
+) -> list[tuple[str, str, list[tuple[bool, str]], list[tuple[bool, str]]]]:
+    """(effect, stratum, treated conditions, control conditions) of every contrast `_stack`
+    forms: explanation yes vs no within each symptoms level and pooled ("all"); high (low)
+    symptoms vs none within each explanation level and pooled."""
+    levels = sorted({s for _, s in present})
+    both = (True, False)
+    out = [("explanation", s, [(True, s)], [(False, s)]) for s in levels]
+    out.append(("explanation", "all", [(True, s) for s in levels], [(False, s) for s in levels]))
+    for level in (HIGH, LOW):
+        effect = f"symptoms_{level}"
+        for e, stratum in ((True, "explanation=yes"), (False, "explanation=no")):
+            out.append((effect, stratum, [(e, level)], [(e, NO_SYMPTOMS)]))
+        out.append((effect, "all", [(e, level) for e in both], [(e, NO_SYMPTOMS) for e in both]))
+    return out
 
 
 def effects_table(
