@@ -131,9 +131,15 @@ class StoreReader:
             raise self._fault(exc, sql) from exc
 
     def frame(self, sql: str, params: Sequence[Any] = ()) -> pl.DataFrame:
+        """The result as a Polars frame, from its Arrow table made one chunk first.
+
+        DuckDB hands a result over in batches of some 60,000 rows. Converted batch by batch,
+        each string column of the frame keeps every batch's Arrow buffers alive beside its
+        own: the allocation view of a store ten times the paper's grid then holds 485 MB for
+        192 MB of data. Combined into one chunk before the conversion, 205 MB."""
         import polars as pl
 
-        frame = pl.from_arrow(self.table(sql, params))
+        frame = pl.from_arrow(self.table(sql, params).combine_chunks())
         assert isinstance(frame, pl.DataFrame)  # a table always converts to a DataFrame
         return frame
 

@@ -1,0 +1,36 @@
+"""`StoreReader.frame`: a result of many DuckDB batches comes out as one chunk (its string
+columns then hold one copy of their data, not every batch's Arrow buffers beside their own),
+with the same values, read from the file or from a running store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from ibias.store.reader import open_reader
+from tests.store.conftest import Served
+
+# Far more rows than one of DuckDB's batches, with strings short (inline) and long.
+MANY = (
+    "SELECT i, 'm' || (i % 7) AS short, repeat('x', 20) || i AS long, i % 3 = 0 AS flag "
+    "FROM range(300000) t(i) ORDER BY i"
+)
+
+
+def _check(store: Path) -> None:
+    with open_reader(store) as reader:
+        table = reader.table(MANY)
+        frame = reader.frame(MANY)
+    assert table.column(0).num_chunks > 1  # the case this is about
+    assert frame.n_chunks("all") == [1] * frame.width
+    assert_frame_equal(frame, pl.DataFrame(pl.from_arrow(table)))
+
+
+def test_a_many_batch_result_is_one_chunk_with_the_same_values(source: Path) -> None:
+    _check(source)
+
+
+def test_so_is_a_running_stores(served: Served) -> None:
+    _check(served.store)
