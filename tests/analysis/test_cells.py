@@ -2,7 +2,8 @@
 first), numbered, and joined back to the frame (a row with a null key gets no cell). Every table
 joins its intervals by these numbers and draws its resamples in their order, so they must be
 the same numbers, for keys of every type the tables use (strings, booleans, integers, enums
-and categoricals)."""
+and categoricals). And `coded_pairs`: the pair ids coded once, in their sorted order, for every
+table of an experiment and the extras they join."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from ibias.analysis.cells import CELL, number_cells
+from ibias.analysis.cells import CELL, coded_pairs, number_cells, pair_codes
 
 EFFECTS = pl.Enum(["all", "explanation", "symptoms_high"])
 
@@ -91,3 +92,34 @@ def test_keys_too_many_for_one_integer_are_joined() -> None:
     expected_numbered, expected_cells = joined_cells(frame, keys)
     assert_frame_equal(cells, expected_cells)
     assert_frame_equal(numbered, expected_numbered)
+
+
+# -- coded_pairs: the cluster ids coded once for all of an experiment's tables ---------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=40), st.lists(TEXT, max_size=10))
+def test_pair_codes_follow_the_ids_sorted_order_and_extras_are_coded_alike(
+    ids: list[str], other: list[str]
+) -> None:
+    trials = pl.DataFrame({"pair_id": ids, "x": range(len(ids))})
+    people = pl.DataFrame({"pair_id": other, "person": range(len(other))})
+    coded, extras = coded_pairs(trials, {"people": people, "plain": pl.DataFrame({"y": [1]})})
+    order = sorted(set(ids))  # Python's order of code points: UTF-8's byte order
+    assert coded["pair_id"].to_list() == [order.index(i) + 1 for i in ids]
+    assert coded["x"].to_list() == list(range(len(ids)))
+    # An extra's ids take the same codes; ids the trials lack have none.
+    want = [order.index(i) + 1 if i in order else None for i in other]
+    assert extras["people"]["pair_id"].to_list() == want
+    assert extras["people"]["person"].to_list() == list(range(len(other)))
+    assert_frame_equal(extras["plain"], pl.DataFrame({"y": [1]}))
+    # The tables' own coding keeps them: the same numbers as from the strings.
+    assert_frame_equal(pair_codes(coded, ["pair_id"]), pair_codes(trials, ["pair_id"]))
+
+
+def test_ids_with_a_null_stay_strings() -> None:
+    trials = pl.DataFrame({"pair_id": ["b", None, "a"]})
+    people = pl.DataFrame({"pair_id": ["a"]})
+    coded, extras = coded_pairs(trials, {"people": people})
+    assert_frame_equal(coded, trials)
+    assert_frame_equal(extras["people"], people)

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from ibias.analysis import labels, parallel
-from ibias.analysis.cells import condition_groups
+from ibias.analysis.cells import coded_pairs, condition_groups
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -63,7 +63,7 @@ EXAMPLE_TEXT_LIMIT = 700
 def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
     """Every allocation table, computed side by side (analysis/parallel.py): each draws from
     its own generator, so the numbers are those of computing them one by one."""
-    every = ctx.views[KIND]
+    every, extras = coded_pairs(ctx.views[KIND], ctx.extras)
     decisions = identity_swap.without_swapped(every)  # the control has its own table
     b, method = ctx.B, ctx.method
     logprobs = ctx.extras.get(LOGPROBS_TABLE)
@@ -98,7 +98,7 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         **population_tables.jobs(
             decisions,
             every,
-            ctx.extras,
+            extras,
             method=ctx.population_method,
             B=b,
             rng=ctx.rng,
