@@ -1,6 +1,6 @@
-"""`StoreReader.frame`: a result of many DuckDB batches comes out as one chunk (its string
-columns then hold one copy of their data, not every batch's Arrow buffers beside their own),
-with the same values, read from the file or from a running store."""
+"""`StoreReader.frame`: a result of many DuckDB batches comes out as one chunk (converted
+batch by batch, such a frame held far more memory than its data: the reader's docstring), with
+the same values, read from the file or from a running store."""
 
 from __future__ import annotations
 
