@@ -54,11 +54,16 @@ def _key_codes(series: pl.Series) -> tuple[pl.Series, int]:
     sorted a million at a time."""
     if series.dtype == pl.String:
         values = series.drop_nulls().unique().sort()
-        order = pl.Series(np.arange(1, values.len() + 1, dtype=np.int64))
-        code = series.replace_strict(values, order, default=0, return_dtype=pl.Int64)
-        return code, values.len() + 1
+        return _looked_up(series, values, default=0), values.len() + 1
     code = series.rank("dense").cast(pl.Int64).fill_null(0)
     return code, series.drop_nulls().n_unique() + 1
+
+
+def _looked_up(series: pl.Series, values: pl.Series, default: int | None) -> pl.Series:
+    """Each of `series`' values as its place (from 1) among the sorted distinct `values`,
+    `default` for one not among them."""
+    order = pl.Series(np.arange(1, values.len() + 1, dtype=np.int64))
+    return series.replace_strict(values, order, default=default, return_dtype=pl.Int64)
 
 
 def pair_codes(
@@ -95,20 +100,14 @@ def coded_pairs(
         return trials, dict(extras)
     if trials[cluster].null_count():
         return trials, dict(extras)
-    codes = trials.select(pl.col(cluster).unique().sort())
-    codes = codes.with_columns(pl.int_range(1, codes.height + 1, dtype=pl.Int64).alias("_code"))
-    coded = trials.with_columns(pl.col(cluster).rank("dense").cast(pl.Int64))
+    values = trials[cluster].unique().sort()
 
     def recoded(frame: pl.DataFrame) -> pl.DataFrame:
         if cluster not in frame.columns or frame[cluster].dtype != pl.String:
             return frame
-        return (
-            frame.join(codes, on=cluster, how="left", maintain_order="left")
-            .with_columns(pl.col("_code").alias(cluster))
-            .drop("_code")
-        )
+        return frame.with_columns(_looked_up(frame[cluster], values, default=None))
 
-    return coded, {name: recoded(frame) for name, frame in extras.items()}
+    return recoded(trials), {name: recoded(frame) for name, frame in extras.items()}
 
 
 def combined_codes(a: NDArray[np.integer], b: NDArray[np.integer]) -> NDArray[np.int64]:
