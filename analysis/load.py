@@ -215,12 +215,16 @@ def _views(
     """Each registered kind's view, by kind name, without the columns its experiment's loader
     reads in its own way (`ExperimentAnalysis.unread_columns`)."""
     unread: defaultdict[str, set[str]] = defaultdict(set)
+    labels: defaultdict[str, set[str]] = defaultdict(set)
     for part in loaders:
         for kind, columns in part.unread_columns.items():
             unread[kind].update(columns)
+        for kind, columns in part.categorical_columns.items():
+            labels[kind].update(columns)
     return {
         k.name: reader.frame(
-            relabel(_view_sql(k.view, [c for c in view_columns(k) if c not in unread[k.name]]))
+            relabel(_view_sql(k.view, [c for c in view_columns(k) if c not in unread[k.name]])),
+            categorical=labels[k.name],
         )
         for k in kinds()
         if k.view is not None

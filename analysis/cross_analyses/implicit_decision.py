@@ -85,7 +85,7 @@ from numpy.typing import NDArray
 from scipy.stats import rankdata
 
 from ibias.analysis import labels
-from ibias.analysis.cells import combined_codes
+from ibias.analysis.cells import combined_codes, texts
 from ibias.analysis.cross import CrossAnalysis, CrossContext
 from ibias.analysis.report import absent, col, count, esc, interval, num, pvalue, table
 from ibias.analysis.units.allocation.identity_swap import without_swapped
@@ -129,9 +129,11 @@ def model_points(
         pl.col("bias").mean().alias("mean_bias"),
         pl.col("bias").is_not_null().sum().cast(pl.Int64).alias("scored"),
     )
-    gap = al.group_by([*KEYS, "model_id"]).agg(
-        (pl.col("chosen") == CIS).sum().cast(pl.Int64).alias("n_cis"),
-        (pl.col("chosen") == TRANS).sum().cast(pl.Int64).alias("n_trans"),
+    gap = texts(
+        al.group_by([*KEYS, "model_id"]).agg(
+            (pl.col("chosen") == CIS).sum().cast(pl.Int64).alias("n_cis"),
+            (pl.col("chosen") == TRANS).sum().cast(pl.Int64).alias("n_trans"),
+        )
     )
     decided = pl.col("n_cis") + pl.col("n_trans")
     return (
@@ -264,7 +266,7 @@ def decision_measure(
         .filter(pl.col("q").is_not_null())
     )
     msq = pl.col("decision_msq")
-    return (
+    return texts(
         per_service.group_by([*KEYS, "model_id"])
         .agg(pl.col("q").mean().alias("decision_msq"), pl.len().cast(pl.Int64).alias("services"))
         .with_columns((msq.sign() * msq.abs().sqrt()).alias("decision_rms"))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from ibias.analysis.cells import CELL, coded_pairs, number_cells, pair_codes
+from ibias.analysis.cells import CELL, coded_pairs, keyed_like, number_cells, pair_codes, texts
 
 EFFECTS = pl.Enum(["all", "explanation", "symptoms_high"])
 
@@ -115,6 +115,37 @@ def test_pair_codes_follow_the_ids_sorted_order_and_extras_are_coded_alike(
     assert_frame_equal(extras["plain"], pl.DataFrame({"y": [1]}))
     # The tables' own coding keeps them: the same numbers as from the strings.
     assert_frame_equal(pair_codes(coded, ["pair_id"]), pair_codes(trials, ["pair_id"]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=40), st.lists(TEXT, max_size=10))
+def test_ids_read_as_categoricals_take_the_codes_of_their_texts(
+    ids: list[str], other: list[str]
+) -> None:
+    """The allocation view reads its pair ids as categoricals (`categorical_columns`): the
+    codes are those of the texts, for its extras' ids as texts or as categoricals."""
+    trials = pl.DataFrame({"pair_id": ids})
+    people = pl.DataFrame({"pair_id": other}, schema={"pair_id": pl.String})
+    want, want_extras = coded_pairs(trials, {"people": people})
+    as_labels = trials.with_columns(pl.col("pair_id").cast(pl.Categorical))
+    for extra in (people, people.with_columns(pl.col("pair_id").cast(pl.Categorical))):
+        coded, extras = coded_pairs(as_labels, {"people": extra})
+        assert_frame_equal(coded, want)
+        assert_frame_equal(extras["people"], want_extras["people"])
+
+
+def test_a_table_gives_its_labels_as_texts_and_a_small_frame_joins_the_labels() -> None:
+    labels = pl.DataFrame({"model_id": ["b", "a", None], "n": [1, 2, 3]}).with_columns(
+        pl.col("model_id").cast(pl.Categorical)
+    )
+    plain = texts(labels)
+    assert plain.schema["model_id"] == pl.String
+    assert plain["model_id"].to_list() == ["b", "a", None]
+    assert texts(plain) is plain  # nothing to cast: the frame itself
+    small = pl.DataFrame({"model_id": ["a", "c"], "w": [10, 20]})
+    joined = labels.join(keyed_like(small, labels), on="model_id", how="left")
+    assert joined.sort("n")["w"].to_list() == [None, 10, None]
+    assert keyed_like(small, small) is small
 
 
 def test_ids_with_a_null_stay_strings() -> None:

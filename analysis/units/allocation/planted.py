@@ -32,6 +32,7 @@ import numpy as np
 import polars as pl
 
 from ibias.analysis import population
+from ibias.analysis.cells import keyed_like, texts
 from ibias.analysis.experiment import (
     PLANTED_PEOPLE,
     PlantedCheck,
@@ -104,7 +105,7 @@ def trial_probabilities(
     conditions = _condition_terms(
         by_id, rows.select("model_id", "service", "explanation", "symptoms").unique()
     )
-    rows = rows.join(person, on=["model_id", *keys], how="left").join(
+    rows = rows.join(keyed_like(person, rows), on=["model_id", *keys], how="left").join(
         conditions, on=["model_id", "service", "explanation", "symptoms"], how="left"
     )
     q0 = rows["q0"].to_numpy()
@@ -203,7 +204,7 @@ def conditional_values(
         probabilities = original_arm(trial_probabilities([model], mine, people))
         cells.append(_conditional_cells(probabilities))
         effects.append(_conditional_effects(probabilities))
-    return pl.concat(cells), pl.concat(effects)
+    return texts(pl.concat(cells)), texts(pl.concat(effects))
 
 
 def _conditional_cells(probabilities: pl.DataFrame) -> pl.DataFrame:

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from ibias.analysis import labels, parallel
-from ibias.analysis.cells import coded_pairs, condition_groups
+from ibias.analysis.cells import coded_pairs, condition_groups, texts
 from ibias.analysis.experiment import (
     SOURCE_COLUMNS,
     ExperimentAnalysis,
@@ -57,6 +57,11 @@ from ibias.prompts.allocation.parse_tag_only import TAG_ONLY_TABLE, TAG_ONLY_VER
 from ibias.prompts.registry import kind
 
 KIND = "allocation"
+#: The view's label columns, read as categoricals (`ExperimentAnalysis.categorical_columns`).
+LABEL_COLUMNS = frozenset(
+    {"model_id", "language", "design", "service", "symptoms", "pair_id", "first", "chosen"}
+    | {"none_reason"}
+)
 EXAMPLE_TEXT_LIMIT = 700
 
 
@@ -111,7 +116,8 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         "allocation_explanation_examples", "allocation_authors_view",
         "allocation_parser_agreement", identity_swap.TABLE, logprob_shares.TABLE,
     ]  # fmt: skip
-    return {name: found[name] for name in [*order, *(n for n in found if n not in order)]}
+    # The tables' labels as texts, as every other table's (the view's are categoricals).
+    return {name: texts(found[name]) for name in [*order, *(n for n in found if n not in order)]}
 
 
 def _figures(
@@ -128,7 +134,7 @@ def _figures(
 
 def _outcomes(views: Mapping[str, pl.DataFrame]) -> pl.DataFrame:
     return views[KIND].select(
-        "model_id",
+        pl.col("model_id").cast(pl.String),
         (pl.col("none_reason") == codes.REFUSED).fill_null(False).alias("refused"),
         # an empty reply (no text) is unparseable, with its own reason (codes.EMPTY)
         pl.col("none_reason")
@@ -640,6 +646,7 @@ ANALYSIS = ExperimentAnalysis(
     load=load.load,
     summed_extras=frozenset({TAG_ONLY_TABLE}),
     unread_columns={KIND: frozenset({"explanation_text"})},
+    categorical_columns={KIND: LABEL_COLUMNS},
     overall=_overall,
     planted=planted.PLANTED,
     findings=findings.sentences,

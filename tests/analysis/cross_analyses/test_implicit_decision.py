@@ -524,7 +524,10 @@ def test_the_analysis_writes_the_association_and_warns_under_8_models(
     people = _store_people(sim_store)
     # pairs of a service share people here, so the people matter
     shares = (
-        data.views["allocation"].select("service", "pair_id").unique().join(people, on="pair_id")
+        data.views["allocation"]
+        .select(pl.col("service", "pair_id").cast(pl.String))  # read as categoricals
+        .unique()
+        .join(people, on="pair_id")
     )
     assert shares.height > shares.unique(["service", "cis_person"]).height
     for row in summary.iter_rows(named=True):
