@@ -18,7 +18,7 @@ from typing import Literal, get_args
 import polars as pl
 
 from ibias import errors
-from ibias.analysis import cross, figure_pool, findings, overview, paper, report
+from ibias.analysis import cross, figure_pool, findings, memory, overview, paper, report
 from ibias.analysis.bootstrap import Method
 from ibias.analysis.cells import order_rows
 from ibias.analysis.experiment import (
@@ -146,6 +146,7 @@ def compute_blocks(
             }
             outcomes = part.outcomes(views) if part.outcomes is not None else None
             blocks.append(Block(part, design, tables, outcomes))
+            memory.release()  # what the block's tables freed, before the next block's
     return blocks
 
 
