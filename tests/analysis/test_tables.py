@@ -14,11 +14,14 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import duckdb
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 from scipy import stats as sps
 
@@ -775,6 +778,32 @@ def test_orders_shown_once_give_their_one_choice_and_the_same_pairs_as_with_repe
     assert single.select(columns).rows() == repeated.sort("pair_id").select(columns).rows()
     assert single["repeated"].to_list() == [False] * 3
     assert repeated.sort("pair_id")["repeated"].to_list() == [True, False, False]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(["a", "b", "c", "d"]), st.sampled_from(["cis", "trans"])),
+        st.sampled_from(["cis", "trans", "none"]),
+        min_size=1,
+    )
+)
+def test_each_order_shown_once_gives_every_pair_with_its_two_choices(
+    shown: dict[tuple[str, str], str],
+) -> None:
+    """Orders shown once each (the joined path of `pair_outcomes`): every pair shown in either
+    order, with what each order chose (None for an order not shown), counted by hand."""
+    rows = [(pair, first, chosen) for (pair, first), chosen in shown.items()]
+    found = allocation.pair_outcomes(_decisions(rows), ["model_id"]).sort("pair_id")
+    pairs = sorted({pair for pair, _ in shown})
+    want = [(p, shown.get((p, "cis")), shown.get((p, "trans")), False, False) for p in pairs]
+    columns = ["pair_id", "cis_first", "trans_first", "repeated", "tied"]
+    assert found.select(columns).rows() == want
+    # The majority rule's way, which a hash collision of two trials' orders would take: the
+    # same pairs, so a collision costs time, never a number.
+    with mock.patch.object(allocation, "_maybe_repeated", return_value=True):
+        voted = allocation.pair_outcomes(_decisions(rows), ["model_id"]).sort("pair_id")
+    assert_frame_equal(voted, found)
 
 
 def test_empty_inputs_give_empty_tables_with_columns() -> None:

@@ -125,19 +125,23 @@ def effect_sums(
     decisions: pl.DataFrame, carry: Sequence[str] = ()
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The effects' trials summed per contrast cell, pair and side: (a row per contrast cell x
-    pair x `carry` x side with trials, keyed by `EFFECT_CELL`, with `treated`, the trials'
-    count `n` and how many chose the transgender candidate `t`; the model x language x
-    service keys by `_base`).
+    pair x `carry` x side with trials: `_cell`, pair_id, `carry`, `treated`, how many chose
+    the transgender candidate `t` and the trials' count `n`, the treated sides first; the
+    cells numbered over `EFFECT_CELL` with their keys as `EFFECT_KEYS`, as `effect_units`').
 
     The same sums as stacking the trials into the contrasts (`effect_rows`) and summing each
     side of each pair: every estimator sums a pair's trials per side, in integers, so it gives
     the same numbers from these rows. (The planted check's conditional effects stack the
     trials themselves, `effect_rows`: their means of per-trial floats would round differently
-    when summed per pair first.)"""
+    when summed per pair first.) The cells are numbered on the units, before they are split
+    into sides, and the sides carry no keys: at ten times the paper's grid the 2.2 million
+    sides with their keys, numbered again, held some 100 MB more."""
     units, bases = _pair_units(decisions, carry)
-    keys = [*EFFECT_CELL, "pair_id", *carry]
+    frame, cells = number_cells(units, EFFECT_CELL)
+    del units
+    keys = [CELL, "pair_id", *carry]
     sides = [
-        units.filter(pl.col(f"n{k}") > 0).select(
+        frame.filter(pl.col(f"n{k}") > 0).select(
             *keys,
             pl.lit(k == "1").alias("treated"),
             pl.col(f"t{k}").alias("t"),
@@ -145,7 +149,7 @@ def effect_sums(
         )
         for k in ("1", "0")
     ]
-    return pl.concat(sides, how="vertical"), bases
+    return pl.concat(sides, how="vertical"), effect_cells(cells, bases)
 
 
 def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -360,16 +360,14 @@ def effects_table(
     people = with_people(decisions.select(effects.EFFECT_INPUT), pair_people)
     # Summed per pair and condition before the contrasts are stacked (`effect_sums`): the
     # estimator sums the trials per person pair, so it is given them summed.
-    rows, bases = effects.effect_sums(people, ("cis_person", "trans_person"))
+    rows, cells = effects.effect_sums(people, ("cis_person", "trans_person"))
     del people
     if rows.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    frame, cells = number_cells(rows, effects.EFFECT_CELL)
+    frame, lost = _known(rows.drop("pair_id"), trials="n")
     del rows
-    frame, lost = _known(frame, trials="n")
     if frame.is_empty():
         return pl.DataFrame(schema=EFFECTS_SCHEMA)
-    cells = effects.effect_cells(cells, bases)
     found = settings.ci(
         frame["t"].to_numpy(), frame, treated=frame["treated"].to_numpy(), trials=frame["n"]
     )

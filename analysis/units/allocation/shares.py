@@ -100,7 +100,7 @@ def order_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame
     trial-level shares and their pair-resampling intervals still use every trial.
     """
     order = [*keys, "pair_id", "first"]
-    if not decisions.select(order).is_duplicated().any():
+    if not _maybe_repeated(decisions, order):
         # No order repeated (every run of ibias's own grid): each order's outcome is its one
         # trial's choice. The same rows as below without its four passes over a million
         # groups at ten times the paper's grid (half the time, less than half the memory).
@@ -127,6 +127,14 @@ def order_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame
     ).select(*order, "n", "tied", "chosen")
 
 
+def _maybe_repeated(decisions: pl.DataFrame, order: Sequence[str]) -> bool:
+    """Whether two trials may share all of `order`'s values: two of the rows' hashes are the
+    same. Equal rows hash alike, so False is certain; a True from two different rows of one
+    hash only sends `order_outcomes` the longer way, to the same rows. One 8-byte hash a row
+    rather than the rows themselves, at ten times the paper's grid: 200 MB less."""
+    return bool(decisions.select(pl.struct(order).hash()).to_series().is_duplicated().any())
+
+
 def pair_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     """One row per pair within each cell of `keys`: what each order chose and how they relate.
 
@@ -144,13 +152,23 @@ def pair_outcomes(decisions: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
             *pair, pl.col("chosen").alias(f"{who}_first")
         )
 
-    pairs = (
-        per_order.group_by(pair)
-        .agg((pl.col("n") > 1).any().alias("repeated"), pl.col("tied").any().alias("tied"))
-        .join(listed_first(CIS), on=pair, how="left", nulls_equal=True)
-        .join(listed_first(TRANS), on=pair, how="left", nulls_equal=True)
-        .select(*pair, "cis_first", "trans_first", "repeated", "tied")
-    )
+    if (per_order["n"] == 1).all() and per_order["first"].is_in([CIS, TRANS]).all():
+        # Each pair's orders shown once each, each one of the two (every run of ibias's own
+        # grid): the pairs are those of either order, joined. At ten times the paper's grid
+        # a third of the time and under half the memory of grouping a million trials.
+        pairs = (
+            listed_first(CIS)
+            .join(listed_first(TRANS), on=pair, how="full", coalesce=True, nulls_equal=True)
+            .with_columns(pl.lit(False).alias("repeated"), pl.lit(False).alias("tied"))
+        )
+    else:
+        pairs = (
+            per_order.group_by(pair)
+            .agg((pl.col("n") > 1).any().alias("repeated"), pl.col("tied").any().alias("tied"))
+            .join(listed_first(CIS), on=pair, how="left", nulls_equal=True)
+            .join(listed_first(TRANS), on=pair, how="left", nulls_equal=True)
+        )
+    pairs = pairs.select(*pair, "cis_first", "trans_first", "repeated", "tied")
     cis_first, trans_first = pl.col("cis_first"), pl.col("trans_first")
     complete = cis_first.is_not_null() & trans_first.is_not_null()
     decided = complete & (cis_first != NO_CHOICE) & (trans_first != NO_CHOICE)

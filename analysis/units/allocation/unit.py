@@ -115,7 +115,7 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         ),
     }
     # What each job over the trials works in, so that at ten times the paper's grid two run
-    # at once only if they fit (analysis/parallel.py); the small tables' memory is the trials'.
+    # at once only if they fit (analysis/parallel.py); the three small tables read small frames.
     small = {"allocation_explanation_examples", "allocation_authors_view"}
     small.add("allocation_parser_agreement")
     sizes = {name: every.height * BYTES_PER_TRIAL for name in jobs if name not in small}

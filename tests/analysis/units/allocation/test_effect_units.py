@@ -113,9 +113,10 @@ def test_units_are_each_pairs_sides_counted_by_hand(rows: list[tuple[object, ...
 @given(st.lists(ROW, min_size=1, max_size=60))
 def test_per_side_sums_are_the_units_split(rows: list[tuple[object, ...]]) -> None:
     decisions = _frame(rows)
-    sums, bases = effects.effect_sums(decisions)
+    sums, sum_cells = effects.effect_sums(decisions)
     units, cells = effects.effect_units(decisions)
-    keyed = sums.join(bases, on="_base").with_columns(pl.col("effect", "stratum").cast(pl.String))
+    assert_frame_equal(sum_cells, cells)  # numbered alike
+    keyed = sums.join(cells, on=CELL)
     got: dict[tuple[object, ...], list[int]] = defaultdict(lambda: [0] * 4)
     for row in keyed.iter_rows(named=True):
         key = (*(row[k] for k in effects.EFFECT_KEYS), row["pair_id"])
