@@ -74,9 +74,9 @@ def number_cells(frame: pl.DataFrame, keys: Sequence[str]) -> tuple[pl.DataFrame
 
 def _key_codes(series: pl.Series) -> tuple[pl.Series, int]:
     """(the key's values as integers in their sorted order, null 0 and the values from 1; how
-    many codes there are). Strings are looked up among their few distinct values rather than
-    sorted a million at a time."""
-    if series.dtype == pl.String:
+    many codes there are). Texts and categoricals are looked up among their few distinct values
+    rather than sorted a million at a time."""
+    if series.dtype in LABELS:  # a categorical by its categories' numbers (`_looked_up`)
         values = series.drop_nulls().unique().sort()
         return _looked_up(series, values, default=0), values.len() + 1
     code = series.rank("dense").cast(pl.Int64).fill_null(0)

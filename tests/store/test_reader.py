@@ -16,7 +16,8 @@ from tests.store.conftest import Served
 # Far more rows than one of DuckDB's batches, with strings short (inline) and long.
 MANY = (
     "SELECT i, 'm' || (i % 7) AS short, repeat('x', 20) || i AS long, i % 3 = 0 AS flag, "
-    "CASE WHEN i % 5 = 0 THEN NULL ELSE 'é' || (i % 11) END AS label "
+    "CASE WHEN i % 5 = 0 THEN NULL WHEN i % 13 = 0 THEN 'it''s' ELSE 'é' || (i % 11) END "
+    "AS label, CAST(NULL AS VARCHAR) AS nothing "
     "FROM range(300000) t(i) ORDER BY i"
 )
 
@@ -33,12 +34,15 @@ def _check(store: Path) -> None:
 def _check_categorical(store: Path) -> None:
     with open_reader(store) as reader:
         texts = reader.frame(MANY)
-        frame = reader.frame(MANY, categorical={"short", "label", "absent"})
+        frame = reader.frame(MANY, categorical={"short", "label", "i", "nothing", "absent"})
     assert frame.n_chunks("all") == [1] * frame.width
     assert frame.schema["short"] == pl.Categorical and frame.schema["label"] == pl.Categorical
     assert frame.schema["long"] == pl.String  # only the columns asked for
+    # Only text with values: a number stays a number, a column of nulls stays text.
+    assert frame.schema["i"] == pl.Int64 and frame.schema["nothing"] == pl.String
     assert frame["label"].null_count() == texts["label"].null_count() > 0
     # The same values, and the texts' order wherever the analysis sorts or ranks them.
+    assert "it's" in frame["label"].to_list()
     assert_frame_equal(frame.with_columns(pl.col("short", "label").cast(pl.String)), texts)
     for name in ("short", "label"):
         assert frame[name].sort().cast(pl.String).to_list() == texts[name].sort().to_list()
