@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import duckdb
 
 from ibias.store.db import StoreAccessError
-from ibias.store.experiments import sql_identifier, sql_literal
 from ibias.store.live import LiveClient, execute_rows, read_error, read_table
 from ibias.store.lock import holder
 from ibias.store.sandbox import open_query_connection
@@ -160,6 +159,8 @@ class StoreReader:
         """`sql` with each of its text columns named in `categorical` cast to an enum of the
         column's distinct values (an Arrow dictionary, a Polars categorical); as it is when it
         has none, and a column with no value stays text."""
+        from ibias.store.experiments import sql_identifier, sql_literal  # loads the registry
+
         schema = self.table(f"SELECT * FROM ({sql}) LIMIT 0", params).schema
         names = [f.name for f in schema if f.name in categorical and _is_text(f.type)]
         if not names:

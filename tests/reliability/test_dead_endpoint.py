@@ -4,7 +4,9 @@ later run resumes the stopped model's trials (issue 11, circuit breaker)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import Iterator
 
 import anyio
 import duckdb
@@ -19,6 +21,16 @@ from tests.helpers import IBIAS, model_block, start_simulator, stop_simulator, w
 
 FAST = Backoff(base_s=0.01, cap_s=0.05, max_attempts=8)
 N = 40
+
+
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections for as long as the block runs: bound and never
+    listening, so no other test's server can take it (a port bound and released could be, and
+    then the "dead" endpoint answered: a run under load finished every trial)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def free_port() -> int:
@@ -54,13 +66,14 @@ def _config(tmp_path, dead_url: str, outage_limit_s: float = 1):
 
 
 async def test_a_dead_endpoint_stops_its_model_only_and_a_rerun_resumes_it(tmp_path):
-    dead_url = f"http://127.0.0.1:{free_port()}/v1"
-    path = _config(tmp_path, dead_url)
-    store = tmp_path / "store.duckdb"
-    lines: list[str] = []
-    result = await execute(
-        load_config(path), RunOptions(store=store, quiet=True, backoff=FAST), say=lines.append
-    )
+    with refused_port() as port:
+        dead_url = f"http://127.0.0.1:{port}/v1"
+        path = _config(tmp_path, dead_url)
+        store = tmp_path / "store.duckdb"
+        lines: list[str] = []
+        result = await execute(
+            load_config(path), RunOptions(store=store, quiet=True, backoff=FAST), say=lines.append
+        )
     assert result.exit_code == 1
     # One line when it happens, naming the model and the cause, and the same in the summary.
     assert len(lines) == 1, lines
@@ -185,11 +198,11 @@ async def test_an_endpoint_that_never_answered_stops_at_once_naming_its_url(tmp_
     outage_limit_s of 600 s, with one line naming the URL and the error; the other model goes
     on. (The breaker's own tests show the 30 s default on a fake clock.)"""
     monkeypatch.setattr(breaker, "NEVER_ANSWERED_S", 0.5)
-    dead_url = f"http://127.0.0.1:{free_port()}/v1"
-    path = _config(tmp_path, dead_url, outage_limit_s=600)
-    store = tmp_path / "store.duckdb"
-    lines: list[str] = []
-    with anyio.fail_after(60):  # a guard against waiting out the 600 s, not a timing
+    with refused_port() as port, anyio.fail_after(60):  # against waiting 600 s
+        dead_url = f"http://127.0.0.1:{port}/v1"
+        path = _config(tmp_path, dead_url, outage_limit_s=600)
+        store = tmp_path / "store.duckdb"
+        lines: list[str] = []
         result = await execute(
             load_config(path), RunOptions(store=store, quiet=True, backoff=FAST), say=lines.append
         )
