@@ -191,6 +191,9 @@ def _timed(cmd: Sequence[str], *, log: Path | None = None) -> Timed:
         rss_file.unlink(missing_ok=True)
         if log is not None and not isinstance(out, int):
             out.close()
+    if proc.returncode and log is not None:  # the log goes with the temporary folder: say why
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        print(f"  {' '.join(cmd[:3])} ... exited {proc.returncode}: {' | '.join(tail)}", flush=True)
     return Timed(wall, peak, proc.returncode, (before, _load()))
 
 

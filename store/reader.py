@@ -133,8 +133,8 @@ class StoreReader:
     def frame(
         self, sql: str, params: Sequence[Any] = (), *, categorical: Collection[str] = ()
     ) -> pl.DataFrame:
-        """The result as a Polars frame, from its Arrow table made one chunk first; those of
-        the `categorical` columns it has as text come as Polars categoricals.
+        """The result as a Polars frame, from its Arrow table made one chunk first; the
+        `categorical` columns it has (texts) as Polars categoricals.
 
         DuckDB hands a result over in batches of some 60,000 rows, and Polars' frame of a
         result converted batch by batch keeps far more memory than its data: the allocation
@@ -142,44 +142,34 @@ class StoreReader:
         dropping it gave back, against 205 MB when the batches are combined first. The
         string columns are most of the difference (four short ones: 172 against 82 MB).
 
-        A categorical column costs 4 bytes a row against a string's 16 and its text. It
-        comes from DuckDB already coded, as an enum of its distinct values (`_enum_sql`, one
-        more pass over the query to find them), so its texts are never held a row each: on
-        the allocation view of the 10x store the read peaked 200 MB lower, and kept 150 MB
-        less, than texts encoded once in Arrow, for 2.3 s more."""
+        A categorical column (text; another type stays as it is) is dictionary-encoded while
+        still in Arrow, so its texts never become Polars strings (16 bytes a row and the text,
+        against 4): encoding the allocation view's nine label columns after the conversion
+        instead kept 115 MB more of the 10x store's read, and took 0.6 s longer. (Having
+        DuckDB send them as enums of their distinct values instead read with 200 MB less at
+        its peak, but the enum cast over the view then ran out of the reads' 384 MB now and
+        then: 2 loads of 8 at 10x.)"""
         import polars as pl
+        import pyarrow as pa
 
-        if categorical:
-            sql = self._enum_sql(sql, params, categorical)
-        frame = pl.from_arrow(self.table(sql, params).unify_dictionaries().combine_chunks())
+        table = self.table(sql, params)
+        encoded = [
+            field.name
+            for field in table.schema
+            if field.name in categorical
+            and (pa.types.is_string(field.type) or pa.types.is_large_string(field.type))
+        ]
+        if encoded:
+            import pyarrow.compute as pc
+
+            for name in encoded:
+                index = table.column_names.index(name)
+                table = table.set_column(index, name, pc.dictionary_encode(table[name]))
+            table = table.unify_dictionaries()
+        frame = pl.from_arrow(table.combine_chunks())
+        del table
         assert isinstance(frame, pl.DataFrame)  # a table always converts to a DataFrame
         return frame
-
-    def _enum_sql(self, sql: str, params: Sequence[Any], categorical: Collection[str]) -> str:
-        """`sql` with each of its text columns named in `categorical` cast to an enum of the
-        column's distinct values (an Arrow dictionary, a Polars categorical); as it is when it
-        has none, and a column with no value stays text."""
-        from ibias.store.experiments import sql_identifier, sql_literal  # loads the registry
-
-        schema = self.table(f"SELECT * FROM ({sql}) LIMIT 0", params).schema
-        names = [f.name for f in schema if f.name in categorical and _is_text(f.type)]
-        if not names:
-            return sql
-        (found,) = self.execute(
-            "SELECT "
-            + ", ".join(
-                f"list(DISTINCT {sql_identifier(n)} ORDER BY {sql_identifier(n)})" for n in names
-            )
-            + f" FROM ({sql})",
-            params,
-        ).fetchall()  # one row: an aggregate's
-        casts = [
-            f"CAST({sql_identifier(n)} AS ENUM({', '.join(sql_literal(v) for v in values)})) "
-            f"AS {sql_identifier(n)}"
-            for n, given in zip(names, found, strict=True)
-            if (values := [v for v in given if v is not None])
-        ]
-        return f"SELECT * REPLACE ({', '.join(casts)}) FROM ({sql})" if casts else sql
 
     def records(
         self, sql: str, params: Sequence[Any] = ()
@@ -205,12 +195,6 @@ class StoreReader:
 
     def close(self) -> None:
         self._close()
-
-
-def _is_text(kind: Any) -> bool:
-    import pyarrow as pa
-
-    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
 
 
 @contextmanager
