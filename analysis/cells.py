@@ -95,8 +95,8 @@ def _looked_up(series: pl.Series, values: pl.Series, default: int | None) -> pl.
         return found.alias(series.name)
     if series.dtype == pl.Categorical:
         series = series.cast(pl.String)
-    texts = values.cast(pl.String) if values.dtype == pl.Categorical else values
-    return series.replace_strict(texts, order, default=default, return_dtype=pl.Int64)
+    sought = values.cast(pl.String) if values.dtype == pl.Categorical else values
+    return series.replace_strict(sought, order, default=default, return_dtype=pl.Int64)
 
 
 def pair_codes(
