@@ -136,9 +136,7 @@ def effect_sums(
     when summed per pair first.) The cells are numbered on the units, before they are split
     into sides, and the sides carry no keys: at ten times the paper's grid the 2.2 million
     sides with their keys, numbered again, held some 100 MB more."""
-    units, bases = _pair_units(decisions, carry)
-    frame, cells = number_cells(units, EFFECT_CELL)
-    del units
+    frame, cells = _numbered_units(decisions, carry)
     keys = [CELL, "pair_id", *carry]
     sides = [
         frame.filter(pl.col(f"n{k}") > 0).select(
@@ -149,7 +147,7 @@ def effect_sums(
         )
         for k in ("1", "0")
     ]
-    return pl.concat(sides, how="vertical"), effect_cells(cells, bases)
+    return pl.concat(sides, how="vertical"), cells
 
 
 def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -158,10 +156,18 @@ def effect_units(decisions: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     `n1`, and the control trials' `t0`, `n0`; the cells numbered over `EFFECT_CELL` with their
     keys as `EFFECT_KEYS`). They are the cells and units `grouped_paired_difference_ci` forms
     from the stacked trials (`effect_rows`): the same intervals."""
-    units, bases = _pair_units(decisions)
-    frame, cells = number_cells(units, EFFECT_CELL)
-    del units
+    frame, cells = _numbered_units(decisions)
     frame = frame.select(CELL, "pair_id", "t1", "n1", "t0", "n0").sort(CELL, "pair_id")
+    return frame, cells
+
+
+def _numbered_units(
+    decisions: pl.DataFrame, carry: Sequence[str] = ()
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(`_pair_units` with their contrast cells numbered over `EFFECT_CELL`, the cells with
+    their keys as `EFFECT_KEYS`): what both the effects' units and sides start from."""
+    units, bases = _pair_units(decisions, carry)
+    frame, cells = number_cells(units, EFFECT_CELL)
     return frame, effect_cells(cells, bases)
 
 

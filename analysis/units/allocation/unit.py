@@ -63,8 +63,14 @@ KIND = "allocation"
 BYTES_PER_TRIAL = 300
 #: The view's label columns, read as categoricals (`ExperimentAnalysis.categorical_columns`).
 LABEL_COLUMNS = frozenset(
-    {"model_id", "language", "design", "service", "symptoms", "pair_id", "first", "chosen"}
-    | {"none_reason"}
+    {
+        "model_id", "language", "design", "service", "symptoms", "pair_id", "first", "chosen",
+        "none_reason",
+    }
+)  # fmt: skip
+#: The tables that read only small frames of their own, not the trials (no memory to declare).
+SMALL_TABLES = frozenset(
+    {"allocation_explanation_examples", "allocation_authors_view", "allocation_parser_agreement"}
 )
 EXAMPLE_TEXT_LIMIT = 700
 
@@ -115,10 +121,8 @@ def _tables(ctx: TableContext) -> dict[str, pl.DataFrame]:
         ),
     }
     # What each job over the trials works in, so that at ten times the paper's grid two run
-    # at once only if they fit (analysis/parallel.py); the three small tables read small frames.
-    small = {"allocation_explanation_examples", "allocation_authors_view"}
-    small.add("allocation_parser_agreement")
-    sizes = {name: every.height * BYTES_PER_TRIAL for name in jobs if name not in small}
+    # at once only if they fit (analysis/parallel.py).
+    sizes = {name: every.height * BYTES_PER_TRIAL for name in jobs if name not in SMALL_TABLES}
     found = parallel.compute_all(jobs, sizes=sizes)
     order = [
         "allocation_cells", "position_bias", "allocation_effects",
